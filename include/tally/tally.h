@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * tally.h - the client API of tally, the only header a training process
+ * includes.
+ *
+ * A training process (one per GPU) connects to the tallyd daemon of its host,
+ * allocates its gradient buffers inside shared memory, and submits
+ * asynchronous all-reduce operations on them.  The daemon matches the
+ * submissions of all local processes by (key, iteration), reduces them (and,
+ * in a multi-host job, aggregates them with the other hosts) and writes the
+ * result into every process's receive buffer.
+ *
+ *	struct tally_client *c;
+ *	float *grad;
+ *	uint64_t req;
+ *
+ *	tally_connect(NULL, &c);                  // $TALLY_SOCKET or default
+ *	grad = tally_alloc(c, n * sizeof(float)); // shared with the daemon
+ *	...fill grad...
+ *	tally_allreduce(c, &(struct tally_allreduce_args){
+ *		.key = layer_id, .iteration = step,
+ *		.sendbuf = grad, .recvbuf = grad, .count = n,
+ *		.dtype = TALLY_FLOAT32, .op = TALLY_AVG }, &req);
+ *	tally_wait(c, req, -1);
+ *	tally_disconnect(c);
+ *
+ * Errors: every call returns 0 or a negative TALLY_E* code (never sets
+ * errno as its only report); tally_strerror() names it.
+ *
+ * Thread safety: a struct tally_client is NOT thread-safe; it owns one
+ * single-producer/single-consumer submission ring and completion ring.  Use
+ * it from one thread at a time (external locking is fine), or open one
+ * client per thread.  Different clients may be used concurrently.
+ * tally_strerror() and tally_dtype_size() are thread-safe.
+ *
+ * The library links libc only: no DPDK, rdma-core or CUDA.
+ */
+#ifndef TALLY_TALLY_H
+#define TALLY_TALLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TALLY_API_VERSION 1
+
+/* Default daemon socket when neither the argument nor $TALLY_SOCKET is set. */
+#define TALLY_DEFAULT_SOCKET "/run/tally/tallyd.sock"
+
+/* Error codes, returned negated. */
+enum tally_error {
+	TALLY_OK = 0,
+	TALLY_EINVAL = 1,	/* bad argument */
+	TALLY_ENOMEM = 2,	/* out of memory or shared memory */
+	TALLY_ECONNECT = 3,	/* cannot reach the daemon */
+	TALLY_EPROTO = 4,	/* daemon and library disagree (version) */
+	TALLY_EAGAIN = 5,	/* rings full: reap completions and retry */
+	TALLY_ETIMEDOUT = 6,	/* tally_wait() timed out; request pending */
+	TALLY_EMISMATCH = 7,	/* group members disagree on size/dtype/op */
+	TALLY_EPEERLOST = 8,	/* another member died mid-operation */
+	TALLY_EDAEMONLOST = 9,	/* the daemon died or closed us */
+	TALLY_EBADOP = 10,	/* daemon rejected the request (opcode...) */
+	TALLY_ERANGE = 11,	/* buffer outside the shared segments */
+	TALLY_ENOENT = 12,	/* unknown request handle */
+	TALLY_EDENIED = 13,	/* admission refused (job full, credentials) */
+	TALLY_ENETWORK = 14,	/* multi-host aggregation failed */
+	TALLY_EINPROGRESS = 15,	/* tally_test(): not finished yet */
+	TALLY_ERROR_MAX
+};
+
+enum tally_dtype {
+	TALLY_FLOAT32 = 0,
+	TALLY_FLOAT16 = 1,	/* IEEE binary16 */
+	TALLY_BFLOAT16 = 2,
+	TALLY_INT32 = 3,
+	TALLY_DTYPE_MAX
+};
+
+enum tally_op {
+	TALLY_SUM = 0,
+	TALLY_AVG = 1,		/* sum divided by the number of contributors */
+	TALLY_OP_MAX
+};
+
+struct tally_client;
+
+/* Submission arguments.  sendbuf and recvbuf must lie inside buffers from
+ * tally_alloc(); recvbuf == sendbuf is an in-place all-reduce. */
+struct tally_allreduce_args {
+	uint64_t key;		/* tensor identity, equal on every process */
+	uint64_t iteration;	/* training step; (key, iteration) matches */
+	const void *sendbuf;
+	void *recvbuf;
+	uint64_t count;		/* elements, not bytes */
+	enum tally_dtype dtype;
+	enum tally_op op;
+	uint32_t priority;	/* 0 is most urgent (input-side layers) */
+};
+
+/*
+ * tally_connect - connect to the host's daemon.
+ * @socket_path: Unix socket of tallyd; NULL means $TALLY_SOCKET, then
+ *               TALLY_DEFAULT_SOCKET.
+ * @out:         the new client on success.
+ * Blocks until the daemon admitted the process (or refused it).
+ */
+int tally_connect(const char *socket_path, struct tally_client **out);
+
+/*
+ * tally_disconnect - close the client.  Pending operations are abandoned
+ * (other members get TALLY_EPEERLOST); buffers from tally_alloc() are
+ * unmapped.  NULL is ignored.
+ */
+void tally_disconnect(struct tally_client *c);
+
+/* Local rank of this process on its host (admission order) and group size. */
+int tally_rank(const struct tally_client *c);
+int tally_size(const struct tally_client *c);
+
+/*
+ * tally_alloc - allocate @bytes of memory shared with the daemon.
+ * Backed by a memfd (huge pages when the host has free ones), pre-faulted,
+ * 64-byte aligned.  Returns NULL on failure.
+ */
+void *tally_alloc(struct tally_client *c, size_t bytes);
+
+/* tally_free - release a buffer from tally_alloc(); it must not be in use. */
+void tally_free(struct tally_client *c, void *ptr);
+
+/*
+ * tally_allreduce - submit an asynchronous all-reduce.
+ * On success stores a request handle in @req, valid until tally_test() or
+ * tally_wait() returned its completion.  Returns -TALLY_EAGAIN when the
+ * client already has TALLY_MAX_INFLIGHT requests pending (back-pressure:
+ * wait for one, then retry); nothing is dropped.
+ */
+#define TALLY_MAX_INFLIGHT 256
+int tally_allreduce(struct tally_client *c,
+		    const struct tally_allreduce_args *args, uint64_t *req);
+
+/*
+ * tally_test - non-blocking completion check.
+ * Returns -TALLY_EINPROGRESS while pending, else the request's result
+ * (0 or a negative error) and forgets the handle.
+ */
+int tally_test(struct tally_client *c, uint64_t req);
+
+/*
+ * tally_wait - wait for a request.
+ * @timeout_ms: -1 waits forever, 0 polls.
+ * Spins briefly, then sleeps on the completion doorbell.  Returns the
+ * request's result and forgets the handle, or -TALLY_ETIMEDOUT (the request
+ * stays pending), or -TALLY_EDAEMONLOST if the daemon went away.
+ */
+int tally_wait(struct tally_client *c, uint64_t req, int timeout_ms);
+
+/* tally_strerror - static text for a (negative or positive) error code. */
+const char *tally_strerror(int err);
+
+/* tally_dtype_size - bytes per element, 0 for an unknown dtype. */
+size_t tally_dtype_size(enum tally_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_TALLY_H */
