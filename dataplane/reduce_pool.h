@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * reduce_pool.h - run one large reduction on several cores.
+ *
+ * The caller's thread takes the first share and helper threads the others;
+ * shares are whole blocks, disjoint, so no two threads touch one cache
+ * line.  Reductions under REDUCE_PARALLEL_MIN_BYTES run on the caller
+ * alone: waking a helper costs more than it saves there.  Helpers sleep on
+ * a condition variable between jobs (never spin: cores are shared).
+ */
+#ifndef TALLY_DATAPLANE_REDUCE_POOL_H
+#define TALLY_DATAPLANE_REDUCE_POOL_H
+
+#include "dataplane/reduce.h"
+
+#define REDUCE_PARALLEL_MIN_BYTES (256u << 10)
+#define REDUCE_POOL_MAX_THREADS 16
+
+struct reduce_pool;
+
+/* @threads in all, the caller included; 1 makes a pool without helpers.
+ * NULL on failure. */
+struct reduce_pool *reduce_pool_create(unsigned int threads);
+void reduce_pool_destroy(struct reduce_pool *pool);
+
+/* Run @a to completion over the pool; returns when every share is done. */
+void reduce_pool_run(struct reduce_pool *pool, const struct reduce_args *a);
+
+#endif /* TALLY_DATAPLANE_REDUCE_POOL_H */
