@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * client.c - libtally set-up: connecting to tallyd, the rings, and shared
+ * buffers (tally_connect, tally_disconnect, tally_alloc, tally_free).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "shm/client_internal.h"
+#include "shm/fdpass.h"
+
+/* A daemon that does not answer a control message within this is lost. */
+#define CLIENT_CTRL_TIMEOUT_S 10
+
+static int open_socket(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = CLIENT_CTRL_TIMEOUT_S };
+	int s;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -TALLY_EINVAL;
+	strcpy(sa.sun_path, path);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -TALLY_ECONNECT;
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(s);
+		return -TALLY_ECONNECT;
+	}
+	return s;
+}
+
+/* Send a control message and wait for its reply of type @want. */
+static int ctrl_call(struct tally_client *c, struct tally_msg *msg,
+		     const int *fds, int nfds, enum tally_msg_type want)
+{
+	int rfds[TALLY_MSG_MAX_FDS], rn, ret;
+
+	if (c->daemon_lost)
+		return -TALLY_EDAEMONLOST;
+	if (msg_send(c->sock, msg, fds, nfds))
+		goto lost;
+	ret = msg_recv(c->sock, msg, rfds, &rn);
+	for (int i = 0; i < rn; i++)
+		close(rfds[i]);
+	if (ret == -EPROTO)
+		return -TALLY_EPROTO;
+	if (ret <= 0 || msg->type != want)
+		goto lost;
+	return msg->status;
+lost:
+	c->daemon_lost = true;
+	return -TALLY_EDAEMONLOST;
+}
+
+static int setup_rings(struct tally_client *c)
+{
+	int ret = segment_create(&c->ctrl, client_ctrl_bytes(), "tally-rings");
+
+	if (ret)
+		return ret;
+	ring_attach(&c->sq, c->ctrl.base, CLIENT_SQ_ENTRIES,
+		    sizeof(struct tally_sqe), true, true);
+	ring_attach(&c->cq, (char *)c->ctrl.base + client_cq_offset(),
+		    CLIENT_CQ_ENTRIES, sizeof(struct tally_cqe), false, true);
+	return 0;
+}
+
+static void client_free(struct tally_client *c)
+{
+	for (int i = 0; i < TALLY_MAX_SEGMENTS; i++)
+		if (c->segs[i].id)
+			segment_destroy(&c->segs[i].seg);
+	if (c->ctrl.base)
+		segment_destroy(&c->ctrl);
+	if (c->sock >= 0)
+		close(c->sock);
+	if (c->sq_kick_fd >= 0)
+		close(c->sq_kick_fd);
+	if (c->cq_kick_fd >= 0)
+		close(c->cq_kick_fd);
+	free(c);
+}
+
+int tally_connect(const char *socket_path, struct tally_client **out)
+{
+	struct tally_client *c;
+	struct tally_msg msg;
+	int fds[3], ret;
+
+	if (!out)
+		return -TALLY_EINVAL;
+	*out = NULL;
+	if (!socket_path)
+		socket_path = getenv("TALLY_SOCKET");
+	if (!socket_path || !*socket_path)
+		socket_path = TALLY_DEFAULT_SOCKET;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -TALLY_ENOMEM;
+	c->sq_kick_fd = c->cq_kick_fd = -1;
+	c->ctrl.fd = -1;
+	c->next_seg_id = 1;
+	c->sock = open_socket(socket_path);
+	if (c->sock < 0) {
+		ret = c->sock;
+		goto fail;
+	}
+	c->sq_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	c->cq_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->sq_kick_fd < 0 || c->cq_kick_fd < 0) {
+		ret = -TALLY_ENOMEM;
+		goto fail;
+	}
+	ret = setup_rings(c);
+	if (ret)
+		goto fail;
+
+	msg_init(&msg, TALLY_MSG_HELLO);
+	msg.arg[0] = CLIENT_SQ_ENTRIES;
+	msg.arg[1] = CLIENT_CQ_ENTRIES;
+	msg.arg[2] = c->ctrl.size;
+	fds[0] = c->ctrl.fd;
+	fds[1] = c->sq_kick_fd;
+	fds[2] = c->cq_kick_fd;
+	ret = ctrl_call(c, &msg, fds, 3, TALLY_MSG_WELCOME);
+	if (ret == -TALLY_EDAEMONLOST)
+		ret = -TALLY_ECONNECT;
+	if (ret)
+		goto fail;
+	c->rank = (int)msg.arg[0];
+	c->size = (int)msg.arg[1];
+	*out = c;
+	return 0;
+fail:
+	client_free(c);
+	return ret;
+}
+
+void tally_disconnect(struct tally_client *c)
+{
+	if (c)
+		client_free(c);
+}
+
+int tally_rank(const struct tally_client *c)
+{
+	return c ? c->rank : -TALLY_EINVAL;
+}
+
+int tally_size(const struct tally_client *c)
+{
+	return c ? c->size : -TALLY_EINVAL;
+}
+
+void *tally_alloc(struct tally_client *c, size_t bytes)
+{
+	struct client_seg *slot = NULL;
+	struct tally_msg msg;
+
+	if (!c || bytes == 0)
+		return NULL;
+	for (int i = 0; i < TALLY_MAX_SEGMENTS && !slot; i++)
+		if (!c->segs[i].id)
+			slot = &c->segs[i];
+	if (!slot || segment_create(&slot->seg, bytes, "tally-buf"))
+		return NULL;
+
+	msg_init(&msg, TALLY_MSG_SEG_ADD);
+	msg.arg[0] = c->next_seg_id;
+	msg.arg[1] = slot->seg.size;
+	if (ctrl_call(c, &msg, &slot->seg.fd, 1, TALLY_MSG_SEG_ACK)) {
+		segment_destroy(&slot->seg);
+		return NULL;
+	}
+	slot->id = c->next_seg_id++;
+	return slot->seg.base;
+}
+
+void tally_free(struct tally_client *c, void *ptr)
+{
+	struct tally_msg msg;
+
+	if (!c || !ptr)
+		return;
+	for (int i = 0; i < TALLY_MAX_SEGMENTS; i++) {
+		struct client_seg *s = &c->segs[i];
+
+		if (!s->id || s->seg.base != ptr)
+			continue;
+		msg_init(&msg, TALLY_MSG_SEG_DEL);
+		msg.arg[0] = s->id;
+		ctrl_call(c, &msg, NULL, 0, TALLY_MSG_SEG_ACK);
+		segment_destroy(&s->seg);
+		s->id = 0;
+		return;
+	}
+}
+
+int client_translate(const struct tally_client *c, const void *ptr,
+		     uint64_t len, uint32_t *seg_id, uint64_t *off)
+{
+	uintptr_t p = (uintptr_t)ptr;
+
+	for (int i = 0; i < TALLY_MAX_SEGMENTS; i++) {
+		const struct client_seg *s = &c->segs[i];
+		uintptr_t base = (uintptr_t)s->seg.base;
+
+		if (!s->id || p < base || p - base >= s->seg.size)
+			continue;
+		if (!segment_contains(&s->seg, p - base, len))
+			return -TALLY_ERANGE;
+		*seg_id = s->id;
+		*off = p - base;
+		return 0;
+	}
+	return -TALLY_ERANGE;
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * client_internal.h - the client library's private state, shared by its
+ * source files and by the tests (which inject raw descriptors to check the
+ * daemon's validation).  Not installed.
+ */
+#ifndef TALLY_SHM_CLIENT_INTERNAL_H
+#define TALLY_SHM_CLIENT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <tally/tally.h>
+
+#include "shm/proto.h"
+#include "shm/ring.h"
+#include "shm/segment.h"
+
+#define CLIENT_SQ_ENTRIES TALLY_MAX_INFLIGHT
+#define CLIENT_CQ_ENTRIES TALLY_MAX_INFLIGHT
+
+enum req_state { REQ_FREE = 0, REQ_PENDING, REQ_DONE };
+
+struct client_req {
+	uint32_t gen;		/* bumped on reuse: stale handles are ENOENT */
+	uint8_t state;
+	int32_t res;
+};
+
+struct client_seg {
+	uint32_t id;		/* 0: slot unused (id 0 is the ring segment) */
+	struct segment seg;
+};
+
+struct tally_client {
+	int sock;
+	int sq_kick_fd;		/* eventfd: we ring the daemon */
+	int cq_kick_fd;		/* eventfd: the daemon rings us */
+	struct segment ctrl;	/* holds both rings */
+	struct ring sq, cq;
+	int rank, size;
+	bool daemon_lost;
+	uint32_t next_seg_id;
+	unsigned int inflight;
+	uint64_t spin_ewma_ns;	/* recent wait durations, for the spin */
+	struct client_seg segs[TALLY_MAX_SEGMENTS];
+	struct client_req reqs[TALLY_MAX_INFLIGHT];
+};
+
+/* Byte offset of the completion ring inside the control segment. */
+static inline size_t client_cq_offset(void)
+{
+	size_t sq = ring_bytes(CLIENT_SQ_ENTRIES, sizeof(struct tally_sqe));
+
+	return (sq + RING_CACHELINE - 1) & ~(size_t)(RING_CACHELINE - 1);
+}
+
+static inline size_t client_ctrl_bytes(void)
+{
+	return client_cq_offset() +
+	       ring_bytes(CLIENT_CQ_ENTRIES, sizeof(struct tally_cqe));
+}
+
+/* Queue a raw descriptor (user_data is set here) and ring the doorbell. */
+int client_submit_sqe(struct tally_client *c, struct tally_sqe *sqe,
+		      uint64_t *req);
+
+/* Map a user pointer to (segment id, offset) with [ptr, ptr+len) inside. */
+int client_translate(const struct tally_client *c, const void *ptr,
+		     uint64_t len, uint32_t *seg_id, uint64_t *off);
+
+#endif /* TALLY_SHM_CLIENT_INTERNAL_H */

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * client_ops.c - libtally's data path: submitting all-reduces, reaping
+ * completions, and waiting on the completion doorbell.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shm/client_internal.h"
+
+/* Spin at most this long before sleeping; less when recent waits were
+ * short, not at all when they were long (spinning on a shared core only
+ * steals time from the daemon that has to do the work). */
+#define CLIENT_SPIN_MAX_NS 50000ull
+
+#define REQ_SLOT(req) ((uint32_t)((req) & 0xffffu))
+#define REQ_GEN(req) ((uint32_t)((req) >> 16))
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct client_req *req_lookup(struct tally_client *c, uint64_t req)
+{
+	struct client_req *r;
+
+	if (REQ_SLOT(req) >= TALLY_MAX_INFLIGHT)
+		return NULL;
+	r = &c->reqs[REQ_SLOT(req)];
+	if (r->state == REQ_FREE || r->gen != REQ_GEN(req))
+		return NULL;
+	return r;
+}
+
+/* Move every completion from the ring into its request slot. */
+static void reap(struct tally_client *c)
+{
+	struct tally_cqe cqe;
+	int got;
+
+	while ((got = ring_pop(&c->cq, &cqe)) > 0) {
+		struct client_req *r = req_lookup(c, cqe.user_data);
+
+		if (r && r->state == REQ_PENDING) {
+			r->state = REQ_DONE;
+			r->res = cqe.res;
+		}
+	}
+	if (got < 0)		/* the daemon corrupted the ring */
+		c->daemon_lost = true;
+}
+
+int client_submit_sqe(struct tally_client *c, struct tally_sqe *sqe,
+		      uint64_t *req)
+{
+	struct client_req *r = NULL;
+	uint32_t slot;
+
+	if (c->daemon_lost)
+		return -TALLY_EDAEMONLOST;
+	for (slot = 0; slot < TALLY_MAX_INFLIGHT; slot++)
+		if (c->reqs[slot].state == REQ_FREE) {
+			r = &c->reqs[slot];
+			break;
+		}
+	if (!r)
+		return -TALLY_EAGAIN;
+	r->gen = (r->gen + 1) & 0xffffffu;
+	if (r->gen == 0)
+		r->gen = 1;
+	sqe->user_data = ((uint64_t)r->gen << 16) | slot;
+	if (ring_push(&c->sq, sqe))
+		return -TALLY_EAGAIN;
+	r->state = REQ_PENDING;
+	c->inflight++;
+	if (ring_needs_wakeup(&c->sq)) {
+		uint64_t one = 1;
+
+		if (write(c->sq_kick_fd, &one, sizeof(one)) < 0 &&
+		    errno != EAGAIN)
+			c->daemon_lost = true;
+	}
+	*req = sqe->user_data;
+	return 0;
+}
+
+static int check_args(const struct tally_allreduce_args *a, uint64_t *bytes)
+{
+	size_t esz;
+
+	if (!a || (unsigned int)a->dtype >= TALLY_DTYPE_MAX ||
+	    (unsigned int)a->op >= TALLY_OP_MAX || a->count == 0 ||
+	    !a->sendbuf || !a->recvbuf)
+		return -TALLY_EINVAL;
+	esz = tally_dtype_size(a->dtype);
+	if (a->count > UINT64_MAX / esz)
+		return -TALLY_EINVAL;
+	*bytes = a->count * esz;
+	return 0;
+}
+
+int tally_allreduce(struct tally_client *c,
+		    const struct tally_allreduce_args *a, uint64_t *req)
+{
+	struct tally_sqe sqe = { .opcode = TALLY_OP_ALLREDUCE };
+	uint64_t bytes;
+	int ret;
+
+	if (!c || !req)
+		return -TALLY_EINVAL;
+	ret = check_args(a, &bytes);
+	if (ret)
+		return ret;
+	if (client_translate(c, a->sendbuf, bytes, &sqe.send_seg,
+			     &sqe.send_off) ||
+	    client_translate(c, a->recvbuf, bytes, &sqe.recv_seg,
+			     &sqe.recv_off))
+		return -TALLY_ERANGE;
+	/* in place, or disjoint: a partial overlap would read what the
+	 * reduction already wrote */
+	if (sqe.send_seg == sqe.recv_seg && sqe.send_off != sqe.recv_off &&
+	    sqe.send_off < sqe.recv_off + bytes &&
+	    sqe.recv_off < sqe.send_off + bytes)
+		return -TALLY_EINVAL;
+	sqe.dtype = (uint8_t)a->dtype;
+	sqe.redop = (uint8_t)a->op;
+	sqe.priority = a->priority;
+	sqe.key = a->key;
+	sqe.iteration = a->iteration;
+	sqe.count = a->count;
+	if (c->inflight >= TALLY_MAX_INFLIGHT)
+		reap(c);
+	return client_submit_sqe(c, &sqe, req);
+}
+
+/* Hand out a finished request's result and free its slot. */
+static int req_finish(struct tally_client *c, struct client_req *r)
+{
+	r->state = REQ_FREE;
+	c->inflight--;
+	return r->res;
+}
+
+int tally_test(struct tally_client *c, uint64_t req)
+{
+	struct client_req *r;
+
+	if (!c)
+		return -TALLY_EINVAL;
+	r = req_lookup(c, req);
+	if (!r)
+		return -TALLY_ENOENT;
+	if (r->state == REQ_PENDING)
+		reap(c);
+	if (r->state == REQ_DONE)
+		return req_finish(c, r);
+	if (c->daemon_lost) {
+		r->res = -TALLY_EDAEMONLOST;
+		return req_finish(c, r);
+	}
+	return -TALLY_EINPROGRESS;
+}
+
+/* Sleep until the daemon rings the doorbell, the socket says it is gone,
+ * or the deadline passes.  Returns false on timeout. */
+static bool sleep_on_doorbell(struct tally_client *c, uint64_t deadline)
+{
+	struct pollfd pfd[2] = {
+		{ .fd = c->cq_kick_fd, .events = POLLIN },
+		{ .fd = c->sock, .events = POLLIN },
+	};
+	int timeout = -1, n;
+
+	ring_sleep_prepare(&c->cq);
+	if (ring_ready(&c->cq) != 0) {	/* raced with a completion */
+		ring_sleep_done(&c->cq);
+		return true;
+	}
+	if (deadline) {
+		uint64_t now = now_ns();
+
+		timeout = now >= deadline ? 0 :
+			  (int)((deadline - now + 999999) / 1000000);
+	}
+	n = poll(pfd, 2, timeout);
+	ring_sleep_done(&c->cq);
+	if (n > 0 && (pfd[0].revents & POLLIN)) {
+		uint64_t v;
+
+		if (read(c->cq_kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			c->daemon_lost = true;
+	}
+	/* The daemon never writes unasked on the socket: readable means EOF. */
+	if (n > 0 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
+		c->daemon_lost = true;
+	return n != 0;
+}
+
+static uint64_t spin_budget(const struct tally_client *c)
+{
+	uint64_t b = 2 * c->spin_ewma_ns;
+
+	if (c->spin_ewma_ns > CLIENT_SPIN_MAX_NS)
+		return 0;
+	return b > CLIENT_SPIN_MAX_NS ? CLIENT_SPIN_MAX_NS : b;
+}
+
+int tally_wait(struct tally_client *c, uint64_t req, int timeout_ms)
+{
+	uint64_t start = now_ns(), deadline = 0, spin_end;
+	struct client_req *r;
+
+	if (!c)
+		return -TALLY_EINVAL;
+	r = req_lookup(c, req);
+	if (!r)
+		return -TALLY_ENOENT;
+	if (timeout_ms >= 0)
+		deadline = start + (uint64_t)timeout_ms * 1000000ull + 1;
+	spin_end = start + spin_budget(c);
+
+	for (;;) {
+		uint64_t now;
+
+		if (r->state == REQ_PENDING)
+			reap(c);
+		if (r->state == REQ_DONE)
+			break;
+		if (c->daemon_lost) {
+			r->res = -TALLY_EDAEMONLOST;
+			break;
+		}
+		now = now_ns();
+		if (deadline && now >= deadline)
+			return -TALLY_ETIMEDOUT;
+		if (now < spin_end)
+			sched_yield();	/* lets the daemon run on our core */
+		else
+			sleep_on_doorbell(c, deadline);
+	}
+	/* remember how long waits take: 7/8 old + 1/8 new */
+	c->spin_ewma_ns = (7 * c->spin_ewma_ns + (now_ns() - start)) / 8;
+	return req_finish(c, r);
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * proto.h - what the client library and tallyd exchange on one host.
+ *
+ * Control path: fixed-size messages on a Unix stream socket, file
+ * descriptors attached with SCM_RIGHTS.  Data path: a submission ring
+ * (client -> daemon) and a completion ring (daemon -> client) in a shared
+ * control segment, plus one eventfd doorbell per direction.
+ *
+ *   client                                   tallyd
+ *   HELLO  + [ctrl memfd, sq eventfd, cq eventfd]  ->
+ *                                         <-  WELCOME (rank, size) or error
+ *   SEG_ADD + [memfd] (id, size)          ->
+ *                                         <-  SEG_ACK (status)
+ *   SEG_DEL (id)                          ->
+ *                                         <-  SEG_ACK (status)
+ *   close()                               ->  client gone: its group fails
+ *
+ * The daemon never trusts anything in shared memory: ring sizes come from
+ * HELLO, its own ring index is private, and every descriptor is validated.
+ */
+#ifndef TALLY_SHM_PROTO_H
+#define TALLY_SHM_PROTO_H
+
+#include <stdint.h>
+
+#define TALLY_MSG_MAGIC 0x544c4c59u	/* "TLLY" */
+#define TALLY_PROTO_VERSION 1
+
+enum tally_msg_type {
+	TALLY_MSG_HELLO = 1,
+	TALLY_MSG_WELCOME = 2,
+	TALLY_MSG_SEG_ADD = 3,
+	TALLY_MSG_SEG_DEL = 4,
+	TALLY_MSG_SEG_ACK = 5,
+};
+
+struct tally_msg {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;
+	int32_t status;		/* 0 or -TALLY_E* in replies */
+	uint32_t pad;
+	uint64_t arg[4];	/* meaning per type, see below */
+};
+
+/* HELLO:    arg[0] = sq entries, arg[1] = cq entries, arg[2] = ctrl size
+ * WELCOME:  arg[0] = rank, arg[1] = local size
+ * SEG_ADD:  arg[0] = segment id, arg[1] = size in bytes
+ * SEG_DEL:  arg[0] = segment id
+ * SEG_ACK:  arg[0] = segment id */
+
+/* Most fds one message carries (HELLO's three). */
+#define TALLY_MSG_MAX_FDS 3
+
+/* Segment id 0 is the control segment holding the rings. */
+#define TALLY_CTRL_SEG_ID 0
+#define TALLY_MAX_SEGMENTS 64
+
+enum tally_opcode {
+	TALLY_OP_NOP = 0,	/* completes at once: a ring round trip */
+	TALLY_OP_ALLREDUCE = 1,
+};
+
+/* Submission queue entry: one cache line. */
+struct tally_sqe {
+	uint8_t opcode;
+	uint8_t dtype;
+	uint8_t redop;
+	uint8_t flags;
+	uint32_t priority;
+	uint64_t key;
+	uint64_t iteration;
+	uint64_t count;
+	uint32_t send_seg;
+	uint32_t recv_seg;
+	uint64_t send_off;
+	uint64_t recv_off;
+	uint64_t user_data;
+};
+
+/* Completion queue entry. */
+struct tally_cqe {
+	uint64_t user_data;
+	int32_t res;		/* 0 or -TALLY_E* */
+	uint32_t flags;
+};
+
+_Static_assert(sizeof(struct tally_sqe) == 64, "sqe is one cache line");
+_Static_assert(sizeof(struct tally_cqe) == 16, "cqe is 16 bytes");
+_Static_assert(sizeof(struct tally_msg) == 48, "msg layout is fixed");
+
+#endif /* TALLY_SHM_PROTO_H */

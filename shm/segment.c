@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * segment.c - memfd-backed shared segments (see segment.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <tally/tally.h>
+#include "shm/segment.h"
+
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 0x0004U
+#endif
+
+#define HUGE_PAGE_SIZE (2UL << 20)
+
+static size_t round_up(size_t n, size_t align)
+{
+	return (n + align - 1) / align * align;
+}
+
+/* Free 2 MiB pages in the default pool, 0 if none or unknown. */
+static unsigned long free_huge_pages(void)
+{
+	unsigned long n = 0;
+	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages",
+			"r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu", &n) != 1)
+		n = 0;
+	fclose(f);
+	return n;
+}
+
+static bool huge_allowed(void)
+{
+	const char *no = getenv("TALLY_SHM_NO_HUGE");
+
+	return !(no && *no && strcmp(no, "0") != 0);
+}
+
+static int map_and_fault(struct segment *seg)
+{
+	seg->base = mmap(NULL, seg->size, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_POPULATE, seg->fd, 0);
+	if (seg->base == MAP_FAILED) {
+		seg->base = NULL;
+		return -TALLY_ENOMEM;
+	}
+	return 0;
+}
+
+int segment_create(struct segment *seg, size_t bytes, const char *name)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	memset(seg, 0, sizeof(*seg));
+	seg->fd = -1;
+	if (bytes == 0)
+		return -TALLY_EINVAL;
+
+	if (huge_allowed() && bytes >= HUGE_PAGE_SIZE / 2 &&
+	    free_huge_pages() >= round_up(bytes, HUGE_PAGE_SIZE) /
+				 HUGE_PAGE_SIZE) {
+		seg->fd = memfd_create(name, MFD_CLOEXEC | MFD_HUGETLB);
+		seg->size = round_up(bytes, HUGE_PAGE_SIZE);
+		if (seg->fd >= 0 && (ftruncate(seg->fd, (off_t)seg->size) ||
+				     map_and_fault(seg))) {
+			close(seg->fd);
+			seg->fd = -1;
+		}
+		seg->huge = seg->fd >= 0;
+	}
+	if (seg->fd < 0) {
+		seg->size = round_up(bytes, page);
+		seg->fd = memfd_create(name, MFD_CLOEXEC);
+		if (seg->fd < 0)
+			return -TALLY_ENOMEM;
+		if (ftruncate(seg->fd, (off_t)seg->size) || map_and_fault(seg)) {
+			close(seg->fd);
+			seg->fd = -1;
+			return -TALLY_ENOMEM;
+		}
+	}
+	return 0;
+}
+
+int segment_map_fd(struct segment *seg, int fd, size_t size)
+{
+	struct stat st;
+
+	memset(seg, 0, sizeof(*seg));
+	seg->fd = fd;
+	seg->size = size;
+	if (size == 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    (unsigned long long)st.st_size < size) {
+		close(fd);
+		seg->fd = -1;
+		return -TALLY_EINVAL;
+	}
+	if (map_and_fault(seg)) {
+		close(fd);
+		seg->fd = -1;
+		return -TALLY_ENOMEM;
+	}
+	return 0;
+}
+
+void segment_destroy(struct segment *seg)
+{
+	if (seg->base)
+		munmap(seg->base, seg->size);
+	if (seg->fd >= 0)
+		close(seg->fd);
+	seg->base = NULL;
+	seg->fd = -1;
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * segment.h - shared-memory segments: a memfd, mapped and pre-faulted.
+ *
+ * Huge pages back a segment when the host has enough free ones (no page
+ * faults, fewer TLB misses); otherwise normal pages, pre-faulted with
+ * MAP_POPULATE because a first touch of a 4 KiB page costs ~20 us and would
+ * land inside the first all-reduce.  Segments are created with mode 0600
+ * semantics (memfds have no path) and shared only by passing the fd.
+ */
+#ifndef TALLY_SHM_SEGMENT_H
+#define TALLY_SHM_SEGMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct segment {
+	int fd;
+	void *base;
+	size_t size;		/* mapped bytes, a multiple of the page size */
+	bool huge;
+};
+
+/* Create and map a new segment of at least @bytes.  0 or -TALLY_E*.
+ * TALLY_SHM_NO_HUGE=1 in the environment forces normal pages. */
+int segment_create(struct segment *seg, size_t bytes, const char *name);
+
+/* Map a segment received as @fd of @size bytes (takes ownership of fd).
+ * Checks that the memfd really is that large. 0 or -TALLY_E*. */
+int segment_map_fd(struct segment *seg, int fd, size_t size);
+
+void segment_destroy(struct segment *seg);
+
+/* Is [off, off + len) inside the segment? Overflow-safe. */
+static inline bool segment_contains(const struct segment *seg,
+				    unsigned long long off,
+				    unsigned long long len)
+{
+	return off <= seg->size && len <= seg->size - off;
+}
+
+#endif /* TALLY_SHM_SEGMENT_H */
