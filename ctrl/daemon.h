@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * daemon.h - tallyd's state on one host: admitted clients, their shared
+ * segments and rings, and the local group that all-reduces among them.
+ */
+#ifndef TALLY_CTRL_DAEMON_H
+#define TALLY_CTRL_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ctrl/config.h"
+#include "ctrl/local_group.h"
+#include "dataplane/reduce_pool.h"
+#include "shm/proto.h"
+#include "shm/ring.h"
+#include "shm/segment.h"
+
+struct daemon_seg {
+	uint32_t id;		/* 0: unused */
+	uint32_t refs;		/* pending operations pointing into it */
+	bool deleted;		/* client freed it; unmap at refs == 0 */
+	struct segment seg;
+};
+
+struct daemon_client {
+	bool active;
+	int rank;
+	int sock;
+	int sq_kick_fd;		/* the client rings us */
+	int cq_kick_fd;		/* we ring the client */
+	pid_t pid;
+	uid_t uid;
+	struct segment ctrl;
+	struct ring sq, cq;
+	uint32_t cq_entries;
+	uint32_t outstanding;	/* consumed sqes not yet completed */
+	bool doomed;		/* broke the protocol: drop it soon */
+	struct daemon_seg segs[TALLY_MAX_SEGMENTS];
+};
+
+struct tallyd {
+	struct tally_config cfg;
+	int listen_fd;
+	int epoll_fd;
+	bool stop;
+	/* Set when a member left while others remain: every pending and new
+	 * operation fails with TALLY_EPEERLOST until all members are gone. */
+	bool job_broken;
+	int n_clients;
+	struct daemon_client clients[CONFIG_MAX_LOCAL_SIZE];
+	struct local_group groups;
+	struct reduce_pool *reducer;
+	uint64_t stat_ops_done, stat_ops_failed, stat_bytes_reduced;
+};
+
+/* admission.c */
+int daemon_listen(struct tallyd *d);
+void daemon_accept(struct tallyd *d);
+void daemon_client_ctrl(struct tallyd *d, struct daemon_client *cl);
+void daemon_client_drop(struct tallyd *d, struct daemon_client *cl,
+			const char *why);
+struct daemon_seg *daemon_seg_find(struct daemon_client *cl, uint32_t id);
+void daemon_seg_put(struct daemon_seg *s);
+
+/* submit.c */
+int daemon_drain_sq(struct tallyd *d, struct daemon_client *cl);
+void daemon_complete(struct tallyd *d, struct daemon_client *cl,
+		     uint64_t user_data, int res);
+
+/* loop.c */
+int daemon_run(struct tallyd *d);
+
+#endif /* TALLY_CTRL_DAEMON_H */

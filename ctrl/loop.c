@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * loop.c - tallyd's event loop: poll the clients' submission rings while
+ * there is work, spin a little when it stops (the next submission usually
+ * follows within microseconds), then announce sleep on every ring and
+ * block in epoll until a doorbell, a control message or a new client.
+ *
+ * The spin yields the CPU on every turn: on a small shared machine the
+ * clients that would submit may need our core.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctrl/daemon.h"
+#include "ctrl/log.h"
+#include "ctrl/loop_tags.h"
+
+#define MAX_EVENTS 64
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void handle_event(struct tallyd *d, uint64_t tag)
+{
+	struct daemon_client *cl;
+	uint64_t v;
+
+	if (TAG_KIND(tag) == TAG_LISTEN) {
+		daemon_accept(d);
+		return;
+	}
+	cl = &d->clients[TAG_RANK(tag)];
+	if (!cl->active)
+		return;
+	if (TAG_KIND(tag) == TAG_SOCK)
+		daemon_client_ctrl(d, cl);
+	else if (TAG_KIND(tag) == TAG_KICK)
+		(void)!read(cl->sq_kick_fd, &v, sizeof(v));
+}
+
+/* Handle pending epoll events; @timeout_ms as for epoll_wait. */
+static int poll_events(struct tallyd *d, int timeout_ms)
+{
+	struct epoll_event ev[MAX_EVENTS];
+	int n = epoll_wait(d->epoll_fd, ev, MAX_EVENTS, timeout_ms);
+
+	if (n < 0 && errno != EINTR) {
+		log_err("epoll_wait: %s", strerror(errno));
+		d->stop = true;
+	}
+	for (int i = 0; i < n; i++)
+		handle_event(d, ev[i].data.u64);
+	return n > 0 ? n : 0;
+}
+
+static int drain_all(struct tallyd *d)
+{
+	int work = 0;
+
+	for (int r = 0; r < d->cfg.local_size; r++) {
+		struct daemon_client *cl = &d->clients[r];
+
+		if (!cl->active)
+			continue;
+		work += daemon_drain_sq(d, cl);
+		if (cl->doomed)
+			daemon_client_drop(d, cl, "broke the ring protocol");
+	}
+	return work;
+}
+
+/* Announce sleep on every ring; true if a submission raced in. */
+static bool prepare_sleep(struct tallyd *d, bool sleeping)
+{
+	bool ready = false;
+
+	for (int r = 0; r < d->cfg.local_size; r++) {
+		struct daemon_client *cl = &d->clients[r];
+
+		if (!cl->active)
+			continue;
+		if (sleeping) {
+			ring_sleep_prepare(&cl->sq);
+			ready |= ring_ready(&cl->sq) != 0;
+		} else {
+			ring_sleep_done(&cl->sq);
+		}
+	}
+	return ready;
+}
+
+int daemon_run(struct tallyd *d)
+{
+	uint64_t spin_ns = (uint64_t)d->cfg.idle_spin_us * 1000;
+	uint64_t idle_since = now_ns();
+	unsigned int turns = 0;
+
+	while (!d->stop) {
+		int work = drain_all(d);
+
+		/* control traffic is rare: look at it every 64 turns */
+		if ((++turns & 63) == 0)
+			work += poll_events(d, 0);
+		if (work) {
+			idle_since = now_ns();
+			continue;
+		}
+		if (now_ns() - idle_since < spin_ns) {
+			sched_yield();
+			continue;
+		}
+		if (!prepare_sleep(d, true))
+			poll_events(d, -1);
+		prepare_sleep(d, false);
+		idle_since = now_ns();
+	}
+	return 0;
+}

@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* loop_tags.h - what an epoll event's data.u64 names: kind | client rank. */
+#ifndef TALLY_CTRL_LOOP_TAGS_H
+#define TALLY_CTRL_LOOP_TAGS_H
+
+#define TAG_LISTEN (1ull << 32)
+#define TAG_SOCK (2ull << 32)
+#define TAG_KICK (3ull << 32)
+#define TAG_KIND(t) ((t) & ~0xffffffffull)
+#define TAG_RANK(t) ((int)((t) & 0xffffffffull))
+
+#endif /* TALLY_CTRL_LOOP_TAGS_H */

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * tallyd.c - the per-host tally daemon: configuration, socket, event loop.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <tally/tally.h>
+#include "ctrl/daemon.h"
+#include "ctrl/log.h"
+#include "ctrl/loop_tags.h"
+
+static struct tallyd *the_daemon;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	if (the_daemon)
+		the_daemon->stop = true;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tallyd [options]\n"
+		"  -c, --config FILE       INI configuration file\n"
+		"  -s, --socket PATH       client socket (default %s)\n"
+		"  -n, --local-size N      training processes on this host\n"
+		"      --idle-spin-us US   poll this long before sleeping\n"
+		"      --reduce-threads N  cores one reduction uses (0: auto)\n"
+		"  -l, --log-level LEVEL   error|warn|info|debug\n"
+		"  -h, --help\n"
+		"Command-line options override the file; see "
+		"docs/configuration.md.\n", TALLY_DEFAULT_SOCKET);
+}
+
+/* Defaults, then the file, then the command line. */
+static int parse_args(struct tally_config *cfg, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "local-size", required_argument, NULL, 'n' },
+		{ "idle-spin-us", required_argument, NULL, 'i' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "reduce-threads", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const char *const keys[128] = {
+		['s'] = "socket", ['n'] = "local_size",
+		['i'] = "idle_spin_us", ['l'] = "log_level",
+		['r'] = "reduce_threads",
+	};
+	char err[512];
+	int c;
+
+	config_defaults(cfg);
+	/* first pass: only the file, so the command line wins */
+	while ((c = getopt_long(argc, argv, "c:s:n:l:h", opts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			exit(0);
+		}
+		if (c == '?') {
+			usage(stderr);
+			return -1;
+		}
+		if (c == 'c' && config_load_file(cfg, optarg, err, sizeof(err))) {
+			log_err("%s", err);
+			return -1;
+		}
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "c:s:n:l:h", opts, NULL)) != -1) {
+		if (c == 'c' || c < 0 || c >= 128 || !keys[c])
+			continue;
+		if (config_set(cfg, "daemon", keys[c], optarg, err,
+			       sizeof(err))) {
+			log_err("command line: %s", err);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		log_err("unexpected argument '%s'", argv[optind]);
+		return -1;
+	}
+	return 0;
+}
+
+static int daemon_init(struct tallyd *d)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_LISTEN };
+	int threads;
+
+	d->listen_fd = -1;
+	d->epoll_fd = -1;
+	if (local_group_init(&d->groups, (unsigned int)d->cfg.local_size,
+			     (uint32_t)d->cfg.local_size * TALLY_MAX_INFLIGHT)) {
+		log_err("out of memory");
+		return -1;
+	}
+	threads = d->cfg.reduce_threads;
+	if (threads == 0) {	/* auto: the cores we may run on, up to 4 */
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		threads = n < 1 ? 1 : n > 4 ? 4 : (int)n;
+	}
+	d->reducer = reduce_pool_create((unsigned int)threads);
+	if (!d->reducer)
+		return -1;
+	d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (d->epoll_fd < 0 || daemon_listen(d))
+		return -1;
+	return epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->listen_fd, &ev);
+}
+
+static void daemon_fini(struct tallyd *d)
+{
+	for (int r = 0; r < d->cfg.local_size; r++)
+		daemon_client_drop(d, &d->clients[r], "closed at shutdown");
+	if (d->listen_fd >= 0) {
+		close(d->listen_fd);
+		unlink(d->cfg.socket);
+	}
+	if (d->epoll_fd >= 0)
+		close(d->epoll_fd);
+	local_group_destroy(&d->groups);
+	reduce_pool_destroy(d->reducer);
+	log_info("stopped: %llu operations done, %llu failed, %llu bytes "
+		 "reduced", (unsigned long long)d->stat_ops_done,
+		 (unsigned long long)d->stat_ops_failed,
+		 (unsigned long long)d->stat_bytes_reduced);
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct tallyd *d = calloc(1, sizeof(*d));
+	int ret = 1;
+
+	if (!d || parse_args(&d->cfg, argc, argv))
+		return 2;
+	log_set_level((enum log_level)d->cfg.log_level);
+	signal(SIGPIPE, SIG_IGN);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	the_daemon = d;
+
+	if (daemon_init(d) == 0)
+		ret = daemon_run(d);
+	daemon_fini(d);
+	free(d);
+	return ret;
+}
