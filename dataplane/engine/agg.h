@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * agg.h - the aggregator: a fixed pool of slots per job, summing integer
+ * payloads the way a programmable switch would (bounded work per packet,
+ * bounded state), plus a small fallback store for contributions whose slot
+ * is taken (ATP's fallback to a parameter server).
+ *
+ * Slot life (docs/protocol.md has the full table):
+ *   FREE -> AGG on the first contribution of a chunk (key = tensor, chunk,
+ *   exponent-round bit); AGG -> DONE when all n workers contributed: the
+ *   RESULT goes to every worker; DONE -> FREE once every worker confirmed
+ *   receipt (CONFIRM).  A DONE slot answers any late DATA of its chunk with
+ *   the RESULT again; tly_agg_poll() re-sends it to workers that have not
+ *   confirmed.  An idle AGG slot may be evicted when another chunk needs
+ *   it: workers retransmit until they see the RESULT, so the partial sum is
+ *   rebuilt, never lost.
+ */
+#ifndef TALLY_DATAPLANE_ENGINE_AGG_H
+#define TALLY_DATAPLANE_ENGINE_AGG_H
+
+#include "dataplane/engine/engine.h"
+
+struct tly_agg_cfg {
+	uint16_t job;
+	uint16_t k;			/* payload words per packet */
+	uint16_t n_workers;		/* 1 .. TLY_MAX_WORKERS */
+	uint16_t self;			/* this node's id */
+	uint32_t n_slots;		/* primary pool, same for the job */
+	uint32_t n_fallback;		/* fallback store entries */
+	uint64_t evict_ns;		/* idle partial may be evicted */
+	uint64_t probe_ns;		/* unconfirmed result re-sent after */
+	uint32_t poll_budget;		/* slots visited per poll (0: 64) */
+	struct tly_net net;
+	struct tly_tx_ops ops;
+};
+
+struct tly_agg;
+
+struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg);
+void tly_agg_destroy(struct tly_agg *a);
+/* one received frame; never keeps a pointer to it */
+void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
+		uint64_t now_ns);
+/* re-send unconfirmed results; visits at most poll_budget slots */
+void tly_agg_poll(struct tly_agg *a, uint64_t now_ns);
+const struct tly_counters *tly_agg_counters(const struct tly_agg *a);
+/* slots (primary + fallback) not FREE */
+uint32_t tly_agg_slots_busy(const struct tly_agg *a);
+
+#endif /* TALLY_DATAPLANE_ENGINE_AGG_H */

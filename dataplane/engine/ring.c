@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * ring.c - ring all-reduce (reduce-scatter, then all-gather) over the same
+ * packets, window and timers as aggregation.
+ *
+ * Chunk c belongs to segment j = c * n / C.  It travels 2(n-1) hops: hop p
+ * goes from rank (j + p) % n to (j + p + 1) % n.  Hops 0 .. n-2 carry the
+ * running sum (each receiver adds its own data: reduce-scatter); the
+ * receiver of hop n-2 holds the final value and starts the all-gather,
+ * hops n-1 .. 2n-3, which carry it to every other rank.  Every hop is
+ * acknowledged (RING_ACK) and retransmitted until it is; a receiver adds a
+ * hop at most once (per-chunk flags), so duplicates change nothing.
+ * Sums are float32 in a fixed order (so every rank ends with the same
+ * bits), or wrapping int32.
+ */
+#include "dataplane/engine/worker_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataplane/engine/quant.h"
+#include "dataplane/half.h"
+
+static uint32_t seg_of(const struct tly_worker *w, const struct wtensor *t,
+		       uint32_t c)
+{
+	return (uint32_t)((uint64_t)c * w->cfg.n_workers / t->n_chunks);
+}
+
+/* own element i of the tensor, as the bits of the ring's sum type */
+static uint32_t own_word(const struct wtensor *t, size_t i)
+{
+	switch (t->d.dtype) {
+	case TLY_DT_F32:
+		return f32_bits(((const float *)t->d.src)[i]);
+	case TLY_DT_F16:
+		return f32_bits(half_to_float(((const uint16_t *)t->d.src)[i]));
+	case TLY_DT_BF16:
+		return f32_bits(bf16_to_float(((const uint16_t *)t->d.src)[i]));
+	default:
+		return ((const uint32_t *)t->d.src)[i];
+	}
+}
+
+static void write_dst(struct tly_worker *w, struct wtensor *t, uint32_t c)
+{
+	size_t n = chunk_elems(t, c, w->cfg.k), off = (size_t)c * w->cfg.k;
+	const uint32_t *acc = t->acc + off;
+	size_t i;
+
+	switch (t->d.dtype) {
+	case TLY_DT_F32:
+	case TLY_DT_I32:
+		memcpy((uint32_t *)t->d.dst + off, acc, n * 4);
+		break;
+	case TLY_DT_F16:
+		for (i = 0; i < n; i++)
+			((uint16_t *)t->d.dst)[off + i] =
+				float_to_half(f32_from_bits(acc[i]));
+		break;
+	case TLY_DT_BF16:
+		for (i = 0; i < n; i++)
+			((uint16_t *)t->d.dst)[off + i] =
+				float_to_bf16(f32_from_bits(acc[i]));
+		break;
+	}
+	t->done++;
+}
+
+static void enqueue(struct wtensor *t, uint32_t c)
+{
+	t->queue[t->q_tail] = c;
+	t->q_tail = (t->q_tail + 1) % t->n_chunks;
+}
+
+int ring_setup(struct tly_worker *w, struct wtensor *t)
+{
+	uint32_t n = w->cfg.n_workers, c;
+	size_t i;
+
+	t->acc = malloc((size_t)t->n_chunks * w->cfg.k * 4);
+	t->chunks = calloc(t->n_chunks, sizeof(*t->chunks));
+	t->queue = malloc(t->n_chunks * sizeof(*t->queue));
+	if (!t->acc || !t->chunks || !t->queue)
+		return -ENOMEM;
+	if (n == 1) {
+		for (i = 0; i < t->d.count; i++)
+			t->acc[i] = own_word(t, i);
+		for (c = 0; c < t->n_chunks; c++) {
+			write_dst(w, t, c);
+			t->chunks[c].state = C_DONE;
+		}
+		return 0;
+	}
+	for (c = 0; c < t->n_chunks; c++) {
+		struct wchunk *ch = &t->chunks[c];
+		uint32_t p1 = (w->cfg.rank + n - seg_of(w, t, c)) % n;
+
+		ch->hop = (uint16_t)p1;
+		t->ring_unacked += 1 + (p1 + 3 <= n);
+		if (p1 == 0) {
+			ch->state = C_READY;
+			enqueue(t, c);
+		} else {
+			ch->state = C_IDLE;
+		}
+	}
+	return 0;
+}
+
+int ring_next(struct tly_worker *w, struct wtensor *t, uint32_t *c)
+{
+	(void)w;
+	while (t->q_head != t->q_tail) {
+		uint32_t x = t->queue[t->q_head];
+
+		t->q_head = (t->q_head + 1) % t->n_chunks;
+		if (t->chunks[x].state == C_READY) {
+			*c = x;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void ring_send(struct tly_worker *w, struct wtensor *t, uint32_t c,
+	       uint8_t flags, uint64_t now)
+{
+	struct wchunk *ch = &t->chunks[c];
+	size_t n = chunk_elems(t, c, w->cfg.k), off = (size_t)c * w->cfg.k;
+	struct tly_hdr h = {
+		.type = TLY_T_RING, .job = w->cfg.job, .rank = w->cfg.rank,
+		.slot = ch->hop, .tensor = t->d.id, .chunk = (uint16_t)c,
+	};
+	struct tly_out o;
+	uint16_t next = (uint16_t)((w->cfg.rank + 1) % w->cfg.n_workers);
+
+	(void)now;
+	h.flags = flags & TLY_F_RETX;
+	if (t->d.dtype == TLY_DT_I32)
+		h.flags |= TLY_F_INT;
+	if (tly_out_begin(&o, &w->cfg.ops, &w->cfg.net, &w->c, w->cfg.rank,
+			  next, prio_dscp(t->d.prio),
+			  TLY_HDR_LEN + 4u * w->cfg.k))
+		return;
+	tly_hdr_write(o.pkt, &h);
+	if (ch->hop == 0) {
+		for (size_t i = 0; i < n; i++)
+			t->acc[off + i] = own_word(t, off + i);
+	}
+	tly_pack_u32(o.pkt + TLY_HDR_LEN, t->acc + off, n, w->cfg.k);
+	tly_out_send(&o, &w->cfg.ops, &w->cfg.net, &w->c);
+}
+
+static void ring_ack(struct tly_worker *w, const struct tly_hdr *in,
+		     int refuse)
+{
+	struct tly_hdr h = {
+		.type = TLY_T_RING_ACK, .job = w->cfg.job,
+		.rank = w->cfg.rank, .slot = in->slot, .tensor = in->tensor,
+		.chunk = in->chunk, .flags = refuse ? TLY_F_REFUSE : 0,
+	};
+	struct tly_out o;
+
+	if (tly_out_begin(&o, &w->cfg.ops, &w->cfg.net, &w->c, w->cfg.rank,
+			  in->rank, 0, TLY_HDR_LEN))
+		return;
+	tly_hdr_write(o.pkt, &h);
+	tly_out_send(&o, &w->cfg.ops, &w->cfg.net, &w->c);
+	if (refuse)
+		w->c.busy++;
+	else
+		w->c.acks++;
+}
+
+static int retired(const struct tly_worker *w, uint32_t id)
+{
+	uint32_t i;
+
+	for (i = 0; i < RETIRED; i++)
+		if (w->retired[i] == id)
+			return 1;
+	return 0;
+}
+
+static void ring_maybe_finish(struct tly_worker *w, struct wtensor *t)
+{
+	if (t->done == t->n_chunks && !t->ring_unacked)
+		worker_finish(w, t);
+}
+
+/* our hop @ch->hop is known received: free its credit */
+static void hop_acked(struct tly_worker *w, struct wtensor *t,
+		      struct wchunk *ch)
+{
+	if (ch->state == C_INFLIGHT)
+		w->inflight--;
+	ch->state = ch->hop + 3 <= w->cfg.n_workers ? C_IDLE : C_DONE;
+	ch->retries = 0;
+	t->ring_unacked--;
+}
+
+void ring_rx(struct tly_worker *w, const struct tly_hdr *h,
+	     const uint8_t *pkt, uint64_t now)
+{
+	struct wtensor *t = worker_find(w, h->tensor);
+	uint32_t n = w->cfg.n_workers, p = h->slot, j, c = h->chunk, i;
+	const uint8_t *pl = pkt + TLY_HDR_LEN;
+	struct wchunk *ch;
+	uint8_t flag;
+	size_t m, off;
+
+	(void)now;
+	if (!t) {
+		/* finished: the hop was taken before; not yet submitted:
+		 * refuse so the sender's credit is not held meanwhile */
+		ring_ack(w, h, !retired(w, h->tensor));
+		return;
+	}
+	if (t->d.algo != TLY_ALGO_RING || c >= t->n_chunks ||
+	    !!(h->flags & TLY_F_INT) != (t->d.dtype == TLY_DT_I32)) {
+		w->c.drops[TLY_E_STALE]++;
+		return;
+	}
+	j = seg_of(w, t, c);
+	if ((j + p) % n != h->rank || (j + p + 1) % n != w->cfg.rank) {
+		w->c.drops[TLY_E_MISMATCH]++;
+		return;
+	}
+	ch = &t->chunks[c];
+	flag = p < n - 1 ? R_RS_IN : R_AG_IN;
+	if (ch->rflags & flag) {
+		w->c.dups++;
+		ring_ack(w, h, 0);
+		return;
+	}
+	/* an all-gather hop proves our reduce-scatter hop went through */
+	if (flag == R_AG_IN && ch->hop + n - 1 == p &&
+	    (ch->state == C_INFLIGHT || ch->state == C_ACKED ||
+	     ch->state == C_DEFER))
+		hop_acked(w, t, ch);
+	ch->rflags |= flag;
+	m = chunk_elems(t, c, w->cfg.k);
+	off = (size_t)c * w->cfg.k;
+	for (i = 0; i < m; i++) {
+		const uint8_t *q = pl + 4 * i;
+		uint32_t v = ((uint32_t)q[0] << 24) | (q[1] << 16) |
+			     (q[2] << 8) | q[3];
+
+		if (flag == R_AG_IN)
+			t->acc[off + i] = v;
+		else if (t->d.dtype == TLY_DT_I32)
+			t->acc[off + i] = v + own_word(t, off + i);
+		else
+			t->acc[off + i] = f32_bits(f32_from_bits(v) +
+				f32_from_bits(own_word(t, off + i)));
+	}
+	if (p >= n - 2)
+		write_dst(w, t, c);
+	ring_ack(w, h, 0);
+	if (p + 1 <= 2 * n - 3) {
+		ch->hop = (uint16_t)(p + 1);
+		ch->state = C_READY;
+		ch->retries = 0;
+		enqueue(t, c);
+	}
+	ring_maybe_finish(w, t);
+}
+
+void ring_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
+		 uint64_t now)
+{
+	struct wtensor *t = worker_find(w, h->tensor);
+	struct wchunk *ch;
+
+	if (!t || t->d.algo != TLY_ALGO_RING || h->chunk >= t->n_chunks ||
+	    h->rank != (w->cfg.rank + 1) % w->cfg.n_workers) {
+		w->c.drops[TLY_E_STALE]++;
+		return;
+	}
+	ch = &t->chunks[h->chunk];
+	if (ch->hop != h->slot ||
+	    (ch->state != C_INFLIGHT && ch->state != C_ACKED)) {
+		w->c.dups++;
+		return;
+	}
+	if (h->flags & TLY_F_REFUSE) {
+		w->c.busy++;
+		if (ch->state == C_INFLIGHT)
+			w->inflight--;
+		ch->state = C_DEFER;
+		if (ch->retries < 6)
+			ch->retries++;
+		worker_arm(w, t, ch, now + (w->cfg.busy_ns << ch->retries));
+		return;
+	}
+	w->c.acks++;
+	hop_acked(w, t, ch);
+	ring_maybe_finish(w, t);
+}

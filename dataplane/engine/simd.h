@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * simd.h - helpers for loops the compiler vectorises.
+ *
+ * The project builds for baseline x86-64 (SSE2).  Hot loops are cloned for
+ * AVX2 and picked at load time (ifunc), so one binary runs everywhere and
+ * uses the wide units where present.  Payload words are big-endian and
+ * unaligned (the tally payload sits at offset 58 of a frame).
+ */
+#ifndef TALLY_DATAPLANE_ENGINE_SIMD_H
+#define TALLY_DATAPLANE_ENGINE_SIMD_H
+
+#include <stdint.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+	!defined(__SANITIZE_ADDRESS__)
+#define TLY_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define TLY_HOT
+#endif
+
+typedef uint32_t tly_u32_una __attribute__((aligned(1), may_alias));
+typedef int32_t tly_i32_una __attribute__((aligned(1), may_alias));
+
+/* network <-> host order of one 32-bit word (its own inverse) */
+static inline uint32_t tly_be32(uint32_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return __builtin_bswap32(v);
+#else
+	return v;
+#endif
+}
+
+#endif /* TALLY_DATAPLANE_ENGINE_SIMD_H */

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * wire.h - the tally packet: a fixed 16-byte header after Ethernet/IPv4/UDP,
+ * then a payload whose length is fixed by the packet type (see
+ * docs/protocol.md for the offset table and the state machines).
+ *
+ * Every field sits at a fixed offset in network byte order.  Parsing
+ * validates everything a receiver later relies on, so the engine never
+ * trusts a byte it did not check.
+ */
+#ifndef TALLY_DATAPLANE_ENGINE_WIRE_H
+#define TALLY_DATAPLANE_ENGINE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TLY_VERSION		1
+#define TLY_HDR_LEN		16
+#define TLY_ETH_LEN		14
+#define TLY_IP_LEN		20
+#define TLY_UDP_LEN		8
+#define TLY_L2L4_LEN		(TLY_ETH_LEN + TLY_IP_LEN + TLY_UDP_LEN)
+/* preamble + SFD (8), FCS (4) and inter-frame gap (12) */
+#define TLY_WIRE_EXTRA		24
+#define TLY_MAX_WORKERS		64
+#define TLY_MAX_NODES		1024
+#define TLY_K_MIN		8
+#define TLY_K_MAX		1024
+/* a CONFIRM names at most this many ranges (aux is one byte) */
+#define TLY_CONFIRM_MAX		255
+#define TLY_CONFIRM_RANGE_MAX	256
+#define TLY_SHIFT_MAX		127
+
+enum tly_type {
+	TLY_T_DATA = 1,		/* worker -> aggregator: a contribution */
+	TLY_T_RESULT = 2,	/* aggregator -> worker: the sum */
+	TLY_T_ACK = 3,		/* aggregator -> worker: contribution held */
+	TLY_T_BUSY = 4,		/* aggregator -> worker: no room, retry later */
+	TLY_T_CONFIRM = 5,	/* worker -> aggregator: results received */
+	TLY_T_RING = 6,		/* ring hop: partial or final chunk */
+	TLY_T_RING_ACK = 7,	/* ring hop received */
+	TLY_T_MAX = 7,
+};
+
+enum tly_flag {
+	TLY_F_EXP = 0x01,	/* exponent round: combine by max, not sum */
+	TLY_F_INT = 0x02,	/* exact int32 mode: no scale */
+	TLY_F_ACK_REQ = 0x04,	/* sender wants an ACK even if no result */
+	TLY_F_RETX = 0x08,	/* retransmission or probe */
+	TLY_F_FALLBACK = 0x10,	/* held by the aggregator's fallback store */
+	TLY_F_REFUSE = 0x20,	/* RING_ACK: not taken, send again later */
+	TLY_F_ALL = 0x3f,
+};
+
+/* parse verdicts; each has a drop counter (tly_drop_name()) */
+enum tly_drop {
+	TLY_OK = 0,
+	TLY_E_SHORT,		/* shorter than the headers */
+	TLY_E_L2,		/* not IPv4 in Ethernet */
+	TLY_E_L3,		/* bad IPv4 header, options, fragment, checksum */
+	TLY_E_L4,		/* not UDP to our port, bad UDP length */
+	TLY_E_VERSION,
+	TLY_E_TYPE,
+	TLY_E_FLAGS,
+	TLY_E_JOB,		/* another job's key */
+	TLY_E_LEN,		/* length does not match the type */
+	TLY_E_RANK,
+	TLY_E_SLOT,		/* slot out of range or not the chunk's slot */
+	TLY_E_SHIFT,
+	TLY_E_CONFIRM,		/* malformed confirm range */
+	TLY_E_ROLE,		/* a type this endpoint never receives */
+	TLY_E_STALE,		/* well formed, but nothing to apply it to */
+	TLY_E_MISMATCH,		/* disagrees with the slot (shift or mode) */
+	TLY_E_COUNT
+};
+
+/* decoded header, host byte order */
+struct tly_hdr {
+	uint8_t type;
+	uint8_t flags;
+	uint16_t job;
+	uint16_t rank;		/* the worker: sender of DATA, target of RESULT */
+	uint16_t slot;		/* slot index; the hop for ring packets */
+	uint32_t tensor;
+	uint16_t chunk;
+	int8_t shift;		/* block scale: value = int * 2^-shift */
+	uint8_t aux;		/* CONFIRM: number of ranges */
+};
+
+/* what a receiver checks a header against */
+struct tly_wire_limits {
+	uint16_t job;
+	uint16_t k;		/* 32-bit payload words of DATA/RESULT/RING */
+	uint16_t n_ranks;	/* rank must be below this */
+	uint32_t n_slots;	/* slot must be below this (aggregator pool) */
+	uint16_t n_hops;	/* ring hop must be below this */
+};
+
+/* L2-L4 address of a node (IPv4 and port in host byte order) */
+struct tly_addr {
+	uint8_t mac[6];
+	uint32_t ip;
+	uint16_t port;
+};
+
+static inline size_t tly_payload_len(uint8_t type, uint16_t k, uint8_t aux)
+{
+	switch (type) {
+	case TLY_T_DATA:
+	case TLY_T_RESULT:
+	case TLY_T_RING:
+		return (size_t)k * 4;
+	case TLY_T_CONFIRM:
+		return (size_t)aux * 8;
+	default:
+		return 0;
+	}
+}
+
+void tly_hdr_write(uint8_t *p, const struct tly_hdr *h);
+enum tly_drop tly_hdr_parse(const uint8_t *p, size_t len,
+			    const struct tly_wire_limits *lim,
+			    struct tly_hdr *h);
+
+/*
+ * The L2-L4 part.  tly_l2l4_write() fills TLY_L2L4_LEN bytes for a tally
+ * packet of @tally_len bytes; DSCP carries the priority class.
+ * tly_l2l4_parse() validates a frame and returns the offset of the tally
+ * header and the tally packet's length in *@tally_len.
+ */
+void tly_l2l4_write(uint8_t *p, const struct tly_addr *src,
+		    const struct tly_addr *dst, uint8_t dscp,
+		    size_t tally_len);
+enum tly_drop tly_l2l4_parse(const uint8_t *p, size_t len, uint16_t port,
+			     size_t *tally_len);
+/* point a built frame at another node (multicast replication) */
+void tly_frame_readdress(uint8_t *frame, const struct tly_addr *dst,
+			 uint16_t dst_rank);
+/* the same for a bare tally packet: only the rank field */
+void tly_frame_readdress_bare(uint8_t *pkt, uint16_t dst_rank);
+
+uint16_t tly_ip_checksum(const uint8_t *ip_hdr);
+const char *tly_drop_name(enum tly_drop d);
+
+/*
+ * Identifiers every worker computes alike without coordination.
+ * tly_tensor_id: from the application's tensor key, the iteration and the
+ * partition.  tly_chunk_hash: picks the slot (low half) and, for sharded
+ * aggregation, the owning aggregator (high half).
+ */
+uint32_t tly_tensor_id(uint64_t key, uint32_t iteration, uint32_t partition);
+
+static inline uint64_t tly_chunk_hash(uint32_t tensor, uint16_t chunk,
+				      uint8_t exp)
+{
+	uint64_t x = ((uint64_t)tensor << 32) | ((uint32_t)chunk << 1) | exp;
+
+	/* splitmix64 finaliser */
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static inline uint32_t tly_slot_of(uint32_t tensor, uint16_t chunk,
+				   uint8_t exp, uint32_t n_slots)
+{
+	return (uint32_t)(tly_chunk_hash(tensor, chunk, exp) & 0xffffffffu) %
+	       n_slots;
+}
+
+static inline uint32_t tly_shard_of(uint32_t tensor, uint16_t chunk,
+				    uint8_t exp, uint32_t n_shards)
+{
+	return (uint32_t)(tly_chunk_hash(tensor, chunk, exp) >> 32) %
+	       n_shards;
+}
+
+#endif /* TALLY_DATAPLANE_ENGINE_WIRE_H */

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * worker.h - the worker side of an all-reduce: tensors are submitted with a
+ * priority, cut into chunks of K elements, quantized and sent under a
+ * window of packets in flight; results are placed into the tensor's output
+ * and a callback fires when every chunk of a tensor is back.
+ *
+ * Two algorithms share the packet layer, the window and the timers:
+ *   TLY_ALGO_AGG:  through aggregators (dedicated, or co-located shards:
+ *                  chunk -> aggregator by hash).  Float tensors first run an
+ *                  exponent round (one packet per K chunks, combined by max)
+ *                  so every worker quantizes a block with the same scale.
+ *   TLY_ALGO_RING: reduce-scatter then all-gather, hop by hop to the next
+ *                  rank, every hop acknowledged; float32 sums (no scale).
+ *
+ * A daemon calls tly_worker_rx() for every frame of type RESULT, ACK, BUSY,
+ * RING and RING_ACK, and tly_worker_poll() regularly: it fires timers
+ * (retransmission with back-off) and fills the window, highest priority
+ * (lowest prio value) first.
+ */
+#ifndef TALLY_DATAPLANE_ENGINE_WORKER_H
+#define TALLY_DATAPLANE_ENGINE_WORKER_H
+
+#include "dataplane/engine/engine.h"
+
+enum tly_dtype { TLY_DT_F32, TLY_DT_F16, TLY_DT_BF16, TLY_DT_I32 };
+enum tly_algo { TLY_ALGO_AGG, TLY_ALGO_RING };
+
+struct tly_tensor_desc {
+	uint32_t id;		/* tly_tensor_id(key, iteration, partition) */
+	enum tly_dtype dtype;
+	enum tly_algo algo;
+	const void *src;
+	void *dst;		/* may be src: each chunk is read before its
+				 * result is written */
+	size_t count;		/* elements; at most 65536 * K */
+	uint8_t prio;		/* 0 most urgent .. 7 least; also the DSCP */
+	void *user;
+};
+
+typedef void tly_tensor_done_fn(void *ctx, const struct tly_tensor_desc *d);
+
+struct tly_worker_cfg {
+	uint16_t job;
+	uint16_t k;
+	uint16_t n_workers;
+	uint16_t rank;			/* also this worker's node id */
+	uint32_t n_slots;		/* the aggregators' pool size */
+	uint16_t n_aggs;		/* aggregator nodes (AGG algorithm) */
+	const uint16_t *agg_nodes;
+	uint32_t window;		/* packets in flight, unacknowledged */
+	uint32_t max_tensors;		/* tensors in progress at once */
+	uint64_t rto_ns;		/* first retransmission timeout */
+	uint64_t rto_max_ns;		/* back-off ceiling */
+	uint64_t acked_ns;		/* probe an ACKed chunk this often */
+	uint64_t busy_ns;		/* wait after BUSY/REFUSE */
+	uint64_t confirm_ns;		/* send receipts at most this late */
+	uint32_t confirm_batch;		/* ... or when this many are due */
+	uint32_t chunk_rotate;		/* first chunk sent: rank * rotate */
+	struct tly_net net;
+	struct tly_tx_ops ops;
+	tly_tensor_done_fn *done;
+	void *done_ctx;
+};
+
+struct tly_worker;
+
+struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg);
+void tly_worker_destroy(struct tly_worker *w);
+/* 0, -EINVAL (bad descriptor), -EBUSY (max_tensors in progress) */
+int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
+		      uint64_t now_ns);
+void tly_worker_rx(struct tly_worker *w, const uint8_t *frame, size_t len,
+		   uint64_t now_ns);
+void tly_worker_poll(struct tly_worker *w, uint64_t now_ns);
+uint32_t tly_worker_inflight(const struct tly_worker *w);
+uint32_t tly_worker_active(const struct tly_worker *w);
+const struct tly_counters *tly_worker_counters(const struct tly_worker *w);
+
+#endif /* TALLY_DATAPLANE_ENGINE_WORKER_H */
