@@ -70,8 +70,9 @@ static void write_dst(struct tly_worker *w, struct wtensor *t, uint32_t c)
 
 static void enqueue(struct wtensor *t, uint32_t c)
 {
+	/* one entry per chunk at most, plus one so full != empty */
 	t->queue[t->q_tail] = c;
-	t->q_tail = (t->q_tail + 1) % t->n_chunks;
+	t->q_tail = (t->q_tail + 1) % (t->n_chunks + 1);
 }
 
 int ring_setup(struct tly_worker *w, struct wtensor *t)
@@ -81,7 +82,7 @@ int ring_setup(struct tly_worker *w, struct wtensor *t)
 
 	t->acc = malloc((size_t)t->n_chunks * w->cfg.k * 4);
 	t->chunks = calloc(t->n_chunks, sizeof(*t->chunks));
-	t->queue = malloc(t->n_chunks * sizeof(*t->queue));
+	t->queue = malloc((t->n_chunks + 1) * sizeof(*t->queue));
 	if (!t->acc || !t->chunks || !t->queue)
 		return -ENOMEM;
 	if (n == 1) {
@@ -115,7 +116,7 @@ int ring_next(struct tly_worker *w, struct wtensor *t, uint32_t *c)
 	while (t->q_head != t->q_tail) {
 		uint32_t x = t->queue[t->q_head];
 
-		t->q_head = (t->q_head + 1) % t->n_chunks;
+		t->q_head = (t->q_head + 1) % (t->n_chunks + 1);
 		if (t->chunks[x].state == C_READY) {
 			*c = x;
 			return 1;

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * cluster.c - wiring engines to the fabric for tests and benchmarks.
+ */
+#include "cluster.h"
+
+#include <stdlib.h>
+
+#define TICK_NS 1000
+
+static void done_cb(void *ctx, const struct tly_tensor_desc *d)
+{
+	uint32_t *n = ctx;
+
+	(void)d;
+	(*n)++;
+}
+
+static void node_rx(void *ctx, const uint8_t *frame, size_t len,
+		    uint64_t now)
+{
+	struct cl_node *nd = ctx;
+	struct cluster *cl = nd->cl;
+	struct tly_net net = {
+		.addrs = cl->addrs, .n_nodes = cl->n_nodes, .port = 9191,
+	};
+	int type = tly_frame_type(&net, frame, len);
+	struct tly_agg *a = cl->a[nd->node];
+
+	if (a && (type == TLY_T_DATA || type == TLY_T_CONFIRM ||
+		  nd->node >= cl->cfg.n_workers))
+		tly_agg_rx(a, frame, len, now);
+	else if (nd->node < cl->cfg.n_workers)
+		tly_worker_rx(cl->w[nd->node], frame, len, now);
+}
+
+struct cluster *cl_create(const struct cl_cfg *cfg)
+{
+	struct cluster *cl = calloc(1, sizeof(*cl));
+	uint16_t n = cfg->n_workers, n_aggs = 0, i;
+	uint16_t agg_nodes[TLY_MAX_NODES];
+
+	if (!cl)
+		return NULL;
+	cl->cfg = *cfg;
+	if (cfg->role == CL_DEDICATED) {
+		n_aggs = cfg->n_dedicated ? cfg->n_dedicated : 1;
+		for (i = 0; i < n_aggs; i++)
+			agg_nodes[i] = n + i;
+	} else if (cfg->role == CL_COLOCATED) {
+		n_aggs = n;
+		for (i = 0; i < n; i++)
+			agg_nodes[i] = i;
+	}
+	cl->n_nodes = n + (cfg->role == CL_DEDICATED ? n_aggs : 0);
+	cl->fab = fab_create(cl->n_nodes, &cfg->fab);
+	cl->a = calloc(cl->n_nodes, sizeof(*cl->a));
+	cl->nodes = calloc(cl->n_nodes, sizeof(*cl->nodes));
+	if (!cl->fab || !cl->a || !cl->nodes)
+		goto fail;
+	if (cfg->l2l4) {
+		cl->addrs = calloc(cl->n_nodes, sizeof(*cl->addrs));
+		if (!cl->addrs)
+			goto fail;
+		for (i = 0; i < cl->n_nodes; i++) {
+			struct tly_addr *ad = &cl->addrs[i];
+
+			ad->mac[0] = 0x02;
+			ad->mac[5] = (uint8_t)i;
+			ad->mac[4] = (uint8_t)(i >> 8);
+			ad->ip = 0x0a000001u + i;
+			ad->port = 9191;
+		}
+	}
+	struct tly_net net = {
+		.addrs = cl->addrs, .n_nodes = cl->n_nodes, .port = 9191,
+	};
+	for (i = 0; i < cl->n_nodes; i++) {
+		cl->nodes[i] = (struct cl_node){ .cl = cl, .node = i };
+		fab_attach(cl->fab, i, node_rx, &cl->nodes[i]);
+		if (i < n) {
+			struct tly_worker_cfg wc = {
+				.job = 0x7a11, .k = cfg->k, .n_workers = n,
+				.rank = i, .n_slots = cfg->n_slots,
+				.n_aggs = n_aggs, .agg_nodes = agg_nodes,
+				.window = cfg->window, .max_tensors = 8,
+				.rto_ns = 20000, .rto_max_ns = 200000,
+				.acked_ns = 100000, .busy_ns = 10000,
+				.confirm_ns = 5000, .confirm_batch = 64,
+				.chunk_rotate = cfg->chunk_rotate,
+				.net = net,
+				.ops = fab_ops(cl->fab, i, 0, cl->addrs),
+				.done = done_cb, .done_ctx = &cl->done[i],
+			};
+
+			cl->w[i] = tly_worker_create(&wc);
+			if (!cl->w[i])
+				goto fail;
+		}
+		if ((cfg->role == CL_COLOCATED && i < n) ||
+		    (cfg->role == CL_DEDICATED && i >= n)) {
+			struct tly_agg_cfg ac = {
+				.job = 0x7a11, .k = cfg->k, .n_workers = n,
+				.self = i, .n_slots = cfg->n_slots,
+				.n_fallback = cfg->n_fallback,
+				.evict_ns = 400000, .probe_ns = 50000,
+				.net = net,
+				.ops = fab_ops(cl->fab, i, cfg->multicast,
+					       cl->addrs),
+			};
+
+			cl->a[i] = tly_agg_create(&ac);
+			if (!cl->a[i])
+				goto fail;
+		}
+	}
+	return cl;
+fail:
+	cl_destroy(cl);
+	return NULL;
+}
+
+void cl_destroy(struct cluster *cl)
+{
+	uint16_t i;
+
+	if (!cl)
+		return;
+	for (i = 0; i < cl->cfg.n_workers; i++)
+		tly_worker_destroy(cl->w[i]);
+	for (i = 0; cl->a && i < cl->n_nodes; i++)
+		tly_agg_destroy(cl->a[i]);
+	fab_destroy(cl->fab);
+	free(cl->a);
+	free(cl->nodes);
+	free(cl->addrs);
+	free(cl);
+}
+
+static void poll_all(struct cluster *cl)
+{
+	uint64_t now = fab_now(cl->fab);
+	uint16_t i;
+
+	for (i = 0; i < cl->n_nodes; i++) {
+		if (i < cl->cfg.n_workers)
+			tly_worker_poll(cl->w[i], now);
+		if (cl->a[i])
+			tly_agg_poll(cl->a[i], now);
+	}
+}
+
+int cl_run(struct cluster *cl, uint32_t tensors, uint64_t max_ns)
+{
+	uint64_t end = fab_now(cl->fab) + max_ns;
+
+	for (;;) {
+		uint16_t i, all = 1;
+
+		for (i = 0; i < cl->cfg.n_workers; i++)
+			if (cl->done[i] < tensors)
+				all = 0;
+		if (all)
+			return 0;
+		if (fab_now(cl->fab) >= end)
+			return -1;
+		poll_all(cl);
+		fab_advance(cl->fab, TICK_NS);
+	}
+}
+
+void cl_settle(struct cluster *cl, uint64_t ns)
+{
+	uint64_t end = fab_now(cl->fab) + ns;
+
+	while (fab_now(cl->fab) < end) {
+		poll_all(cl);
+		fab_advance(cl->fab, TICK_NS);
+	}
+}
+
+uint32_t cl_slots_busy(const struct cluster *cl)
+{
+	uint32_t n = 0;
+	uint16_t i;
+
+	for (i = 0; i < cl->n_nodes; i++)
+		if (cl->a[i])
+			n += tly_agg_slots_busy(cl->a[i]);
+	return n;
+}

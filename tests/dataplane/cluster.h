@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cluster.h - n workers plus aggregators wired over the fabric, in one of
+ * the three roles, and a runner that polls them on the virtual clock.
+ */
+#ifndef TALLY_TESTS_DATAPLANE_CLUSTER_H
+#define TALLY_TESTS_DATAPLANE_CLUSTER_H
+
+#include "dataplane/engine/agg.h"
+#include "dataplane/engine/worker.h"
+#include "fabric.h"
+
+enum cl_role { CL_DEDICATED, CL_COLOCATED, CL_RING };
+
+struct cl_cfg {
+	uint16_t n_workers;
+	uint16_t k;
+	enum cl_role role;
+	uint16_t n_dedicated;	/* dedicated aggregator nodes (default 1) */
+	uint32_t n_slots;
+	uint32_t n_fallback;
+	uint32_t window;
+	int l2l4;		/* full Ethernet/IPv4/UDP frames */
+	int multicast;		/* results replicated by the "switch" */
+	uint32_t chunk_rotate;
+	struct fab_cfg fab;
+};
+
+struct cluster {
+	struct cl_cfg cfg;
+	struct fab *fab;
+	uint16_t n_nodes;
+	struct tly_addr *addrs;
+	struct tly_worker *w[TLY_MAX_WORKERS];
+	struct tly_agg **a;	/* per node, NULL where none */
+	uint32_t done[TLY_MAX_WORKERS];
+	struct cl_node {
+		struct cluster *cl;
+		uint16_t node;
+	} *nodes;
+};
+
+struct cluster *cl_create(const struct cl_cfg *cfg);
+void cl_destroy(struct cluster *cl);
+/* run until every worker finished @tensors tensors; 0, or -1 on timeout */
+int cl_run(struct cluster *cl, uint32_t tensors, uint64_t max_ns);
+/* keep polling for @ns (lets receipts and probes settle) */
+void cl_settle(struct cluster *cl, uint64_t ns);
+uint32_t cl_slots_busy(const struct cluster *cl);
+
+#endif /* TALLY_TESTS_DATAPLANE_CLUSTER_H */

@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * fabric.c - the in-memory network: a binary heap of frames keyed by
+ * (delivery time, sequence), so runs are deterministic for a seed.
+ */
+#include "fabric.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct fab_frame {
+	uint64_t at, seq;
+	uint16_t dst;
+	size_t len;
+	uint8_t *data;
+};
+
+struct fab_port {
+	struct fab *f;
+	uint16_t node;
+	const struct tly_addr *addrs;
+};
+
+struct fab {
+	struct fab_cfg cfg;
+	uint64_t rng, now, seq;
+	uint64_t sent, dropped, duplicated;
+	uint16_t n_nodes;
+	struct fab_port *ports;
+	fab_rx_fn **rx;
+	void **rx_ctx;
+	struct fab_frame *heap;
+	size_t n, cap;
+};
+
+uint64_t fab_rand(uint64_t *s)
+{
+	uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static double uniform(struct fab *f)
+{
+	return (double)(fab_rand(&f->rng) >> 11) * 0x1.0p-53;
+}
+
+struct fab *fab_create(uint16_t n_nodes, const struct fab_cfg *cfg)
+{
+	struct fab *f = calloc(1, sizeof(*f));
+	uint16_t i;
+
+	if (!f)
+		return NULL;
+	f->cfg = *cfg;
+	f->rng = cfg->seed;
+	f->n_nodes = n_nodes;
+	f->ports = calloc(n_nodes, sizeof(*f->ports));
+	f->rx = calloc(n_nodes, sizeof(*f->rx));
+	f->rx_ctx = calloc(n_nodes, sizeof(*f->rx_ctx));
+	if (!f->ports || !f->rx || !f->rx_ctx) {
+		fab_destroy(f);
+		return NULL;
+	}
+	for (i = 0; i < n_nodes; i++) {
+		f->ports[i].f = f;
+		f->ports[i].node = i;
+	}
+	return f;
+}
+
+void fab_destroy(struct fab *f)
+{
+	size_t i;
+
+	if (!f)
+		return;
+	for (i = 0; i < f->n; i++)
+		free(f->heap[i].data);
+	free(f->heap);
+	free(f->ports);
+	free(f->rx);
+	free(f->rx_ctx);
+	free(f);
+}
+
+void fab_attach(struct fab *f, uint16_t node, fab_rx_fn *rx, void *ctx)
+{
+	f->rx[node] = rx;
+	f->rx_ctx[node] = ctx;
+}
+
+static int before(const struct fab_frame *a, const struct fab_frame *b)
+{
+	return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+}
+
+static void heap_push(struct fab *f, struct fab_frame fr)
+{
+	size_t i;
+
+	if (f->n == f->cap) {
+		f->cap = f->cap ? 2 * f->cap : 1024;
+		f->heap = realloc(f->heap, f->cap * sizeof(*f->heap));
+		if (!f->heap)
+			abort();
+	}
+	i = f->n++;
+	while (i && before(&fr, &f->heap[(i - 1) / 2])) {
+		f->heap[i] = f->heap[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	f->heap[i] = fr;
+}
+
+static struct fab_frame heap_pop(struct fab *f)
+{
+	struct fab_frame top = f->heap[0], last = f->heap[--f->n];
+	size_t i = 0;
+
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+
+		if (l < f->n && before(&f->heap[l], &last))
+			m = l;
+		if (l + 1 < f->n && before(&f->heap[l + 1],
+					   m == i ? &last : &f->heap[m]))
+			m = l + 1;
+		if (m == i)
+			break;
+		f->heap[i] = f->heap[m];
+		i = m;
+	}
+	if (f->n)
+		f->heap[i] = last;
+	return top;
+}
+
+static void enqueue(struct fab *f, uint16_t dst, const uint8_t *data,
+		    size_t len)
+{
+	struct fab_frame fr = { .dst = dst, .len = len, .seq = f->seq++ };
+
+	fr.at = f->now + f->cfg.delay_ns;
+	if (f->cfg.reorder_ns)
+		fr.at += fab_rand(&f->rng) % (f->cfg.reorder_ns + 1);
+	fr.data = malloc(len);
+	if (!fr.data)
+		abort();
+	memcpy(fr.data, data, len);
+	heap_push(f, fr);
+}
+
+static uint8_t *fab_alloc(void *ctx, size_t len)
+{
+	(void)ctx;
+	return malloc(len);
+}
+
+static void fab_send(void *ctx, uint16_t dst, uint8_t *frame, size_t len)
+{
+	struct fab_port *p = ctx;
+	struct fab *f = p->f;
+
+	f->sent++;
+	if (dst >= f->n_nodes || uniform(f) < f->cfg.loss) {
+		f->dropped++;
+	} else {
+		enqueue(f, dst, frame, len);
+		if (uniform(f) < f->cfg.dup) {
+			f->duplicated++;
+			enqueue(f, dst, frame, len);
+		}
+	}
+	free(frame);
+}
+
+/* switch-style replication: one frame in, a re-addressed copy per worker */
+static void fab_multicast(void *ctx, uint64_t mask, uint8_t *frame,
+			  size_t len)
+{
+	struct fab_port *p = ctx;
+	uint16_t r;
+
+	for (r = 0; r < 64 && r < p->f->n_nodes; r++) {
+		uint8_t *copy;
+
+		if (!(mask & (1ull << r)))
+			continue;
+		copy = malloc(len);
+		if (!copy)
+			abort();
+		memcpy(copy, frame, len);
+		if (p->addrs)
+			tly_frame_readdress(copy, &p->addrs[r], r);
+		else
+			tly_frame_readdress_bare(copy, r);
+		fab_send(ctx, r, copy, len);
+	}
+	free(frame);
+}
+
+struct tly_tx_ops fab_ops(struct fab *f, uint16_t node, int multicast,
+			  const struct tly_addr *addrs)
+{
+	f->ports[node].addrs = addrs;
+	return (struct tly_tx_ops){
+		.alloc = fab_alloc, .send = fab_send,
+		.multicast = multicast ? fab_multicast : NULL,
+		.ctx = &f->ports[node],
+	};
+}
+
+uint64_t fab_now(const struct fab *f)
+{
+	return f->now;
+}
+
+void fab_advance(struct fab *f, uint64_t dt)
+{
+	uint64_t until = f->now + dt;
+
+	while (f->n && f->heap[0].at <= until) {
+		struct fab_frame fr = heap_pop(f);
+
+		if (fr.at > f->now)
+			f->now = fr.at;
+		if (f->rx[fr.dst])
+			f->rx[fr.dst](f->rx_ctx[fr.dst], fr.data, fr.len,
+				      f->now);
+		free(fr.data);
+	}
+	f->now = until;
+}
+
+size_t fab_pending(const struct fab *f)
+{
+	return f->n;
+}
+
+uint64_t fab_sent(const struct fab *f)
+{
+	return f->sent;
+}
+
+uint64_t fab_dropped(const struct fab *f)
+{
+	return f->dropped;
+}
+
+uint64_t fab_duplicated(const struct fab *f)
+{
+	return f->duplicated;
+}

@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_allreduce.c - end to end over the faulty fabric: every role, worker
+ * counts 2..8 (and 33, past a 32-bit bitmap), loss 0/1/10 %, duplication,
+ * reordering, different send orders per worker, sizes that are not
+ * multiples of K.  int32 results must be bit-exact; float results within
+ * the documented bound of the exact sum and identical on every worker.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "cluster.h"
+#include "dataplane/engine/quant.h"
+#include "dataplane/half.h"
+
+#define MAX_T 4
+
+struct scenario {
+	const char *name;
+	struct cl_cfg cl;
+	enum tly_dtype dtype;
+	uint32_t n_tensors;
+	size_t sizes[MAX_T];
+};
+
+struct run {
+	const struct scenario *sc;
+	struct cluster *cl;
+	void *in[TLY_MAX_WORKERS][MAX_T];
+	void *out[TLY_MAX_WORKERS][MAX_T];
+};
+
+static float as_float(enum tly_dtype dt, const void *buf, size_t i)
+{
+	switch (dt) {
+	case TLY_DT_F16:
+		return half_to_float(((const uint16_t *)buf)[i]);
+	case TLY_DT_BF16:
+		return bf16_to_float(((const uint16_t *)buf)[i]);
+	default:
+		return ((const float *)buf)[i];
+	}
+}
+
+/* values whose magnitude changes from block to block */
+static void fill(enum tly_dtype dt, void *buf, size_t n, uint64_t *rng)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t r = fab_rand(rng);
+		int e = (int)((i / 50) % 24) - 12;
+		float x = ldexpf((float)((int64_t)(r >> 40) - (1 << 23)) /
+				 (float)(1 << 23), e);
+
+		if (r % 17 == 0)
+			x = 0;
+		switch (dt) {
+		case TLY_DT_F32:
+			((float *)buf)[i] = x;
+			break;
+		case TLY_DT_F16:
+			((uint16_t *)buf)[i] = float_to_half(x);
+			break;
+		case TLY_DT_BF16:
+			((uint16_t *)buf)[i] = float_to_bf16(x);
+			break;
+		case TLY_DT_I32:
+			((uint32_t *)buf)[i] = (uint32_t)r;
+			break;
+		}
+	}
+}
+
+static size_t dsize(enum tly_dtype dt)
+{
+	return dt == TLY_DT_F16 || dt == TLY_DT_BF16 ? 2 : 4;
+}
+
+static void run_setup(struct run *r, const struct scenario *sc)
+{
+	uint64_t rng = sc->cl.fab.seed * 7919 + 1;
+	uint16_t w;
+	uint32_t t;
+
+	memset(r, 0, sizeof(*r));
+	r->sc = sc;
+	r->cl = cl_create(&sc->cl);
+	assert_non_null(r->cl);
+	for (w = 0; w < sc->cl.n_workers; w++)
+		for (t = 0; t < sc->n_tensors; t++) {
+			size_t bytes = sc->sizes[t] * dsize(sc->dtype);
+
+			r->in[w][t] = malloc(bytes);
+			r->out[w][t] = malloc(bytes);
+			assert_non_null(r->in[w][t]);
+			assert_non_null(r->out[w][t]);
+			fill(sc->dtype, r->in[w][t], sc->sizes[t], &rng);
+			memset(r->out[w][t], 0xa5, bytes);
+		}
+}
+
+static void run_teardown(struct run *r)
+{
+	uint16_t w;
+	uint32_t t;
+
+	for (w = 0; w < r->sc->cl.n_workers; w++)
+		for (t = 0; t < r->sc->n_tensors; t++) {
+			free(r->in[w][t]);
+			free(r->out[w][t]);
+		}
+	cl_destroy(r->cl);
+}
+
+/* every worker submits the tensors in its own order and priorities */
+static void submit_all(struct run *r)
+{
+	const struct scenario *sc = r->sc;
+	uint16_t w;
+	uint32_t i;
+
+	for (w = 0; w < sc->cl.n_workers; w++)
+		for (i = 0; i < sc->n_tensors; i++) {
+			uint32_t t = (i + w) % sc->n_tensors;
+			struct tly_tensor_desc d = {
+				.id = tly_tensor_id(0x1000 + t, 7, 0),
+				.dtype = sc->dtype,
+				.algo = sc->cl.role == CL_RING ? TLY_ALGO_RING :
+								 TLY_ALGO_AGG,
+				.src = r->in[w][t], .dst = r->out[w][t],
+				.count = sc->sizes[t],
+				.prio = (uint8_t)((t * 3 + w) % 4),
+			};
+
+			assert_int_equal(tly_worker_submit(r->cl->w[w], &d,
+							   0), 0);
+		}
+}
+
+static int ceil_log2(unsigned int n)
+{
+	int l = 0;
+
+	while ((1u << l) < n)
+		l++;
+	return l;
+}
+
+/* the bound of quant.h for one block, plus rounding of the output type */
+static void check_float(struct run *r, uint32_t t)
+{
+	const struct scenario *sc = r->sc;
+	uint16_t n = sc->cl.n_workers, k = sc->cl.k, w;
+	size_t i, count = sc->sizes[t];
+	double out_rel = sc->dtype == TLY_DT_F16 ? 0x1p-11 :
+			 sc->dtype == TLY_DT_BF16 ? 0x1p-8 : 0;
+	int l = ceil_log2(n);
+
+	for (i = 0; i < count; i++) {
+		double ref = 0, mag = 0, got, bound;
+		size_t b0 = i / k * k, b1 = b0 + k < count ? b0 + k : count, j;
+		int e = -1000;
+
+		for (w = 0; w < n; w++) {
+			double x = as_float(sc->dtype, r->in[w][t], i);
+
+			ref += x;
+			mag += fabs(x);
+		}
+		got = as_float(sc->dtype, r->out[0][t], i);
+		if (sc->cl.role == CL_RING) {
+			bound = (n - 1) * 0x1p-24 * mag;
+		} else {
+			for (w = 0; w < n; w++)
+				for (j = b0; j < b1; j++) {
+					int ex;
+					float v = as_float(sc->dtype,
+							   r->in[w][t], j);
+
+					if (v != 0) {
+						frexpf(v, &ex);
+						e = ex > e ? ex : e;
+					}
+				}
+			bound = e == -1000 ? 0 : n * ldexp(1, e + l - 31);
+		}
+		bound += 0x1p-24 * fabs(ref) * 2 + out_rel * fabs(ref) +
+			 0x1p-24 + (sc->dtype == TLY_DT_F16 ? 0x1p-24 : 0);
+		if (fabs(got - ref) > bound)
+			fail_msg("tensor %u elem %zu: got %.9g want %.9g "
+				 "bound %.3g", t, i, got, ref, bound);
+	}
+}
+
+static void check_int(struct run *r, uint32_t t)
+{
+	const struct scenario *sc = r->sc;
+	size_t i;
+	uint16_t w;
+
+	for (i = 0; i < sc->sizes[t]; i++) {
+		uint32_t ref = 0;
+
+		for (w = 0; w < sc->cl.n_workers; w++)
+			ref += ((uint32_t *)r->in[w][t])[i];
+		if (((uint32_t *)r->out[0][t])[i] != ref)
+			fail_msg("tensor %u elem %zu: %u != %u", t, i,
+				 ((uint32_t *)r->out[0][t])[i], ref);
+	}
+}
+
+static void sum_counters(const struct tly_counters *c,
+			 struct tly_counters *s)
+{
+	s->retx += c->retx;
+	s->dups += c->dups;
+	s->busy += c->busy;
+	s->fallback += c->fallback;
+	s->acks += c->acks;
+}
+
+/* the faults were really injected and the recovery paths really ran */
+static void check_paths(struct run *r)
+{
+	const struct scenario *sc = r->sc;
+	struct cluster *cl = r->cl;
+	struct tly_counters s = { 0 };
+	uint16_t i;
+
+	for (i = 0; i < cl->n_nodes; i++) {
+		if (i < sc->cl.n_workers)
+			sum_counters(tly_worker_counters(cl->w[i]), &s);
+		if (cl->a[i])
+			sum_counters(tly_agg_counters(cl->a[i]), &s);
+	}
+	if (sc->cl.fab.loss > 0) {
+		assert_true(fab_dropped(cl->fab) > 0);
+		assert_true(s.retx > 0);
+	}
+	if (sc->cl.fab.dup > 0) {
+		assert_true(fab_duplicated(cl->fab) > 0);
+		assert_true(s.dups > 0);
+	}
+	if (sc->cl.role != CL_RING && sc->cl.n_slots < 8)
+		assert_true(s.busy + s.fallback > 0);
+	if (sc->cl.role == CL_RING)
+		assert_true(s.acks > 0);
+}
+
+static void test_scenario(void **state)
+{
+	const struct scenario *sc = *state;
+	struct run r;
+	uint16_t w;
+	uint32_t t;
+
+	run_setup(&r, sc);
+	submit_all(&r);
+	assert_int_equal(cl_run(r.cl, sc->n_tensors, 2000000000ull), 0);
+	for (t = 0; t < sc->n_tensors; t++) {
+		for (w = 1; w < sc->cl.n_workers; w++)
+			assert_memory_equal(r.out[0][t], r.out[w][t],
+					    sc->sizes[t] * dsize(sc->dtype));
+		if (sc->dtype == TLY_DT_I32)
+			check_int(&r, t);
+		else
+			check_float(&r, t);
+	}
+	for (w = 0; w < sc->cl.n_workers; w++) {
+		assert_int_equal(tly_worker_inflight(r.cl->w[w]), 0);
+		assert_int_equal(tly_worker_active(r.cl->w[w]), 0);
+	}
+	check_paths(&r);
+	/* receipts release every slot unless the network made strays */
+	cl_settle(r.cl, 3000000);
+	if (sc->cl.role != CL_RING && sc->cl.fab.dup == 0 &&
+	    sc->cl.fab.loss == 0)
+		assert_int_equal(cl_slots_busy(r.cl), 0);
+	run_teardown(&r);
+}
+
+/* scenarios override the defaults of SC() with designated initialisers */
+#pragma GCC diagnostic ignored "-Woverride-init"
+
+#define FAB(s, l, d, ro) { .seed = (s), .loss = (l), .dup = (d), \
+			   .delay_ns = 2000, .reorder_ns = (ro) }
+#define SC(nm, nw, role_, dt, fabc, ...) { \
+	.name = nm, \
+	.cl = { .n_workers = nw, .k = 64, .role = role_, .n_slots = 512, \
+		.n_fallback = 64, .window = 8, .chunk_rotate = 5, \
+		.fab = fabc, __VA_ARGS__ }, \
+	.dtype = dt, .n_tensors = 3, .sizes = { 64 * 40 + 13, 5, 64 * 17 } }
+
+static const struct scenario scenarios[] = {
+	SC("ded n2 i32 clean", 2, CL_DEDICATED, TLY_DT_I32, FAB(1, 0, 0, 0)),
+	SC("ded n3 i32 loss1", 3, CL_DEDICATED, TLY_DT_I32,
+	   FAB(2, 0.01, 0, 0)),
+	SC("ded n4 i32 loss10 dup reorder", 4, CL_DEDICATED, TLY_DT_I32,
+	   FAB(3, 0.10, 0.05, 8000)),
+	SC("ded n8 i32 loss10 dup reorder", 8, CL_DEDICATED, TLY_DT_I32,
+	   FAB(4, 0.10, 0.05, 8000)),
+	SC("ded n2 f32 clean", 2, CL_DEDICATED, TLY_DT_F32, FAB(5, 0, 0, 0)),
+	SC("ded n3 f32 loss1 dup", 3, CL_DEDICATED, TLY_DT_F32,
+	   FAB(6, 0.01, 0.02, 3000)),
+	SC("ded n4 f32 loss10 dup reorder", 4, CL_DEDICATED, TLY_DT_F32,
+	   FAB(7, 0.10, 0.05, 8000)),
+	SC("ded n8 f32 loss10 l2l4 multicast", 8, CL_DEDICATED, TLY_DT_F32,
+	   FAB(8, 0.10, 0.05, 8000), .l2l4 = 1, .multicast = 1),
+	SC("ded n4 f16 loss1", 4, CL_DEDICATED, TLY_DT_F16,
+	   FAB(9, 0.01, 0.01, 2000)),
+	SC("ded n3 bf16 loss1", 3, CL_DEDICATED, TLY_DT_BF16,
+	   FAB(10, 0.01, 0.01, 2000)),
+	SC("ded n4 f32 k256 two aggs", 4, CL_DEDICATED, TLY_DT_F32,
+	   FAB(11, 0.01, 0.01, 2000), .k = 256, .n_dedicated = 2),
+	SC("ded n4 i32 tiny pool fallback busy", 4, CL_DEDICATED, TLY_DT_I32,
+	   FAB(12, 0.01, 0.01, 4000), .n_slots = 3, .n_fallback = 2),
+	SC("ded n4 i32 no fallback busy", 4, CL_DEDICATED, TLY_DT_I32,
+	   FAB(13, 0, 0, 0), .n_slots = 2, .n_fallback = 0, .window = 4),
+	SC("ded n33 i32 loss1", 33, CL_DEDICATED, TLY_DT_I32,
+	   FAB(14, 0.01, 0.01, 2000)),
+	SC("colo n2 i32 clean", 2, CL_COLOCATED, TLY_DT_I32, FAB(21, 0, 0, 0)),
+	SC("colo n3 f32 loss1", 3, CL_COLOCATED, TLY_DT_F32,
+	   FAB(22, 0.01, 0.01, 2000)),
+	SC("colo n4 i32 loss10 dup reorder", 4, CL_COLOCATED, TLY_DT_I32,
+	   FAB(23, 0.10, 0.05, 8000)),
+	SC("colo n8 f32 loss10 l2l4", 8, CL_COLOCATED, TLY_DT_F32,
+	   FAB(24, 0.10, 0.05, 8000), .l2l4 = 1),
+	SC("ring n2 i32 clean", 2, CL_RING, TLY_DT_I32, FAB(31, 0, 0, 0)),
+	SC("ring n3 f32 loss1", 3, CL_RING, TLY_DT_F32,
+	   FAB(32, 0.01, 0.01, 2000)),
+	SC("ring n4 i32 loss10 dup reorder", 4, CL_RING, TLY_DT_I32,
+	   FAB(33, 0.10, 0.05, 8000)),
+	SC("ring n8 f32 loss10 l2l4", 8, CL_RING, TLY_DT_F32,
+	   FAB(34, 0.10, 0.05, 8000), .l2l4 = 1),
+	SC("ring n4 bf16 loss1", 4, CL_RING, TLY_DT_BF16,
+	   FAB(35, 0.01, 0.01, 2000)),
+};
+
+int main(void)
+{
+	struct CMUnitTest tests[sizeof(scenarios) / sizeof(scenarios[0])];
+	size_t i;
+
+	for (i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+		tests[i] = (struct CMUnitTest){
+			.name = scenarios[i].name,
+			.test_func = test_scenario,
+			.initial_state = (void *)&scenarios[i],
+		};
+	return _cmocka_run_group_tests("allreduce", tests, i, NULL, NULL);
+}
