@@ -109,7 +109,10 @@ static inline int64_t ring_ready(struct ring *r)
  * 1 if one was taken, 0 if empty, -1 if the ring is corrupt. */
 static inline int ring_pop(struct ring *r, void *entry)
 {
-	if (r->cached == r->local) {
+	/* re-read (and validate) the tail unless 1..entries are known ready:
+	 * a cached tail from attach or from a failed ring_ready() may be
+	 * corrupt and must not be trusted */
+	if (r->cached - r->local - 1 > r->mask) {
 		int64_t n = ring_ready(r);
 
 		if (n <= 0)
