@@ -1,1 +1,343 @@
-int main(void){return 0;}
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_wire.c - header and envelope encode/parse: round trips, and one
+ * test per way a packet can be malformed or foreign.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "dataplane/engine/wire.h"
+
+#define K 64
+
+static const struct tly_wire_limits lim = {
+	.job = 0xbeef, .k = K, .n_ranks = 8, .n_slots = 1000, .n_hops = 6,
+};
+
+static uint8_t pkt[TLY_L2L4_LEN + TLY_HDR_LEN + 4 * K + 64];
+
+static struct tly_hdr data_hdr(void)
+{
+	struct tly_hdr h = {
+		.type = TLY_T_DATA, .flags = TLY_F_ACK_REQ, .job = 0xbeef,
+		.rank = 5, .tensor = 0xdeadbeef, .chunk = 777, .shift = -3,
+	};
+
+	h.slot = (uint16_t)tly_slot_of(h.tensor, h.chunk, 0, lim.n_slots);
+	return h;
+}
+
+static size_t data_len(void)
+{
+	return TLY_HDR_LEN + 4 * K;
+}
+
+static enum tly_drop parse(const struct tly_hdr *in, size_t len)
+{
+	struct tly_hdr out;
+
+	tly_hdr_write(pkt, in);
+	return tly_hdr_parse(pkt, len, &lim, &out);
+}
+
+static void test_roundtrip(void **state)
+{
+	struct tly_hdr h = data_hdr(), out;
+
+	(void)state;
+	tly_hdr_write(pkt, &h);
+	/* fixed offsets, network byte order */
+	assert_int_equal(pkt[0], 0x11);
+	assert_int_equal(pkt[1], TLY_F_ACK_REQ);
+	assert_int_equal(pkt[2], 0xbe);
+	assert_int_equal(pkt[3], 0xef);
+	assert_int_equal(pkt[5], 5);
+	assert_int_equal(pkt[8], 0xde);
+	assert_int_equal(pkt[11], 0xef);
+	assert_int_equal(pkt[12] << 8 | pkt[13], 777);
+	assert_int_equal((int8_t)pkt[14], -3);
+	assert_int_equal(tly_hdr_parse(pkt, data_len(), &lim, &out), TLY_OK);
+	assert_int_equal(out.type, h.type);
+	assert_int_equal(out.flags, h.flags);
+	assert_int_equal(out.job, h.job);
+	assert_int_equal(out.rank, h.rank);
+	assert_int_equal(out.slot, h.slot);
+	assert_int_equal(out.tensor, h.tensor);
+	assert_int_equal(out.chunk, h.chunk);
+	assert_int_equal(out.shift, h.shift);
+	assert_int_equal(out.aux, 0);
+}
+
+static void test_short(void **state)
+{
+	struct tly_hdr h = data_hdr();
+
+	(void)state;
+	assert_int_equal(parse(&h, 0), TLY_E_SHORT);
+	assert_int_equal(parse(&h, TLY_HDR_LEN - 1), TLY_E_SHORT);
+}
+
+static void test_version(void **state)
+{
+	struct tly_hdr h = data_hdr(), out;
+
+	(void)state;
+	tly_hdr_write(pkt, &h);
+	pkt[0] = (uint8_t)(2 << 4 | TLY_T_DATA);
+	assert_int_equal(tly_hdr_parse(pkt, data_len(), &lim, &out),
+			 TLY_E_VERSION);
+	pkt[0] = TLY_T_DATA;		/* version 0 */
+	assert_int_equal(tly_hdr_parse(pkt, data_len(), &lim, &out),
+			 TLY_E_VERSION);
+}
+
+static void test_type(void **state)
+{
+	struct tly_hdr h = data_hdr();
+
+	(void)state;
+	h.type = 0;
+	assert_int_equal(parse(&h, data_len()), TLY_E_TYPE);
+	h.type = TLY_T_MAX + 1;
+	assert_int_equal(parse(&h, data_len()), TLY_E_TYPE);
+}
+
+static void test_flags(void **state)
+{
+	struct tly_hdr h = data_hdr();
+
+	(void)state;
+	h.flags = 0x80;
+	assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
+	h.flags = TLY_F_EXP | TLY_F_INT;
+	assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
+	h = data_hdr();
+	h.flags = TLY_F_FALLBACK;	/* only the aggregator sets it */
+	assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
+	h.type = TLY_T_RING;
+	h.flags = TLY_F_EXP;
+	h.slot = 1;
+	h.shift = 0;
+	assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
+}
+
+static void test_job_key(void **state)
+{
+	struct tly_hdr h = data_hdr();
+
+	(void)state;
+	h.job = 0xbeee;
+	assert_int_equal(parse(&h, data_len()), TLY_E_JOB);
+}
+
+static void test_length(void **state)
+{
+	struct tly_hdr h = data_hdr();
+
+	(void)state;
+	assert_int_equal(parse(&h, data_len() - 4), TLY_E_LEN);
+	assert_int_equal(parse(&h, data_len() + 4), TLY_E_LEN);
+	assert_int_equal(parse(&h, TLY_HDR_LEN), TLY_E_LEN);
+	h.type = TLY_T_ACK;
+	h.flags = 0;
+	h.shift = 0;
+	assert_int_equal(parse(&h, TLY_HDR_LEN), TLY_OK);
+	assert_int_equal(parse(&h, TLY_HDR_LEN + 4), TLY_E_LEN);
+	h.aux = 1;			/* aux is CONFIRM's alone */
+	assert_int_equal(parse(&h, TLY_HDR_LEN), TLY_E_LEN);
+}
+
+static void test_rank(void **state)
+{
+	struct tly_hdr h = data_hdr();
+
+	(void)state;
+	h.rank = lim.n_ranks;
+	assert_int_equal(parse(&h, data_len()), TLY_E_RANK);
+	h.rank = 0xffff;
+	assert_int_equal(parse(&h, data_len()), TLY_E_RANK);
+}
+
+static void test_slot(void **state)
+{
+	struct tly_hdr h = data_hdr();
+
+	(void)state;
+	h.slot = (uint16_t)((h.slot + 1) % lim.n_slots);	/* not its slot */
+	assert_int_equal(parse(&h, data_len()), TLY_E_SLOT);
+	h.slot = (uint16_t)lim.n_slots;
+	assert_int_equal(parse(&h, data_len()), TLY_E_SLOT);
+	h = data_hdr();
+	h.flags |= TLY_F_EXP;	/* the exponent round hashes elsewhere */
+	h.shift = 0;
+	h.slot = (uint16_t)tly_slot_of(h.tensor, h.chunk, 0, lim.n_slots);
+	if (h.slot != tly_slot_of(h.tensor, h.chunk, 1, lim.n_slots))
+		assert_int_equal(parse(&h, data_len()), TLY_E_SLOT);
+	h.type = TLY_T_RING;
+	h.flags = 0;
+	h.slot = lim.n_hops;
+	assert_int_equal(parse(&h, data_len()), TLY_E_SLOT);
+	h.slot = lim.n_hops - 1;
+	assert_int_equal(parse(&h, data_len()), TLY_OK);
+}
+
+static void test_shift(void **state)
+{
+	struct tly_hdr h = data_hdr();
+
+	(void)state;
+	h.shift = -128;
+	assert_int_equal(parse(&h, data_len()), TLY_E_SHIFT);
+	h.shift = 127;
+	assert_int_equal(parse(&h, data_len()), TLY_OK);
+	h.flags = TLY_F_INT;		/* exact mode has no scale */
+	h.shift = 1;
+	assert_int_equal(parse(&h, data_len()), TLY_E_SHIFT);
+	h.type = TLY_T_ACK;
+	h.flags = 0;
+	assert_int_equal(parse(&h, TLY_HDR_LEN), TLY_E_SHIFT);
+}
+
+static void put_range(uint8_t *p, uint32_t tensor, uint16_t first,
+		      uint8_t exp, unsigned int count)
+{
+	p[0] = (uint8_t)(tensor >> 24);
+	p[1] = (uint8_t)(tensor >> 16);
+	p[2] = (uint8_t)(tensor >> 8);
+	p[3] = (uint8_t)tensor;
+	p[4] = (uint8_t)(first >> 8);
+	p[5] = (uint8_t)first;
+	p[6] = (uint8_t)(exp << 7);
+	p[7] = (uint8_t)(count - 1);
+}
+
+static void test_confirm(void **state)
+{
+	struct tly_hdr h = { .type = TLY_T_CONFIRM, .job = 0xbeef,
+			     .rank = 1, .aux = 2 }, out;
+	size_t len = TLY_HDR_LEN + 16;
+
+	(void)state;
+	tly_hdr_write(pkt, &h);
+	put_range(pkt + TLY_HDR_LEN, 42, 10, 0, 256);
+	put_range(pkt + TLY_HDR_LEN + 8, 43, 0, 1, 1);
+	assert_int_equal(tly_hdr_parse(pkt, len, &lim, &out), TLY_OK);
+	assert_int_equal(out.aux, 2);
+	/* range past chunk 65535 */
+	put_range(pkt + TLY_HDR_LEN + 8, 43, 0xffff, 0, 2);
+	assert_int_equal(tly_hdr_parse(pkt, len, &lim, &out), TLY_E_CONFIRM);
+	/* reserved bits */
+	put_range(pkt + TLY_HDR_LEN + 8, 43, 0, 0, 1);
+	pkt[TLY_HDR_LEN + 8 + 6] = 0x01;
+	assert_int_equal(tly_hdr_parse(pkt, len, &lim, &out), TLY_E_CONFIRM);
+	/* length must match aux */
+	put_range(pkt + TLY_HDR_LEN + 8, 43, 0, 0, 1);
+	assert_int_equal(tly_hdr_parse(pkt, len - 8, &lim, &out), TLY_E_LEN);
+	/* empty confirm, or one naming a tensor in the header */
+	h.aux = 0;
+	tly_hdr_write(pkt, &h);
+	assert_int_equal(tly_hdr_parse(pkt, TLY_HDR_LEN, &lim, &out),
+			 TLY_E_CONFIRM);
+	h.aux = 2;
+	h.tensor = 1;
+	tly_hdr_write(pkt, &h);
+	assert_int_equal(tly_hdr_parse(pkt, len, &lim, &out), TLY_E_CONFIRM);
+}
+
+static const struct tly_addr src = {
+	.mac = { 2, 0, 0, 0, 0, 1 }, .ip = 0x0a000001, .port = 9191,
+};
+static const struct tly_addr dst = {
+	.mac = { 2, 0, 0, 0, 0, 2 }, .ip = 0x0a000002, .port = 9191,
+};
+
+static size_t build_frame(void)
+{
+	struct tly_hdr h = data_hdr();
+
+	tly_l2l4_write(pkt, &src, &dst, 40, data_len());
+	tly_hdr_write(pkt + TLY_L2L4_LEN, &h);
+	return TLY_L2L4_LEN + data_len();
+}
+
+static void test_l2l4_ok(void **state)
+{
+	size_t len = build_frame(), tl = 0;
+
+	(void)state;
+	assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_OK);
+	assert_int_equal(tl, data_len());
+	assert_int_equal(pkt[TLY_ETH_LEN + 1] >> 2, 40);	/* DSCP */
+	/* Ethernet padding after the IP packet is fine */
+	assert_int_equal(tly_l2l4_parse(pkt, len + 6, 9191, &tl), TLY_OK);
+	assert_int_equal(tl, data_len());
+	/* re-addressing keeps the checksum valid */
+	tly_frame_readdress(pkt, &src, 3);
+	assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_OK);
+	assert_int_equal(pkt[TLY_L2L4_LEN + 5], 3);
+	assert_int_equal(pkt[TLY_ETH_LEN + 19], 1);
+}
+
+static void test_l2l4_bad(void **state)
+{
+	size_t len = build_frame(), tl;
+
+	(void)state;
+	assert_int_equal(tly_l2l4_parse(pkt, TLY_L2L4_LEN - 1, 9191, &tl),
+			 TLY_E_SHORT);
+	assert_int_equal(tly_l2l4_parse(pkt, len - 1, 9191, &tl), TLY_E_L3);
+	assert_int_equal(tly_l2l4_parse(pkt, len, 9192, &tl), TLY_E_L4);
+	pkt[12] = 0x86;			/* IPv6 ethertype */
+	assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_E_L2);
+	len = build_frame();
+	pkt[TLY_ETH_LEN] = 0x46;	/* IP options */
+	assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_E_L3);
+	len = build_frame();
+	pkt[TLY_ETH_LEN + 7] = 1;	/* fragment offset */
+	assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_E_L3);
+	len = build_frame();
+	pkt[TLY_ETH_LEN + 9] = 6;	/* TCP */
+	assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_E_L3);
+	len = build_frame();
+	pkt[TLY_ETH_LEN + 12] ^= 1;	/* checksum no longer matches */
+	assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_E_L3);
+	len = build_frame();
+	pkt[TLY_ETH_LEN + TLY_IP_LEN + 5] ^= 4;	/* UDP length */
+	assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_E_L4);
+}
+
+static void test_ids(void **state)
+{
+	(void)state;
+	assert_int_equal(tly_tensor_id(1, 2, 3), tly_tensor_id(1, 2, 3));
+	assert_int_not_equal(tly_tensor_id(1, 2, 3), tly_tensor_id(1, 3, 3));
+	assert_int_not_equal(tly_tensor_id(1, 2, 3), tly_tensor_id(1, 2, 4));
+	assert_int_not_equal(tly_tensor_id(1, 2, 3), tly_tensor_id(2, 2, 3));
+	assert_int_not_equal(tly_chunk_hash(5, 1, 0), tly_chunk_hash(5, 1, 1));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_short),
+		cmocka_unit_test(test_version),
+		cmocka_unit_test(test_type),
+		cmocka_unit_test(test_flags),
+		cmocka_unit_test(test_job_key),
+		cmocka_unit_test(test_length),
+		cmocka_unit_test(test_rank),
+		cmocka_unit_test(test_slot),
+		cmocka_unit_test(test_shift),
+		cmocka_unit_test(test_confirm),
+		cmocka_unit_test(test_l2l4_ok),
+		cmocka_unit_test(test_l2l4_bad),
+		cmocka_unit_test(test_ids),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
