@@ -25,11 +25,12 @@ static const char *const error_text[TALLY_ERROR_MAX] = {
 
 const char *tally_strerror(int err)
 {
-	if (err < 0)
-		err = -err;
-	if (err >= TALLY_ERROR_MAX || !error_text[err])
+	/* in unsigned arithmetic: -INT_MIN would overflow */
+	unsigned int e = err < 0 ? 0u - (unsigned int)err : (unsigned int)err;
+
+	if (e >= TALLY_ERROR_MAX || !error_text[e])
 		return "unknown tally error";
-	return error_text[err];
+	return error_text[e];
 }
 
 size_t tally_dtype_size(enum tally_dtype dtype)
