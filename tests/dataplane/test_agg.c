@@ -1,1 +1,459 @@
-int main(void){return 0;}
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_agg.c - the aggregator's slot machine packet by packet: sums,
+ * duplicates, late packets, receipts and slot reuse, collisions (fallback,
+ * BUSY), eviction, the exponent round, foreign and inconsistent packets.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "dataplane/engine/agg.h"
+
+#define K 8
+#define JOB 0x1234
+#define MAX_OUT 256
+
+struct sent {
+	uint16_t dst;
+	struct tly_hdr h;
+	int32_t v[K];
+	uint64_t mask;		/* multicast */
+};
+
+static struct sent out[MAX_OUT];
+static unsigned int n_out;
+static uint8_t txbuf[4][4096];
+
+/* distinct buffers: the engine may hold two frames at once */
+static uint8_t *cap_alloc(void *ctx, size_t len)
+{
+	static unsigned int next;
+
+	(void)ctx;
+	assert_true(len <= sizeof(txbuf[0]));
+	return txbuf[next++ % 4];
+}
+
+static void record(uint16_t dst, const uint8_t *f, size_t len, uint64_t m)
+{
+	static const struct tly_wire_limits lim = {
+		.job = JOB, .k = K, .n_ranks = 64, .n_slots = 64,
+	};
+	struct sent *s = &out[n_out++];
+	unsigned int i;
+
+	assert_true(n_out <= MAX_OUT);
+	s->dst = dst;
+	s->mask = m;
+	assert_int_equal(tly_hdr_parse(f, len, &lim, &s->h), TLY_OK);
+	for (i = 0; i < K && len > TLY_HDR_LEN; i++) {
+		const uint8_t *p = f + TLY_HDR_LEN + 4 * i;
+
+		s->v[i] = (int32_t)(((uint32_t)p[0] << 24) | (p[1] << 16) |
+				    (p[2] << 8) | p[3]);
+	}
+}
+
+static void cap_send(void *ctx, uint16_t dst, uint8_t *f, size_t len)
+{
+	(void)ctx;
+	record(dst, f, len, 0);
+}
+
+static void cap_multicast(void *ctx, uint64_t mask, uint8_t *f, size_t len)
+{
+	(void)ctx;
+	record(0xffff, f, len, mask);
+}
+
+static struct tly_agg *make(uint16_t n, uint32_t fallback, int mcast)
+{
+	struct tly_agg_cfg c = {
+		.job = JOB, .k = K, .n_workers = n, .self = 100,
+		.n_slots = 64, .n_fallback = fallback,
+		.evict_ns = 1000, .probe_ns = 500, .poll_budget = 1000,
+		.ops = { .alloc = cap_alloc, .send = cap_send,
+			 .multicast = mcast ? cap_multicast : NULL },
+	};
+
+	n_out = 0;
+	return tly_agg_create(&c);
+}
+
+static void send_data(struct tly_agg *a, uint16_t rank, uint32_t tensor,
+		      uint16_t chunk, uint8_t flags, int8_t shift,
+		      int32_t base, uint64_t now)
+{
+	uint8_t f[TLY_HDR_LEN + 4 * K];
+	struct tly_hdr h = {
+		.type = TLY_T_DATA, .flags = flags, .job = JOB, .rank = rank,
+		.tensor = tensor, .chunk = chunk, .shift = shift,
+	};
+	unsigned int i;
+
+	h.slot = (uint16_t)tly_slot_of(tensor, chunk,
+				       !!(flags & TLY_F_EXP), 64);
+	tly_hdr_write(f, &h);
+	for (i = 0; i < K; i++) {
+		uint32_t v = (uint32_t)base + i;
+
+		f[TLY_HDR_LEN + 4 * i] = (uint8_t)(v >> 24);
+		f[TLY_HDR_LEN + 4 * i + 1] = (uint8_t)(v >> 16);
+		f[TLY_HDR_LEN + 4 * i + 2] = (uint8_t)(v >> 8);
+		f[TLY_HDR_LEN + 4 * i + 3] = (uint8_t)v;
+	}
+	tly_agg_rx(a, f, sizeof(f), now);
+}
+
+static void send_confirm(struct tly_agg *a, uint16_t rank, uint32_t tensor,
+			 uint16_t first, unsigned int count, uint64_t now)
+{
+	uint8_t f[TLY_HDR_LEN + 8];
+	struct tly_hdr h = { .type = TLY_T_CONFIRM, .job = JOB, .rank = rank,
+			     .aux = 1 };
+
+	tly_hdr_write(f, &h);
+	f[16] = (uint8_t)(tensor >> 24);
+	f[17] = (uint8_t)(tensor >> 16);
+	f[18] = (uint8_t)(tensor >> 8);
+	f[19] = (uint8_t)tensor;
+	f[20] = (uint8_t)(first >> 8);
+	f[21] = (uint8_t)first;
+	f[22] = 0;
+	f[23] = (uint8_t)(count - 1);
+	tly_agg_rx(a, f, sizeof(f), now);
+}
+
+/* a chunk of @tensor other than @chunk that lands in the same slot */
+static uint16_t colliding_chunk(uint32_t tensor, uint16_t chunk)
+{
+	uint32_t s = tly_slot_of(tensor, chunk, 0, 64);
+	uint16_t c;
+
+	for (c = chunk + 1;; c++)
+		if (tly_slot_of(tensor, c, 0, 64) == s)
+			return c;
+}
+
+/* the sum of n contributions base_w + i is sum(base_w) + n * i */
+static void assert_result(const struct sent *s, uint16_t dst,
+			  uint32_t tensor, uint16_t chunk, int32_t base,
+			  int32_t n)
+{
+	unsigned int i;
+
+	assert_int_equal(s->h.type, TLY_T_RESULT);
+	assert_int_equal(s->dst, dst);
+	assert_int_equal(s->h.rank, dst);
+	assert_int_equal(s->h.tensor, tensor);
+	assert_int_equal(s->h.chunk, chunk);
+	for (i = 0; i < K; i++)
+		assert_int_equal(s->v[i], base + (int32_t)i * n);
+}
+
+static void test_sum_to_every_worker(void **state)
+{
+	struct tly_agg *a = make(3, 0, 0);
+	unsigned int i;
+
+	(void)state;
+	send_data(a, 0, 7, 1, TLY_F_INT, 0, 100, 0);
+	send_data(a, 2, 7, 1, TLY_F_INT, 0, -30, 0);
+	assert_int_equal(n_out, 0);
+	send_data(a, 1, 7, 1, TLY_F_INT, 0, 5, 0);
+	assert_int_equal(n_out, 3);
+	for (i = 0; i < 3; i++)
+		assert_result(&out[i], out[i].dst, 7, 1, 75, 3);
+	assert_int_not_equal(out[0].dst, out[1].dst);
+	assert_int_not_equal(out[1].dst, out[2].dst);
+	assert_int_not_equal(out[0].dst, out[2].dst);
+	tly_agg_destroy(a);
+}
+
+static void test_int32_wraps(void **state)
+{
+	struct tly_agg *a = make(2, 0, 0);
+
+	(void)state;
+	send_data(a, 0, 7, 1, TLY_F_INT, 0, INT32_MAX - 3, 0);
+	send_data(a, 1, 7, 1, TLY_F_INT, 0, 10, 0);
+	assert_int_equal(n_out, 2);
+	assert_int_equal(out[0].v[0], (int32_t)((uint32_t)INT32_MAX + 7));
+	tly_agg_destroy(a);
+}
+
+static void test_duplicate_counted_once(void **state)
+{
+	struct tly_agg *a = make(2, 0, 0);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 4, 10, 0);
+	send_data(a, 0, 7, 1, 0, 4, 10, 1);	/* plain duplicate: silent */
+	assert_int_equal(n_out, 0);
+	send_data(a, 0, 7, 1, TLY_F_RETX, 4, 10, 2);
+	assert_int_equal(n_out, 1);
+	assert_int_equal(out[0].h.type, TLY_T_ACK);
+	assert_int_equal(out[0].dst, 0);
+	send_data(a, 1, 7, 1, 0, 4, 0, 3);
+	assert_int_equal(n_out, 3);
+	assert_int_equal(out[1].v[2], 10 + 2 + 2);
+	assert_int_equal(out[1].h.shift, 4);
+	assert_int_equal(tly_agg_counters(a)->dups, 2);
+	tly_agg_destroy(a);
+}
+
+static void test_ack_requested(void **state)
+{
+	struct tly_agg *a = make(2, 0, 0);
+
+	(void)state;
+	send_data(a, 1, 7, 1, TLY_F_ACK_REQ, 0, 10, 0);
+	assert_int_equal(n_out, 1);
+	assert_int_equal(out[0].h.type, TLY_T_ACK);
+	assert_int_equal(out[0].h.tensor, 7);
+	assert_int_equal(out[0].h.chunk, 1);
+	assert_int_equal(out[0].dst, 1);
+	tly_agg_destroy(a);
+}
+
+static void test_late_duplicate_gets_result(void **state)
+{
+	struct tly_agg *a = make(2, 0, 0);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 1, 0);
+	send_data(a, 1, 7, 1, 0, 0, 2, 0);
+	n_out = 0;
+	send_data(a, 1, 7, 1, TLY_F_RETX, 0, 2, 10);
+	assert_int_equal(n_out, 1);
+	assert_int_equal(out[0].h.type, TLY_T_RESULT);
+	assert_int_equal(out[0].h.flags & TLY_F_RETX, TLY_F_RETX);
+	assert_int_equal(out[0].dst, 1);
+	assert_int_equal(out[0].v[1], 1 + 2 + 2);
+	tly_agg_destroy(a);
+}
+
+static void test_receipts_free_slot(void **state)
+{
+	struct tly_agg *a = make(3, 0, 0);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 1, 0);
+	send_data(a, 1, 7, 1, 0, 0, 1, 0);
+	send_data(a, 2, 7, 1, 0, 0, 1, 0);
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	send_confirm(a, 0, 7, 0, 2, 1);
+	send_confirm(a, 2, 7, 1, 1, 1);
+	send_confirm(a, 2, 7, 1, 1, 1);		/* duplicate receipt */
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	send_confirm(a, 1, 8, 1, 1, 1);		/* another tensor */
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	send_confirm(a, 1, 7, 1, 1, 1);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	tly_agg_destroy(a);
+}
+
+static void test_probe_unconfirmed(void **state)
+{
+	struct tly_agg *a = make(3, 0, 0);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 1, 0);
+	send_data(a, 1, 7, 1, 0, 0, 1, 0);
+	send_data(a, 2, 7, 1, 0, 0, 1, 0);
+	send_confirm(a, 0, 7, 1, 1, 1);
+	n_out = 0;
+	tly_agg_poll(a, 100);			/* too early */
+	assert_int_equal(n_out, 0);
+	tly_agg_poll(a, 500);
+	assert_int_equal(n_out, 2);
+	assert_int_equal(out[0].dst, 1);
+	assert_int_equal(out[1].dst, 2);
+	assert_int_equal(out[0].h.type, TLY_T_RESULT);
+	n_out = 0;
+	tly_agg_poll(a, 600);			/* backed off */
+	assert_int_equal(n_out, 0);
+	tly_agg_destroy(a);
+}
+
+/* a stray from a finished use of the slot never touches the next use */
+static void test_slot_reuse_is_safe(void **state)
+{
+	struct tly_agg *a = make(2, 4, 0);
+	uint16_t c2 = colliding_chunk(7, 1);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 1000, 0);
+	send_data(a, 1, 7, 1, 0, 0, 1000, 0);
+	send_confirm(a, 0, 7, 1, 1, 1);
+	send_confirm(a, 1, 7, 1, 1, 1);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	send_data(a, 0, 7, c2, 0, 0, 1, 2);	/* next use of the slot */
+	send_data(a, 1, 7, 1, TLY_F_RETX, 0, 1000, 3);	/* late stray */
+	n_out = 0;
+	send_data(a, 1, 7, c2, 0, 0, 2, 4);
+	assert_int_equal(n_out, 2);
+	assert_result(&out[0], out[0].dst, 7, c2, 3, 2);
+	tly_agg_destroy(a);
+}
+
+static void test_collision_uses_fallback(void **state)
+{
+	struct tly_agg *a = make(2, 4, 0);
+	uint16_t c2 = colliding_chunk(7, 1);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 10, 0);
+	send_data(a, 0, 7, c2, 0, 0, 20, 0);
+	send_data(a, 1, 7, c2, 0, 0, 30, 0);
+	assert_int_equal(n_out, 2);
+	assert_result(&out[0], out[0].dst, 7, c2, 50, 2);
+	assert_int_equal(out[0].h.flags & TLY_F_FALLBACK, TLY_F_FALLBACK);
+	send_data(a, 1, 7, 1, 0, 0, 1, 0);
+	assert_int_equal(n_out, 4);
+	assert_result(&out[2], out[2].dst, 7, 1, 11, 2);
+	assert_int_equal(out[2].h.flags & TLY_F_FALLBACK, 0);
+	assert_true(tly_agg_counters(a)->fallback >= 2);
+	tly_agg_destroy(a);
+}
+
+static void test_full_answers_busy(void **state)
+{
+	struct tly_agg *a = make(2, 0, 0);
+	uint16_t c2 = colliding_chunk(7, 1);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 10, 0);
+	send_data(a, 1, 7, c2, 0, 0, 20, 10);
+	assert_int_equal(n_out, 1);
+	assert_int_equal(out[0].h.type, TLY_T_BUSY);
+	assert_int_equal(out[0].dst, 1);
+	assert_int_equal(out[0].h.chunk, c2);
+	/* the chunk in the slot still completes correctly */
+	send_data(a, 1, 7, 1, 0, 0, 5, 20);
+	assert_int_equal(n_out, 3);
+	assert_result(&out[1], out[1].dst, 7, 1, 15, 2);
+	tly_agg_destroy(a);
+}
+
+static void test_idle_partial_evicted(void **state)
+{
+	struct tly_agg *a = make(2, 0, 0);
+	uint16_t c2 = colliding_chunk(7, 1);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 10, 0);
+	send_data(a, 1, 7, c2, 0, 0, 20, 999);	/* not idle long enough */
+	assert_int_equal(out[0].h.type, TLY_T_BUSY);
+	n_out = 0;
+	send_data(a, 1, 7, c2, 0, 0, 20, 1000);
+	assert_int_equal(n_out, 0);
+	assert_int_equal(tly_agg_counters(a)->evictions, 1);
+	send_data(a, 0, 7, c2, 0, 0, 1, 1001);
+	assert_int_equal(n_out, 2);
+	assert_result(&out[0], out[0].dst, 7, c2, 21, 2);
+	tly_agg_destroy(a);
+}
+
+static void test_exponent_round_takes_max(void **state)
+{
+	struct tly_agg *a = make(3, 0, 0);
+
+	(void)state;
+	send_data(a, 0, 7, 0, TLY_F_EXP, 0, -5, 0);
+	send_data(a, 1, 7, 0, TLY_F_EXP, 0, 3, 0);
+	send_data(a, 2, 7, 0, TLY_F_EXP, 0, -1000, 0);
+	assert_int_equal(n_out, 3);
+	assert_int_equal(out[0].h.flags & TLY_F_EXP, TLY_F_EXP);
+	assert_int_equal(out[0].v[0], 3);
+	assert_int_equal(out[0].v[7], 10);
+	/* the data chunk with the same number is a different slot key */
+	send_data(a, 0, 7, 0, 0, 2, 1, 0);
+	assert_int_equal(n_out, 3);
+	tly_agg_destroy(a);
+}
+
+static void test_shift_mismatch_dropped(void **state)
+{
+	struct tly_agg *a = make(2, 0, 0);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 5, 10, 0);
+	send_data(a, 1, 7, 1, 0, 6, 10, 0);
+	send_data(a, 1, 7, 1, TLY_F_INT, 0, 10, 0);
+	assert_int_equal(n_out, 0);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_MISMATCH], 2);
+	tly_agg_destroy(a);
+}
+
+static void test_foreign_dropped(void **state)
+{
+	struct tly_agg *a = make(2, 0, 0);
+	uint8_t f[TLY_HDR_LEN + 4 * K] = { 0 };
+	struct tly_hdr h = { .type = TLY_T_DATA, .job = JOB + 1 };
+
+	(void)state;
+	h.slot = (uint16_t)tly_slot_of(0, 0, 0, 64);
+	tly_hdr_write(f, &h);
+	tly_agg_rx(a, f, sizeof(f), 0);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_JOB], 1);
+	h.job = JOB;
+	h.rank = 2;				/* only 2 workers */
+	tly_hdr_write(f, &h);
+	tly_agg_rx(a, f, sizeof(f), 0);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_RANK], 1);
+	h.rank = 0;
+	h.type = TLY_T_RESULT;			/* not for an aggregator */
+	tly_hdr_write(f, &h);
+	tly_agg_rx(a, f, sizeof(f), 0);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_ROLE], 1);
+	tly_agg_rx(a, f, 3, 0);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_SHORT], 1);
+	assert_int_equal(n_out, 0);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	tly_agg_destroy(a);
+}
+
+static void test_64_workers_multicast(void **state)
+{
+	struct tly_agg *a = make(64, 0, 1);
+	uint16_t r;
+
+	(void)state;
+	for (r = 0; r < 64; r++) {
+		assert_int_equal(n_out, 0);
+		send_data(a, r, 9, 3, 0, 0, 1, 0);
+	}
+	assert_int_equal(n_out, 1);
+	assert_int_equal(out[0].mask, ~0ull);
+	assert_int_equal(out[0].v[1], 64 * 2);
+	tly_agg_destroy(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sum_to_every_worker),
+		cmocka_unit_test(test_int32_wraps),
+		cmocka_unit_test(test_duplicate_counted_once),
+		cmocka_unit_test(test_ack_requested),
+		cmocka_unit_test(test_late_duplicate_gets_result),
+		cmocka_unit_test(test_receipts_free_slot),
+		cmocka_unit_test(test_probe_unconfirmed),
+		cmocka_unit_test(test_slot_reuse_is_safe),
+		cmocka_unit_test(test_collision_uses_fallback),
+		cmocka_unit_test(test_full_answers_busy),
+		cmocka_unit_test(test_idle_partial_evicted),
+		cmocka_unit_test(test_exponent_round_takes_max),
+		cmocka_unit_test(test_shift_mismatch_dropped),
+		cmocka_unit_test(test_foreign_dropped),
+		cmocka_unit_test(test_64_workers_multicast),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
