@@ -1,0 +1,991 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_reduce.c - unit tests of the local reduction kernels
+ * (dataplane/reduce.c), the half/bfloat16 conversions (dataplane/half.h)
+ * and the reduction thread pool (dataplane/reduce_pool.c).
+ *
+ * Every expected value comes from a scalar reference written here,
+ * independently of the code under test, following the numerics promised
+ * in reduce.h:
+ * - float32: float32 sum in input order;
+ * - float16 / bfloat16: each input widened to float32, float32 sum in
+ *   input order, one rounding to the narrow type (nearest, ties to even).
+ *   The float16 reference uses the compiler's _Float16 conversions, the
+ *   bfloat16 one a rounding by comparing distances in double;
+ * - int32: SUM wraps modulo 2^32, AVG is the exact 64-bit sum divided
+ *   with truncation toward zero;
+ * - AVG of floating types: the float32 sum times (1.0f / divisor), the
+ *   product rounded to float32, then narrowed.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "dataplane/half.h"
+#include "dataplane/reduce.h"
+#include "dataplane/reduce_pool.h"
+
+#define MAX_IN 5
+#define MAX_OUT 8
+
+/* ---- deterministic random numbers (xorshift64*) ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng_next(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+static uint32_t rng_u32(void)
+{
+	return (uint32_t)(rng_next() >> 32);
+}
+
+/* A float in [-1000, 1000) with a random fraction: sums round a lot. */
+static float rng_float(void)
+{
+	return (float)((double)(rng_u32() >> 8) / (1 << 24) * 2000.0 - 1000.0);
+}
+
+/* ---- reference conversions, independent of half.h ---- */
+
+static uint32_t bits_of(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static float float_of(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static float ref_half_to_float(uint16_t h)
+{
+	_Float16 x;
+
+	memcpy(&x, &h, 2);
+	return (float)x;
+}
+
+static uint16_t ref_float_to_half(float f)
+{
+	_Float16 x = (_Float16)f;
+	uint16_t h;
+
+	memcpy(&h, &x, 2);
+	return h;
+}
+
+static float ref_bf16_to_float(uint16_t b)
+{
+	/* sign * 2^(e - 127) * 1.m, computed in double */
+	int sign = b >> 15, e = (b >> 7) & 0xff, m = b & 0x7f;
+	double v;
+
+	if (e == 0xff)
+		v = m ? NAN : INFINITY;
+	else if (e == 0)
+		v = ldexp(m, -126 - 7);
+	else
+		v = ldexp(128 + m, e - 127 - 7);
+	return (float)(sign ? -v : v);
+}
+
+/* Value of the magnitude pattern @m (no sign) with an unbounded exponent:
+ * 0x7f80 stands for 2^128, the first value past the largest finite. */
+static double bf16_mag_value(uint32_t m)
+{
+	if (m == 0x7f80)
+		return ldexp(1.0, 128);
+	return ref_bf16_to_float((uint16_t)m);
+}
+
+/* Round to nearest bfloat16, ties to even, by comparing distances. */
+static uint16_t ref_float_to_bf16(float f)
+{
+	uint32_t u = bits_of(f);
+	uint32_t sign = u & 0x80000000u, mag = u & 0x7fffffffu;
+	uint32_t lo = mag >> 16, hi = lo + 1;
+	double x = fabs((double)f), dlo, dhi;
+
+	if (isnan(f))
+		return 0x7fc0 | (uint16_t)(sign >> 16);
+	if (isinf(f) || (mag & 0xffff) == 0)
+		return (uint16_t)((sign | mag) >> 16);
+	dlo = x - bf16_mag_value(lo);
+	dhi = bf16_mag_value(hi) - x;
+	if (dhi < dlo || (dhi == dlo && (hi & 1) == 0))
+		lo = hi;
+	return (uint16_t)((sign >> 16) | lo);
+}
+
+static bool half_is_nan(uint16_t h)
+{
+	return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+}
+
+static bool bf16_is_nan(uint16_t b)
+{
+	return (b & 0x7f80) == 0x7f80 && (b & 0x7f);
+}
+
+/* ---- reference reductions ---- */
+
+static int esize(enum tally_dtype dt)
+{
+	return dt == TALLY_FLOAT16 || dt == TALLY_BFLOAT16 ? 2 : 4;
+}
+
+/* Element @i of the reduction of @in, written into @dst (one element). */
+static void ref_reduce_elem(enum tally_dtype dt, enum tally_op op,
+			    const void *const *in, unsigned int n_in,
+			    size_t i, unsigned int divisor, void *dst)
+{
+	if (dt == TALLY_INT32) {
+		if (op == TALLY_SUM) {
+			uint32_t s = 0;
+
+			for (unsigned int k = 0; k < n_in; k++)
+				s += ((const uint32_t *)in[k])[i];
+			memcpy(dst, &s, 4);
+		} else {
+			int64_t s = 0, q;
+
+			for (unsigned int k = 0; k < n_in; k++)
+				s += ((const int32_t *)in[k])[i];
+			/* truncate toward zero, spelled out */
+			q = (int64_t)((uint64_t)llabs(s) / divisor);
+			if (s < 0)
+				q = -q;
+			int32_t r = (int32_t)q;
+
+			memcpy(dst, &r, 4);
+		}
+		return;
+	}
+
+	float acc = 0.0f;
+
+	for (unsigned int k = 0; k < n_in; k++) {
+		float x;
+
+		if (dt == TALLY_FLOAT32)
+			x = ((const float *)in[k])[i];
+		else if (dt == TALLY_FLOAT16)
+			x = ref_half_to_float(((const uint16_t *)in[k])[i]);
+		else
+			x = ref_bf16_to_float(((const uint16_t *)in[k])[i]);
+		acc = k == 0 ? x : acc + x;
+	}
+	if (op == TALLY_AVG)
+		acc = acc * (1.0f / (float)divisor);
+	if (dt == TALLY_FLOAT32) {
+		memcpy(dst, &acc, 4);
+	} else {
+		uint16_t h = dt == TALLY_FLOAT16 ? ref_float_to_half(acc) :
+						   ref_float_to_bf16(acc);
+
+		memcpy(dst, &h, 2);
+	}
+}
+
+/* Compare element @i of @got with @want: bit-exact, except that any NaN
+ * matches any NaN of the type. */
+static bool elem_equal(enum tally_dtype dt, const void *got,
+		       const void *want, size_t i)
+{
+	if (dt == TALLY_FLOAT16 || dt == TALLY_BFLOAT16) {
+		uint16_t g = ((const uint16_t *)got)[i];
+		uint16_t w = ((const uint16_t *)want)[i];
+		bool (*isn)(uint16_t) = dt == TALLY_FLOAT16 ? half_is_nan :
+							      bf16_is_nan;
+
+		return g == w || (isn(g) && isn(w));
+	}
+	uint32_t g = ((const uint32_t *)got)[i];
+	uint32_t w = ((const uint32_t *)want)[i];
+
+	if (dt == TALLY_FLOAT32)
+		return g == w || (isnan(float_of(g)) && isnan(float_of(w)));
+	return g == w;
+}
+
+static void assert_buffer_matches(enum tally_dtype dt, const void *got,
+				  const void *want, size_t count,
+				  const char *what)
+{
+	for (size_t i = 0; i < count; i++) {
+		if (!elem_equal(dt, got, want, i)) {
+			uint32_t g = 0, w = 0;
+
+			memcpy(&g, (const char *)got + i * esize(dt),
+			       (size_t)esize(dt));
+			memcpy(&w, (const char *)want + i * esize(dt),
+			       (size_t)esize(dt));
+			fail_msg("%s: dtype %d element %zu of %zu: got 0x%x, "
+				 "want 0x%x", what, dt, i, count, g, w);
+		}
+	}
+}
+
+/* Random data for @dt: floats with rounding in every sum; halves from
+ * random bit patterns over the whole range (incl. subnormals, inf and
+ * NaN) one time in four; int32 near the wrap-around point. */
+static void fill_random(enum tally_dtype dt, void *buf, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		uint32_t r = rng_u32();
+
+		switch (dt) {
+		case TALLY_FLOAT32:
+			((float *)buf)[i] = rng_float();
+			break;
+		case TALLY_FLOAT16:
+			((uint16_t *)buf)[i] = (r & 3) == 0 ?
+				(uint16_t)(r >> 16) :
+				ref_float_to_half(rng_float() / 16);
+			break;
+		case TALLY_BFLOAT16:
+			((uint16_t *)buf)[i] = (r & 3) == 0 ?
+				(uint16_t)(r >> 16) :
+				ref_float_to_bf16(rng_float());
+			break;
+		default:
+			((uint32_t *)buf)[i] = (r & 1) ?
+				r : (uint32_t)(int32_t)(r % 2001) - 1000;
+			break;
+		}
+	}
+}
+
+/* ---- conversions ---- */
+
+static void test_half_roundtrip_all_patterns(void **state)
+{
+	(void)state;
+	for (uint32_t h = 0; h < 65536; h++) {
+		float f = half_to_float((uint16_t)h);
+		float r = ref_half_to_float((uint16_t)h);
+		uint16_t back = float_to_half(f);
+
+		if (half_is_nan((uint16_t)h)) {
+			assert_true(isnan(f));
+			assert_true(half_is_nan(back));
+			assert_int_equal(back & 0x8000, h & 0x8000);
+			continue;
+		}
+		/* exact widening, signed zeros and infinities included */
+		if (bits_of(f) != bits_of(r))
+			fail_msg("half_to_float(0x%04x) = %a, want %a", h,
+				 (double)f, (double)r);
+		if (back != h)
+			fail_msg("half 0x%04x -> %a -> 0x%04x", h, (double)f,
+				 back);
+	}
+}
+
+static void check_float_to_half(float f)
+{
+	uint16_t got = float_to_half(f), want = ref_float_to_half(f);
+
+	if (isnan(f)) {
+		if (!half_is_nan(got) || (got & 0x8000) != (want & 0x8000))
+			fail_msg("float_to_half(NaN 0x%08x) = 0x%04x",
+				 bits_of(f), got);
+		return;
+	}
+	if (got != want)
+		fail_msg("float_to_half(%a = 0x%08x) = 0x%04x, want 0x%04x",
+			 (double)f, bits_of(f), got, want);
+}
+
+static void test_float_to_half_random_bits(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 1000000; i++)
+		check_float_to_half(float_of(rng_u32()));
+}
+
+static void test_float_to_half_half_range(void **state)
+{
+	(void)state;
+	/* exponents from far below the subnormals to past the overflow */
+	for (int i = 0; i < 1000000; i++) {
+		uint32_t r = rng_u32();
+		uint32_t exp = 95 + r % 50;	/* 2^-32 .. 2^17 */
+
+		check_float_to_half(float_of((r & 0x80000000u) | exp << 23 |
+					     (rng_u32() & 0x7fffffu)));
+	}
+}
+
+/* Exact ties and their neighbours: the midpoint between every two
+ * adjacent finite halves (and past the largest one), as floats. */
+static void test_float_to_half_ties_to_even(void **state)
+{
+	(void)state;
+	for (uint32_t h = 0; h < 0x7c00; h++) {
+		double lo = ref_half_to_float((uint16_t)h);
+		double hi = h + 1 < 0x7c00 ? ref_half_to_float((uint16_t)(h + 1))
+					   : 65536.0;
+		float mid = (float)((lo + hi) / 2);	/* exact in float */
+
+		assert_true((double)mid == (lo + hi) / 2);
+		for (int s = 0; s < 2; s++) {
+			float m = s ? -mid : mid;
+
+			check_float_to_half(m);
+			check_float_to_half(nextafterf(m, 0.0f));
+			check_float_to_half(nextafterf(m, s ? -INFINITY :
+							      INFINITY));
+		}
+		/* the tie goes to the even one */
+		assert_int_equal(float_to_half(mid) & 1, 0);
+	}
+}
+
+static void test_float_to_half_specials(void **state)
+{
+	static const float vals[] = {
+		0.0f, -0.0f, INFINITY, -INFINITY, 65504.0f, -65504.0f,
+		65519.99f, 65520.0f, 65536.0f, 1e10f, -1e10f, 3.4e38f,
+		0x1p-14f, 0x1p-24f, 0x1p-25f, 0x1.000002p-25f, 0x1.8p-24f,
+		0x1p-26f, 1e-30f, 0x1p-149f, -0x1p-149f, 0x1.ffep-15f,
+		0x1.ffcp-15f, 0x1.fffp-15f, 1.0f, 0x1.002p0f, 0x1.006p0f,
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+		check_float_to_half(vals[i]);
+	check_float_to_half(NAN);
+	check_float_to_half(-NAN);
+	check_float_to_half(float_of(0x7f800001u));	/* signalling */
+	check_float_to_half(float_of(0xffa00000u));
+	assert_int_equal(float_to_half(65520.0f), 0x7c00);
+	assert_int_equal(float_to_half(-0.0f), 0x8000);
+	assert_int_equal(float_to_half(0x1p-24f), 0x0001);
+	assert_int_equal(float_to_half(0x1p-25f), 0x0000);	/* tie to 0 */
+	assert_int_equal(float_to_half(0x1.8p-24f), 0x0002);	/* tie to 2 */
+}
+
+static void check_float_to_bf16(float f)
+{
+	uint16_t got = float_to_bf16(f), want = ref_float_to_bf16(f);
+
+	if (isnan(f)) {
+		if (!bf16_is_nan(got) || (got & 0x8000) != (want & 0x8000))
+			fail_msg("float_to_bf16(NaN 0x%08x) = 0x%04x",
+				 bits_of(f), got);
+		return;
+	}
+	if (got != want)
+		fail_msg("float_to_bf16(%a = 0x%08x) = 0x%04x, want 0x%04x",
+			 (double)f, bits_of(f), got, want);
+}
+
+static void test_bf16_to_float_all_patterns(void **state)
+{
+	(void)state;
+	for (uint32_t b = 0; b < 65536; b++) {
+		float f = bf16_to_float((uint16_t)b);
+
+		if (bf16_is_nan((uint16_t)b)) {
+			assert_true(isnan(f));
+			/* NaN stays NaN, even a signalling one */
+			assert_true(bf16_is_nan(float_to_bf16(f)));
+			continue;
+		}
+		if (bits_of(f) != bits_of(ref_bf16_to_float((uint16_t)b)))
+			fail_msg("bf16_to_float(0x%04x) = %a", b, (double)f);
+		assert_int_equal(float_to_bf16(f), b);
+	}
+}
+
+static void test_float_to_bf16_random(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 1000000; i++)
+		check_float_to_bf16(float_of(rng_u32()));
+}
+
+static void test_float_to_bf16_ties_to_even(void **state)
+{
+	(void)state;
+	for (uint32_t b = 0; b < 0x7f80; b++) {
+		uint32_t mid = b << 16 | 0x8000u;
+
+		for (uint32_t s = 0; s < 2; s++) {
+			uint32_t sg = s << 31;
+
+			check_float_to_bf16(float_of(sg | mid));
+			check_float_to_bf16(float_of(sg | (mid - 1)));
+			check_float_to_bf16(float_of(sg | (mid + 1)));
+		}
+		assert_int_equal(float_to_bf16(float_of(mid)) & 1, 0);
+	}
+	/* past the largest finite: ties and above go to infinity */
+	assert_int_equal(float_to_bf16(float_of(0x7f7f8000u)), 0x7f80);
+	assert_int_equal(float_to_bf16(float_of(0x7f7f7fffu)), 0x7f7f);
+	assert_int_equal(float_to_bf16(float_of(0xff7fffffu)), 0xff80);
+	assert_int_equal(float_to_bf16(INFINITY), 0x7f80);
+	assert_int_equal(float_to_bf16(-INFINITY), 0xff80);
+	assert_int_equal(float_to_bf16(-0.0f), 0x8000);
+	check_float_to_bf16(float_of(0x7f800001u));
+	check_float_to_bf16(float_of(0xffffffffu));
+	check_float_to_bf16(float_of(0x7fff0001u));
+}
+
+/* ---- reduce_buffers against the reference ---- */
+
+static const size_t counts[] = {
+	1, 2, 7, 4095, 4096, 4097, 3 * 4096 + 5,
+};
+
+static const char *dt_name(enum tally_dtype dt)
+{
+	static const char *const names[] = { "f32", "f16", "bf16", "i32" };
+
+	return names[dt];
+}
+
+/*
+ * Run one reduction and check every output.  @in_place: out[0] is in[0]
+ * (and out[1] is in[1] when both exist); @n_out outputs in all, the
+ * others separate buffers.
+ */
+static void check_reduce(enum tally_dtype dt, enum tally_op op,
+			 unsigned int n_in, unsigned int n_out, size_t count,
+			 bool in_place, unsigned int divisor)
+{
+	size_t bytes = count * (size_t)esize(dt);
+	void *in_buf[MAX_IN], *out_buf[MAX_OUT];
+	const void *in[MAX_IN], *ref_in[MAX_IN];
+	void *out[MAX_OUT];
+	unsigned int n_aliased = in_place ? (n_in < 2 ? 1 : 2) : 0;
+	char *want = malloc(bytes);
+	char what[128];
+
+	assert_non_null(want);
+	if (n_aliased > n_out)
+		n_aliased = n_out;
+	for (unsigned int k = 0; k < n_in; k++) {
+		in_buf[k] = malloc(bytes);
+		assert_non_null(in_buf[k]);
+		fill_random(dt, in_buf[k], count);
+		in[k] = in_buf[k];
+	}
+	/* the reference reads pristine copies: in-place runs overwrite */
+	for (unsigned int k = 0; k < n_in; k++) {
+		void *copy = malloc(bytes);
+
+		assert_non_null(copy);
+		memcpy(copy, in_buf[k], bytes);
+		ref_in[k] = copy;
+	}
+	for (size_t i = 0; i < count; i++)
+		ref_reduce_elem(dt, op, ref_in, n_in, i, divisor,
+				want + i * (size_t)esize(dt));
+	for (unsigned int j = 0; j < n_out; j++) {
+		if (j < n_aliased) {
+			out_buf[j] = NULL;
+			out[j] = in_buf[j];
+		} else {
+			out_buf[j] = malloc(bytes);
+			assert_non_null(out_buf[j]);
+			memset(out_buf[j], 0xee, bytes);
+			out[j] = out_buf[j];
+		}
+	}
+
+	assert_int_equal(reduce_buffers(dt, op, in, n_in, out, n_out, count,
+					divisor), 0);
+
+	for (unsigned int j = 0; j < n_out; j++) {
+		snprintf(what, sizeof(what),
+			 "%s %s n_in %u out %u/%u count %zu%s div %u",
+			 dt_name(dt), op == TALLY_SUM ? "sum" : "avg", n_in, j,
+			 n_out, count, j < n_aliased ? " in-place" : "",
+			 divisor);
+		assert_buffer_matches(dt, out[j], want, count, what);
+	}
+	/* inputs that are not outputs are left alone */
+	for (unsigned int k = n_aliased; k < n_in; k++)
+		assert_memory_equal(in_buf[k], ref_in[k], bytes);
+
+	for (unsigned int k = 0; k < n_in; k++) {
+		free(in_buf[k]);
+		free((void *)ref_in[k]);
+	}
+	for (unsigned int j = 0; j < n_out; j++)
+		free(out_buf[j]);
+	free(want);
+}
+
+static void check_all_shapes(enum tally_dtype dt, enum tally_op op)
+{
+	for (unsigned int n_in = 1; n_in <= MAX_IN; n_in++) {
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+			size_t count = counts[c];
+
+			check_reduce(dt, op, n_in, 1, count, false, n_in);
+			check_reduce(dt, op, n_in, n_in, count, true, n_in);
+			/* more outputs than inputs */
+			check_reduce(dt, op, n_in, n_in + 2, count, true,
+				     n_in);
+			check_reduce(dt, op, n_in, n_in + 3, count, false,
+				     n_in);
+		}
+	}
+	/* AVG divides by the divisor given, not by n_in */
+	if (op == TALLY_AVG) {
+		check_reduce(dt, op, 2, 1, 4097, false, 3);
+		check_reduce(dt, op, 3, 1, 4097, false, 7);
+		check_reduce(dt, op, 1, 1, 100, false, 1);
+		check_reduce(dt, op, 4, 2, 100, true, 64);
+	}
+}
+
+static void test_reduce_f32_sum(void **state)
+{
+	(void)state;
+	check_all_shapes(TALLY_FLOAT32, TALLY_SUM);
+}
+
+static void test_reduce_f32_avg(void **state)
+{
+	(void)state;
+	check_all_shapes(TALLY_FLOAT32, TALLY_AVG);
+}
+
+static void test_reduce_f16_sum(void **state)
+{
+	(void)state;
+	check_all_shapes(TALLY_FLOAT16, TALLY_SUM);
+}
+
+static void test_reduce_f16_avg(void **state)
+{
+	(void)state;
+	check_all_shapes(TALLY_FLOAT16, TALLY_AVG);
+}
+
+static void test_reduce_bf16_sum(void **state)
+{
+	(void)state;
+	check_all_shapes(TALLY_BFLOAT16, TALLY_SUM);
+}
+
+static void test_reduce_bf16_avg(void **state)
+{
+	(void)state;
+	check_all_shapes(TALLY_BFLOAT16, TALLY_AVG);
+}
+
+static void test_reduce_i32_sum(void **state)
+{
+	(void)state;
+	check_all_shapes(TALLY_INT32, TALLY_SUM);
+}
+
+static void test_reduce_i32_avg(void **state)
+{
+	(void)state;
+	check_all_shapes(TALLY_INT32, TALLY_AVG);
+}
+
+/* Hand-made cases that state the numerics directly. */
+static void test_reduce_i32_sum_wraps(void **state)
+{
+	int32_t a[3] = { INT32_MAX, INT32_MIN, -1 };
+	int32_t b[3] = { 1, -1, INT32_MIN };
+	int32_t o[3];
+	const void *in[2] = { a, b };
+	void *out[1] = { o };
+
+	(void)state;
+	assert_int_equal(reduce_buffers(TALLY_INT32, TALLY_SUM, in, 2, out, 1,
+					3, 0), 0);
+	assert_int_equal(o[0], INT32_MIN);
+	assert_int_equal(o[1], INT32_MAX);
+	assert_int_equal(o[2], INT32_MAX);
+}
+
+static void test_reduce_i32_avg_truncates_toward_zero(void **state)
+{
+	int32_t a[6] = { -7, 7, -1, INT32_MAX, INT32_MIN, -5 };
+	int32_t b[6] = { 0, 0, 0, INT32_MAX, INT32_MIN, 0 };
+	int32_t o[6];
+	const void *in[2] = { a, b };
+	void *out[1] = { o };
+
+	(void)state;
+	/* divisor 2: sums -7, 7, -1, 2^32 - 2, -2^32, -5 */
+	assert_int_equal(reduce_buffers(TALLY_INT32, TALLY_AVG, in, 2, out, 1,
+					6, 2), 0);
+	assert_int_equal(o[0], -3);		/* not -4 */
+	assert_int_equal(o[1], 3);
+	assert_int_equal(o[2], 0);		/* not -1 */
+	assert_int_equal(o[3], INT32_MAX);	/* exact in 64 bits */
+	assert_int_equal(o[4], INT32_MIN);
+	assert_int_equal(o[5], -2);
+}
+
+static void test_reduce_f32_avg_multiplies_by_reciprocal(void **state)
+{
+	/* 1/3 is not exact: x * (1/3) and x / 3 differ for some x; the
+	 * kernel promises the former */
+	float a[64], o[64];
+	const void *in[1] = { a };
+	void *out[1] = { o };
+	int differ = 0;
+
+	(void)state;
+	for (int i = 0; i < 64; i++)
+		a[i] = (float)(i + 1) * 1.1f;
+	assert_int_equal(reduce_buffers(TALLY_FLOAT32, TALLY_AVG, in, 1, out,
+					1, 64, 3), 0);
+	for (int i = 0; i < 64; i++) {
+		float want = a[i] * (1.0f / 3.0f);
+
+		assert_int_equal(bits_of(o[i]), bits_of(want));
+		differ += bits_of(a[i] / 3.0f) != bits_of(want);
+	}
+	assert_true(differ > 0);	/* the test can tell the two apart */
+}
+
+static void test_reduce_f16_rounds_once(void **state)
+{
+	/* 1 + 2^-11 + 2^-11: pairwise half sums would round 1 + 2^-11 to 1
+	 * (tie to even) twice; one float sum rounded once gives 1 + 2^-10 */
+	uint16_t a = ref_float_to_half(1.0f);
+	uint16_t b = ref_float_to_half(0x1p-11f);
+	uint16_t o;
+	const void *in[3] = { &a, &b, &b };
+	void *out[1] = { &o };
+
+	(void)state;
+	assert_int_equal(reduce_buffers(TALLY_FLOAT16, TALLY_SUM, in, 3, out,
+					1, 1, 0), 0);
+	assert_int_equal(o, ref_float_to_half(1.0f + 0x1p-10f));
+	assert_int_not_equal(o, a);
+}
+
+static void test_reduce_zero_count(void **state)
+{
+	float a[1] = { 1.0f }, o[1] = { 5.0f };
+	const void *in[1] = { a };
+	void *out[1] = { o };
+
+	(void)state;
+	assert_int_equal(reduce_buffers(TALLY_FLOAT32, TALLY_SUM, in, 1, out,
+					1, 0, 0), 0);
+	assert_true(o[0] == 5.0f);
+}
+
+static void test_reduce_prepare_rejects_bad_args(void **state)
+{
+	float a[4] = { 0 }, o[4];
+	const void *in[1] = { a };
+	void *out[1] = { o };
+	struct reduce_args ra;
+
+	(void)state;
+	assert_int_equal(reduce_prepare(&ra, TALLY_DTYPE_MAX, TALLY_SUM, in,
+					1, out, 1, 4, 1), -TALLY_EINVAL);
+	assert_int_equal(reduce_prepare(&ra, (enum tally_dtype)-1, TALLY_SUM,
+					in, 1, out, 1, 4, 1), -TALLY_EINVAL);
+	assert_int_equal(reduce_prepare(&ra, TALLY_FLOAT32, TALLY_OP_MAX, in,
+					1, out, 1, 4, 1), -TALLY_EINVAL);
+	assert_int_equal(reduce_prepare(&ra, TALLY_FLOAT32, (enum tally_op)-1,
+					in, 1, out, 1, 4, 1), -TALLY_EINVAL);
+	for (int dt = 0; dt < TALLY_DTYPE_MAX; dt++)
+		assert_int_equal(reduce_prepare(&ra, (enum tally_dtype)dt,
+						TALLY_AVG, in, 1, out, 1, 4, 0),
+				 -TALLY_EINVAL);
+	assert_int_equal(reduce_prepare(&ra, TALLY_FLOAT32, TALLY_SUM, in, 0,
+					out, 1, 4, 1), -TALLY_EINVAL);
+	assert_int_equal(reduce_buffers(TALLY_INT32, TALLY_AVG, in, 1, out, 1,
+					4, 0), -TALLY_EINVAL);
+
+	/* divisor is ignored for SUM */
+	assert_int_equal(reduce_prepare(&ra, TALLY_FLOAT32, TALLY_SUM, in, 1,
+					out, 1, 4, 0), 0);
+	assert_true(ra.scale == 1.0f);
+	assert_false(ra.stream);
+	assert_int_equal(reduce_prepare(&ra, TALLY_BFLOAT16, TALLY_AVG, in, 1,
+					out, 1, 4, 4), 0);
+	assert_true(ra.scale == 0.25f);
+	assert_int_equal(ra.count, 4);
+	assert_int_equal(ra.n_in, 1);
+	assert_int_equal(ra.n_out, 1);
+	assert_int_equal(reduce_prepare(&ra, TALLY_FLOAT16, TALLY_SUM, in, 1,
+					out, 1,
+					REDUCE_STREAM_MIN_BYTES / 2, 1), 0);
+	assert_true(ra.stream);
+	assert_int_equal(reduce_prepare(&ra, TALLY_FLOAT16, TALLY_SUM, in, 1,
+					out, 1,
+					REDUCE_STREAM_MIN_BYTES / 2 - 1, 1), 0);
+	assert_false(ra.stream);
+}
+
+/* Ranges in any split (block-aligned or not) give the whole result. */
+static void test_reduce_range_pieces(void **state)
+{
+	const size_t count = 5 * REDUCE_BLOCK_ELEMS + 123;
+	static const size_t cuts[] = { 0, 1, 4096, 4100, 8192, 12000,
+				       5 * 4096 + 100, 5 * 4096 + 123 };
+	float *a = malloc(count * 4), *b = malloc(count * 4);
+	float *whole = malloc(count * 4), *parts = malloc(count * 4);
+	const void *in[2] = { a, b };
+	void *o_whole[1] = { whole }, *o_parts[1] = { parts };
+	struct reduce_args ra;
+
+	(void)state;
+	fill_random(TALLY_FLOAT32, a, count);
+	fill_random(TALLY_FLOAT32, b, count);
+	assert_int_equal(reduce_buffers(TALLY_FLOAT32, TALLY_AVG, in, 2,
+					o_whole, 1, count, 2), 0);
+	memset(parts, 0, count * 4);
+	assert_int_equal(reduce_prepare(&ra, TALLY_FLOAT32, TALLY_AVG, in, 2,
+					o_parts, 1, count, 2), 0);
+	for (size_t i = sizeof(cuts) / sizeof(cuts[0]) - 1; i > 0; i--)
+		reduce_range(&ra, cuts[i - 1], cuts[i]);
+	reduce_range(&ra, count, count + 10);	/* past the end: nothing */
+	reduce_range(&ra, 100, 50);		/* empty */
+	assert_memory_equal(whole, parts, count * 4);
+	free(a);
+	free(b);
+	free(whole);
+	free(parts);
+}
+
+/* Outputs of REDUCE_STREAM_MIN_BYTES and more take the non-temporal store
+ * path; one output 16-byte aligned, one not, one in place. */
+static void check_streamed(enum tally_dtype dt, enum tally_op op)
+{
+	size_t count = REDUCE_STREAM_MIN_BYTES / (size_t)esize(dt) + 4101;
+	size_t bytes = count * (size_t)esize(dt);
+	char *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
+	char *o1 = aligned_alloc(64, bytes + 64);
+	char *o2raw = aligned_alloc(64, bytes + 64);
+	char *o2 = o2raw + esize(dt);		/* misaligned for SSE */
+	char *want = malloc(bytes);
+	const void *in[3] = { a, b, c };
+	const void *ref[3];
+	void *out[3] = { o1, o2, NULL };
+	struct reduce_args ra;
+	char *copy = malloc(bytes);
+
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_non_null(c);
+	assert_non_null(o1);
+	assert_non_null(o2raw);
+	assert_non_null(want);
+	assert_non_null(copy);
+	fill_random(dt, a, count);
+	fill_random(dt, b, count);
+	fill_random(dt, c, count);
+	memcpy(copy, c, bytes);
+	ref[0] = a;
+	ref[1] = b;
+	ref[2] = copy;
+	for (size_t i = 0; i < count; i++)
+		ref_reduce_elem(dt, op, ref, 3, i, 3,
+				want + i * (size_t)esize(dt));
+	assert_int_equal(reduce_prepare(&ra, dt, op, in, 3, out, 2, count, 3),
+			 0);
+	assert_true(ra.stream);
+	assert_int_equal(reduce_buffers(dt, op, in, 3, out, 2, count, 3), 0);
+	assert_buffer_matches(dt, o1, want, count, "streamed aligned");
+	assert_buffer_matches(dt, o2, want, count, "streamed misaligned");
+
+	/* in place into the last input, plus an out-of-place output */
+	out[0] = c;
+	out[1] = o1;
+	memset(o1, 0, bytes);
+	assert_int_equal(reduce_buffers(dt, op, in, 3, out, 2, count, 3), 0);
+	assert_buffer_matches(dt, c, want, count, "streamed, in place");
+	assert_buffer_matches(dt, o1, want, count, "streamed, beside");
+	free(a);
+	free(b);
+	free(c);
+	free(o1);
+	free(o2raw);
+	free(want);
+	free(copy);
+}
+
+static void test_reduce_streamed_output(void **state)
+{
+	(void)state;
+	check_streamed(TALLY_FLOAT32, TALLY_SUM);
+	check_streamed(TALLY_BFLOAT16, TALLY_AVG);
+	check_streamed(TALLY_INT32, TALLY_AVG);
+}
+
+/* ---- reduce_pool ---- */
+
+static void check_pool_matches(struct reduce_pool *pool,
+			       enum tally_dtype dt, enum tally_op op,
+			       size_t count, unsigned int n_in,
+			       unsigned int n_out)
+{
+	size_t bytes = count * (size_t)esize(dt);
+	void *in_buf[MAX_IN];
+	const void *in[MAX_IN];
+	void *serial[MAX_OUT], *par[MAX_OUT];
+	struct reduce_args ra;
+
+	for (unsigned int k = 0; k < n_in; k++) {
+		in_buf[k] = malloc(bytes);
+		assert_non_null(in_buf[k]);
+		fill_random(dt, in_buf[k], count);
+		in[k] = in_buf[k];
+	}
+	for (unsigned int j = 0; j < n_out; j++) {
+		serial[j] = malloc(bytes);
+		par[j] = malloc(bytes);
+		assert_non_null(serial[j]);
+		assert_non_null(par[j]);
+		memset(par[j], 0xcd, bytes);
+	}
+	assert_int_equal(reduce_buffers(dt, op, in, n_in, serial, n_out, count,
+					n_in), 0);
+	assert_int_equal(reduce_prepare(&ra, dt, op, in, n_in, par, n_out,
+					count, n_in), 0);
+	reduce_pool_run(pool, &ra);
+	for (unsigned int j = 0; j < n_out; j++)
+		assert_memory_equal(serial[j], par[j], bytes);
+	for (unsigned int k = 0; k < n_in; k++)
+		free(in_buf[k]);
+	for (unsigned int j = 0; j < n_out; j++) {
+		free(serial[j]);
+		free(par[j]);
+	}
+}
+
+static void test_reduce_pool_matches_serial(void **state)
+{
+	static const size_t sizes[] = {
+		1, 4097, REDUCE_PARALLEL_MIN_BYTES / 4 - 1,
+		REDUCE_PARALLEL_MIN_BYTES / 4 + 1,
+		(3u << 20) / 4,			/* 3 MiB of float32 */
+		(3u << 20) / 4 + 4096 * 3 + 17,
+	};
+
+	(void)state;
+	for (unsigned int threads = 1; threads <= 3; threads++) {
+		struct reduce_pool *pool = reduce_pool_create(threads);
+
+		assert_non_null(pool);
+		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			check_pool_matches(pool, TALLY_FLOAT32, TALLY_SUM,
+					   sizes[s], 3, 2);
+			check_pool_matches(pool, TALLY_INT32, TALLY_AVG,
+					   sizes[s], 2, 1);
+		}
+		/* narrow types: 3 MiB and a small one */
+		check_pool_matches(pool, TALLY_FLOAT16, TALLY_AVG,
+				   (3u << 20) / 2 + 5, 4, 1);
+		check_pool_matches(pool, TALLY_BFLOAT16, TALLY_SUM,
+				   (3u << 20) / 2, 2, 3);
+		check_pool_matches(pool, TALLY_FLOAT16, TALLY_SUM, 7, 2, 1);
+		reduce_pool_destroy(pool);
+	}
+}
+
+static void test_reduce_pool_many_jobs_one_pool(void **state)
+{
+	struct reduce_pool *pool = reduce_pool_create(3);
+
+	(void)state;
+	assert_non_null(pool);
+	for (int i = 0; i < 30; i++)
+		check_pool_matches(pool, TALLY_FLOAT32, TALLY_AVG,
+				   REDUCE_PARALLEL_MIN_BYTES / 4 +
+				   (size_t)i * 1000, 2, 1);
+	reduce_pool_destroy(pool);
+}
+
+static void test_reduce_pool_create_destroy_repeatedly(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 60; i++) {
+		struct reduce_pool *pool = reduce_pool_create(1 + i % 4);
+
+		assert_non_null(pool);
+		if (i % 3 == 0)		/* some used once, some never */
+			check_pool_matches(pool, TALLY_FLOAT32, TALLY_SUM,
+					   REDUCE_PARALLEL_MIN_BYTES / 4 * 2,
+					   2, 1);
+		reduce_pool_destroy(pool);
+	}
+	reduce_pool_destroy(NULL);
+}
+
+static void test_reduce_pool_rejects_bad_thread_count(void **state)
+{
+	struct reduce_pool *pool;
+
+	(void)state;
+	assert_null(reduce_pool_create(0));
+	assert_null(reduce_pool_create(REDUCE_POOL_MAX_THREADS + 1));
+	pool = reduce_pool_create(REDUCE_POOL_MAX_THREADS);
+	assert_non_null(pool);
+	check_pool_matches(pool, TALLY_FLOAT32, TALLY_SUM, (1u << 20), 2, 1);
+	reduce_pool_destroy(pool);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_half_roundtrip_all_patterns),
+		cmocka_unit_test(test_float_to_half_random_bits),
+		cmocka_unit_test(test_float_to_half_half_range),
+		cmocka_unit_test(test_float_to_half_ties_to_even),
+		cmocka_unit_test(test_float_to_half_specials),
+		cmocka_unit_test(test_bf16_to_float_all_patterns),
+		cmocka_unit_test(test_float_to_bf16_random),
+		cmocka_unit_test(test_float_to_bf16_ties_to_even),
+		cmocka_unit_test(test_reduce_f32_sum),
+		cmocka_unit_test(test_reduce_f32_avg),
+		cmocka_unit_test(test_reduce_f16_sum),
+		cmocka_unit_test(test_reduce_f16_avg),
+		cmocka_unit_test(test_reduce_bf16_sum),
+		cmocka_unit_test(test_reduce_bf16_avg),
+		cmocka_unit_test(test_reduce_i32_sum),
+		cmocka_unit_test(test_reduce_i32_avg),
+		cmocka_unit_test(test_reduce_i32_sum_wraps),
+		cmocka_unit_test(test_reduce_i32_avg_truncates_toward_zero),
+		cmocka_unit_test(test_reduce_f32_avg_multiplies_by_reciprocal),
+		cmocka_unit_test(test_reduce_f16_rounds_once),
+		cmocka_unit_test(test_reduce_zero_count),
+		cmocka_unit_test(test_reduce_prepare_rejects_bad_args),
+		cmocka_unit_test(test_reduce_range_pieces),
+		cmocka_unit_test(test_reduce_streamed_output),
+		cmocka_unit_test(test_reduce_pool_matches_serial),
+		cmocka_unit_test(test_reduce_pool_many_jobs_one_pool),
+		cmocka_unit_test(test_reduce_pool_create_destroy_repeatedly),
+		cmocka_unit_test(test_reduce_pool_rejects_bad_thread_count),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
