@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * fuzz_wire.c - libFuzzer target for everything that reads a received
+ * frame: the L2-L4 and header parsers, then the aggregator and the worker
+ * fed the same bytes.  The first input byte picks bare or full frames.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "dataplane/engine/agg.h"
+#include "dataplane/engine/worker.h"
+
+#define K 8
+
+static uint8_t txbuf[2][4096];
+static int n_tx;
+
+static uint8_t *fz_alloc(void *ctx, size_t len)
+{
+	(void)ctx;
+	if (len > sizeof(txbuf[0]))
+		abort();
+	return txbuf[n_tx++ & 1];
+}
+
+static void fz_send(void *ctx, uint16_t dst, uint8_t *frame, size_t len)
+{
+	(void)ctx;
+	(void)frame;
+	if (dst >= 4 || len > sizeof(txbuf[0]))
+		abort();
+}
+
+static const struct tly_addr addrs[4] = {
+	{ .mac = { 2, 0, 0, 0, 0, 1 }, .ip = 0x0a000001, .port = 9191 },
+	{ .mac = { 2, 0, 0, 0, 0, 2 }, .ip = 0x0a000002, .port = 9191 },
+	{ .mac = { 2, 0, 0, 0, 0, 3 }, .ip = 0x0a000003, .port = 9191 },
+	{ .mac = { 2, 0, 0, 0, 0, 4 }, .ip = 0x0a000004, .port = 9191 },
+};
+
+struct engines {
+	struct tly_agg *a;
+	struct tly_worker *w;
+	float src[100], dst[100];
+};
+
+static struct engines *make(int l2l4)
+{
+	static const uint16_t agg_nodes[1] = { 3 };
+	struct engines *e = calloc(1, sizeof(*e));
+	struct tly_net net = {
+		.addrs = l2l4 ? addrs : NULL, .n_nodes = 4, .port = 9191,
+	};
+	struct tly_tx_ops ops = { .alloc = fz_alloc, .send = fz_send };
+	struct tly_agg_cfg ac = {
+		.job = 0x7a11, .k = K, .n_workers = 3, .self = 3,
+		.n_slots = 16, .n_fallback = 4, .evict_ns = 100,
+		.probe_ns = 100, .net = net, .ops = ops,
+	};
+	struct tly_worker_cfg wc = {
+		.job = 0x7a11, .k = K, .n_workers = 3, .rank = 0,
+		.n_slots = 16, .n_aggs = 1, .agg_nodes = agg_nodes,
+		.window = 4, .max_tensors = 4, .rto_ns = 10, .acked_ns = 10,
+		.busy_ns = 10, .confirm_ns = 10, .net = net, .ops = ops,
+	};
+	struct tly_tensor_desc d = {
+		.id = 7, .dtype = TLY_DT_F32, .src = e->src, .dst = e->dst,
+		.count = 100,
+	};
+
+	e->a = tly_agg_create(&ac);
+	e->w = tly_worker_create(&wc);
+	if (!e->a || !e->w || tly_worker_submit(e->w, &d, 0))
+		abort();
+	d.id = 8;
+	d.algo = TLY_ALGO_RING;
+	d.dtype = TLY_DT_I32;
+	if (tly_worker_submit(e->w, &d, 0))
+		abort();
+	tly_worker_poll(e->w, 0);
+	return e;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct engines *e[2];
+	static uint64_t now;
+	int l2l4;
+
+	if (size < 1)
+		return 0;
+	l2l4 = data[0] & 1;
+	if (!e[l2l4])
+		e[l2l4] = make(l2l4);
+	now += 7;
+	tly_agg_rx(e[l2l4]->a, data + 1, size - 1, now);
+	tly_worker_rx(e[l2l4]->w, data + 1, size - 1, now);
+	tly_agg_poll(e[l2l4]->a, now);
+	tly_worker_poll(e[l2l4]->w, now);
+	return 0;
+}

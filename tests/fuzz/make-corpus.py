@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Write the seed corpus of fuzz-wire: one valid packet of each type, bare
+and in full Ethernet/IPv4/UDP frames, matching fuzz_wire.c's engines
+(job 0x7a11, K 8, 3 workers, 16 slots)."""
+import os
+import struct
+
+M64 = (1 << 64) - 1
+JOB, K, SLOTS = 0x7a11, 8, 16
+
+
+def chunk_hash(tensor, chunk, exp):
+    x = ((tensor << 32) | (chunk << 1) | exp) & M64
+    x = (x + 0x9e3779b97f4a7c15) & M64
+    x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & M64
+    x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & M64
+    return x ^ (x >> 31)
+
+
+def hdr(typ, flags, rank, tensor, chunk, shift=0, aux=0, slot=None):
+    if slot is None:
+        slot = (chunk_hash(tensor, chunk, flags & 1) & 0xffffffff) % SLOTS
+    return struct.pack(">BBHHHIHbB", 0x10 | typ, flags, JOB, rank, slot,
+                       tensor, chunk, shift, aux)
+
+
+def ip_sum(h):
+    s = sum(struct.unpack(">10H", h))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+
+
+def frame(pkt, src=1, dst=4):
+    ip = bytearray(struct.pack(">BBHHHBBH4s4s", 0x45, 0, 28 + len(pkt), 0,
+                               0x4000, 64, 17, 0,
+                               bytes([10, 0, 0, src]), bytes([10, 0, 0, dst])))
+    ip[10:12] = struct.pack(">H", ip_sum(bytes(ip)))
+    udp = struct.pack(">HHHH", 9191, 9191, 8 + len(pkt), 0)
+    eth = bytes([2, 0, 0, 0, 0, dst, 2, 0, 0, 0, 0, src, 8, 0])
+    return eth + bytes(ip) + udp + pkt
+
+
+payload = b"".join(struct.pack(">i", i * 1000 - 3000) for i in range(K))
+seeds = {
+    "data": hdr(1, 0x04, 1, 7, 2, shift=20) + payload,
+    "data-exp": hdr(1, 0x01, 2, 7, 0) + payload,
+    "data-int": hdr(1, 0x02, 1, 8, 1) + payload,
+    "result": hdr(2, 0, 0, 7, 3, shift=20) + payload,
+    "result-exp": hdr(2, 0x01, 0, 7, 0) + payload,
+    "ack": hdr(3, 0, 0, 7, 1),
+    "busy": hdr(4, 0x01, 0, 7, 0),
+    "confirm": hdr(5, 0, 2, 0, 0, aux=2, slot=0)
+    + struct.pack(">IHBB", 7, 0, 0, 12) + struct.pack(">IHBB", 7, 0, 0x80, 0),
+    "ring": hdr(6, 0x02, 2, 8, 0, slot=3) + payload,
+    "ring-ack": hdr(7, 0, 1, 8, 5, slot=0),
+}
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus",
+                   "fuzz-wire")
+os.makedirs(out, exist_ok=True)
+for name, pkt in seeds.items():
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(b"\x00" + pkt)
+    with open(os.path.join(out, name + "-frame"), "wb") as f:
+        f.write(b"\x01" + frame(pkt))
