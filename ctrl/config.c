@@ -65,8 +65,11 @@ int config_set(struct tally_config *cfg, const char *section,
 	} else if (!strcmp(key, "reduce_threads")) {
 		ret = parse_int(value, 0, 16, &cfg->reduce_threads);
 	} else if (!strcmp(key, "log_level")) {
-		cfg->log_level = log_level_parse(value);
-		ret = cfg->log_level < 0 ? -1 : 0;
+		int level = log_level_parse(value);
+
+		if (level >= 0)		/* a bad value leaves the old one */
+			cfg->log_level = level;
+		ret = level < 0 ? -1 : 0;
 	} else {
 		snprintf(err, (size_t)errlen, "unknown key '%s' in [%s]", key,
 			 section);
