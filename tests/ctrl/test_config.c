@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_config.c - unit tests of tallyd's configuration (ctrl/config.c):
+ * defaults, INI files and their error messages, config_set overrides.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <tally/tally.h>
+#include "ctrl/config.h"
+#include "ctrl/log.h"
+
+struct cfg_file {
+	char path[64];
+};
+
+static int file_setup(void **state)
+{
+	static struct cfg_file f;
+	const char *dir = getenv("TMPDIR");
+	int fd;
+
+	snprintf(f.path, sizeof(f.path), "%s/tally-cfg-XXXXXX",
+		 dir && *dir && strlen(dir) < 32 ? dir : "/tmp");
+	fd = mkstemp(f.path);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	*state = &f;
+	return 0;
+}
+
+static int file_teardown(void **state)
+{
+	struct cfg_file *f = *state;
+
+	unlink(f->path);
+	return 0;
+}
+
+static void write_file(const struct cfg_file *f, const char *text)
+{
+	FILE *fp = fopen(f->path, "w");
+
+	assert_non_null(fp);
+	assert_int_equal(fputs(text, fp) >= 0, 1);
+	assert_int_equal(fclose(fp), 0);
+}
+
+/* Load @text; expect failure with "PATH:LINE: " followed by text that
+ * contains @needle.  Returns the config as it was left. */
+static void expect_error(const struct cfg_file *f, const char *text,
+			 int line, const char *needle)
+{
+	struct tally_config cfg;
+	char err[512], prefix[128];
+
+	write_file(f, text);
+	config_defaults(&cfg);
+	memset(err, 0, sizeof(err));
+	assert_int_equal(config_load_file(&cfg, f->path, err, sizeof(err)),
+			 -1);
+	snprintf(prefix, sizeof(prefix), "%s:%d: ", f->path, line);
+	if (strncmp(err, prefix, strlen(prefix)) != 0)
+		fail_msg("error \"%s\" does not start with \"%s\"", err,
+			 prefix);
+	if (!strstr(err + strlen(prefix), needle))
+		fail_msg("error \"%s\" does not mention \"%s\"", err, needle);
+}
+
+static void test_config_defaults(void **state)
+{
+	struct tally_config cfg;
+
+	(void)state;
+	memset(&cfg, 0x7f, sizeof(cfg));
+	config_defaults(&cfg);
+	assert_string_equal(cfg.socket, TALLY_DEFAULT_SOCKET);
+	assert_string_equal(cfg.socket_group, "");
+	assert_int_equal(cfg.local_size, 1);
+	assert_int_equal(cfg.idle_spin_us, 50);
+	assert_int_equal(cfg.reduce_threads, 0);
+	assert_int_equal(cfg.log_level, LOG_INFO);
+}
+
+static void test_config_valid_file(void **state)
+{
+	struct cfg_file *f = *state;
+	struct tally_config cfg;
+	char err[256] = "";
+
+	write_file(f,
+		   "; tallyd configuration\n"
+		   "# another comment\n"
+		   "\n"
+		   "[daemon]\n"
+		   "socket = /tmp/tally-test.sock\n"
+		   "socket_group=tally\n"
+		   "local_size = 8   ; inline comment\n"
+		   "idle_spin_us = 0\n"
+		   "reduce_threads = 16\n"
+		   "log_level = debug\n");
+	config_defaults(&cfg);
+	assert_int_equal(config_load_file(&cfg, f->path, err, sizeof(err)),
+			 0);
+	assert_string_equal(cfg.socket, "/tmp/tally-test.sock");
+	assert_string_equal(cfg.socket_group, "tally");
+	assert_int_equal(cfg.local_size, 8);
+	assert_int_equal(cfg.idle_spin_us, 0);
+	assert_int_equal(cfg.reduce_threads, 16);
+	assert_int_equal(cfg.log_level, LOG_DEBUG);
+}
+
+static void test_config_file_keeps_unset_values(void **state)
+{
+	struct cfg_file *f = *state;
+	struct tally_config cfg;
+	char err[256] = "";
+
+	write_file(f, "[daemon]\nlocal_size = 4\n");
+	config_defaults(&cfg);
+	cfg.idle_spin_us = 123;		/* e.g. set before the file */
+	assert_int_equal(config_load_file(&cfg, f->path, err, sizeof(err)),
+			 0);
+	assert_int_equal(cfg.local_size, 4);
+	assert_int_equal(cfg.idle_spin_us, 123);
+	assert_string_equal(cfg.socket, TALLY_DEFAULT_SOCKET);
+}
+
+static void test_config_empty_file(void **state)
+{
+	struct cfg_file *f = *state;
+	struct tally_config cfg, def;
+	char err[256] = "";
+
+	write_file(f, "");
+	config_defaults(&cfg);
+	config_defaults(&def);
+	assert_int_equal(config_load_file(&cfg, f->path, err, sizeof(err)),
+			 0);
+	assert_memory_equal(&cfg, &def, sizeof(cfg));
+}
+
+static void test_config_limits_accepted(void **state)
+{
+	struct cfg_file *f = *state;
+	struct tally_config cfg;
+	char err[256] = "";
+
+	write_file(f, "[daemon]\nlocal_size = 64\nidle_spin_us = 1000000\n"
+		      "reduce_threads = 0\n");
+	config_defaults(&cfg);
+	assert_int_equal(config_load_file(&cfg, f->path, err, sizeof(err)),
+			 0);
+	assert_int_equal(cfg.local_size, 64);
+	assert_int_equal(cfg.idle_spin_us, 1000000);
+	write_file(f, "[daemon]\nlocal_size = 1\n");
+	assert_int_equal(config_load_file(&cfg, f->path, err, sizeof(err)),
+			 0);
+	assert_int_equal(cfg.local_size, 1);
+}
+
+static void test_config_unknown_section(void **state)
+{
+	expect_error(*state, "[daemon]\nlocal_size = 2\n[bogus]\nx = 1\n", 4,
+		     "unknown section [bogus]");
+}
+
+static void test_config_key_before_any_section(void **state)
+{
+	expect_error(*state, "local_size = 2\n", 1, "unknown section");
+}
+
+static void test_config_unknown_key(void **state)
+{
+	expect_error(*state, "[daemon]\nlocal_size = 2\nlocl_size = 3\n", 3,
+		     "unknown key 'locl_size'");
+}
+
+static void test_config_bad_integer(void **state)
+{
+	expect_error(*state, "[daemon]\nlocal_size = abc\n", 2,
+		     "bad value 'abc' for daemon.local_size");
+	expect_error(*state, "[daemon]\nlocal_size = 12x\n", 2, "'12x'");
+	expect_error(*state, "[daemon]\nidle_spin_us = 1.5\n", 2,
+		     "idle_spin_us");
+	expect_error(*state, "[daemon]\nreduce_threads =\n", 2,
+		     "reduce_threads");
+	expect_error(*state,
+		     "[daemon]\nidle_spin_us = 99999999999999999999999\n", 2,
+		     "idle_spin_us");
+}
+
+static void test_config_out_of_range(void **state)
+{
+	expect_error(*state, "[daemon]\nlocal_size = 0\n", 2, "local_size");
+	expect_error(*state, "[daemon]\nlocal_size = 65\n", 2, "'65'");
+	expect_error(*state, "[daemon]\nlocal_size = -1\n", 2, "local_size");
+	expect_error(*state, "[daemon]\nidle_spin_us = -1\n", 2,
+		     "idle_spin_us");
+	expect_error(*state, "[daemon]\nidle_spin_us = 1000001\n", 2,
+		     "idle_spin_us");
+	expect_error(*state, "[daemon]\nreduce_threads = 17\n", 2,
+		     "reduce_threads");
+	/* beyond int, but within long */
+	expect_error(*state, "[daemon]\nlocal_size = 4294967297\n", 2,
+		     "local_size");
+}
+
+static void test_config_bad_log_level(void **state)
+{
+	expect_error(*state, "[daemon]\nlog_level = loud\n", 2,
+		     "bad value 'loud' for daemon.log_level");
+	expect_error(*state, "[daemon]\nlog_level = INFO\n", 2, "log_level");
+}
+
+static void test_config_string_too_long(void **state)
+{
+	char text[512];
+	char longval[CONFIG_PATH_MAX + 1];
+
+	memset(longval, 'a', sizeof(longval) - 1);
+	longval[sizeof(longval) - 1] = '\0';	/* 108 chars: one too many */
+	snprintf(text, sizeof(text), "[daemon]\nlocal_size = 2\nsocket = %s\n",
+		 longval);
+	expect_error(*state, text, 3, "daemon.socket");
+}
+
+static void test_config_syntax_error(void **state)
+{
+	expect_error(*state, "[daemon]\nlocal_size = 2\njust some words\n", 3,
+		     "syntax error");
+	expect_error(*state, "[daemon\nlocal_size = 2\n", 1, "syntax error");
+}
+
+/* The line reported is the bad one, not the first of the file, even with
+ * comments, blank lines and good keys before it. */
+static void test_config_error_line_number(void **state)
+{
+	expect_error(*state,
+		     "; comment\n"
+		     "\n"
+		     "[daemon]\n"
+		     "local_size = 2\n"
+		     "# comment\n"
+		     "idle_spin_us = 10\n"
+		     "\n"
+		     "reduce_threads = many\n"
+		     "log_level = warn\n",
+		     8, "reduce_threads");
+}
+
+/* With several errors the first one is reported, with its own message. */
+static void test_config_first_error_wins(void **state)
+{
+	expect_error(*state,
+		     "[daemon]\nno equals here\nlocal_size = 2\nbogus = 1\n",
+		     2, "syntax error");
+	expect_error(*state,
+		     "[daemon]\nbogus = 1\nlocal_size = 2\nno equals here\n",
+		     2, "unknown key 'bogus'");
+	expect_error(*state,
+		     "[daemon]\nlocal_size = 2\nbogus = 1\nlog_level = x\n",
+		     3, "unknown key 'bogus'");
+}
+
+static void test_config_missing_file(void **state)
+{
+	struct tally_config cfg;
+	char err[512] = "";
+	const char *path = "/nonexistent-dir/tallyd.conf";
+
+	(void)state;
+	config_defaults(&cfg);
+	assert_int_equal(config_load_file(&cfg, path, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, path));
+	assert_non_null(strstr(err, "No such file"));
+	assert_int_equal(cfg.local_size, 1);
+}
+
+static void test_config_error_message_truncated_safely(void **state)
+{
+	struct cfg_file *f = *state;
+	struct tally_config cfg;
+	char err[16];
+
+	write_file(f, "[daemon]\nbogus_key_with_a_long_name = 1\n");
+	config_defaults(&cfg);
+	memset(err, 'x', sizeof(err));
+	assert_int_equal(config_load_file(&cfg, f->path, err, sizeof(err)),
+			 -1);
+	assert_int_equal(strlen(err), sizeof(err) - 1);
+	assert_memory_equal(err, f->path, sizeof(err) - 1);
+}
+
+static void test_config_set_override(void **state)
+{
+	struct tally_config cfg;
+	char err[256] = "";
+
+	(void)state;
+	config_defaults(&cfg);
+	assert_int_equal(config_set(&cfg, "daemon", "local_size", "16", err,
+				    sizeof(err)), 0);
+	assert_int_equal(cfg.local_size, 16);
+	assert_int_equal(config_set(&cfg, "daemon", "socket", "/run/x.sock",
+				    err, sizeof(err)), 0);
+	assert_string_equal(cfg.socket, "/run/x.sock");
+	assert_int_equal(config_set(&cfg, "daemon", "log_level", "error", err,
+				    sizeof(err)), 0);
+	assert_int_equal(cfg.log_level, LOG_ERR);
+	assert_int_equal(config_set(&cfg, "daemon", "log_level", "warn", err,
+				    sizeof(err)), 0);
+	assert_int_equal(cfg.log_level, LOG_WARN);
+	assert_int_equal(config_set(&cfg, "daemon", "socket_group", "", err,
+				    sizeof(err)), 0);
+	assert_string_equal(cfg.socket_group, "");
+}
+
+static void test_config_set_override_after_file(void **state)
+{
+	struct cfg_file *f = *state;
+	struct tally_config cfg;
+	char err[256] = "";
+
+	write_file(f, "[daemon]\nlocal_size = 4\nidle_spin_us = 7\n");
+	config_defaults(&cfg);
+	assert_int_equal(config_load_file(&cfg, f->path, err, sizeof(err)),
+			 0);
+	assert_int_equal(config_set(&cfg, "daemon", "local_size", "2", err,
+				    sizeof(err)), 0);
+	assert_int_equal(cfg.local_size, 2);	/* command line wins */
+	assert_int_equal(cfg.idle_spin_us, 7);
+}
+
+static void test_config_set_rejects_and_keeps_value(void **state)
+{
+	struct tally_config cfg, before;
+	char err[256];
+
+	(void)state;
+	config_defaults(&cfg);
+	before = cfg;
+
+	strcpy(err, "");
+	assert_int_equal(config_set(&cfg, "net", "local_size", "2", err,
+				    sizeof(err)), -1);
+	assert_string_equal(err, "unknown section [net]");
+
+	strcpy(err, "");
+	assert_int_equal(config_set(&cfg, "daemon", "nope", "2", err,
+				    sizeof(err)), -1);
+	assert_string_equal(err, "unknown key 'nope' in [daemon]");
+
+	strcpy(err, "");
+	assert_int_equal(config_set(&cfg, "daemon", "local_size", "100", err,
+				    sizeof(err)), -1);
+	assert_string_equal(err, "bad value '100' for daemon.local_size");
+
+	strcpy(err, "");
+	assert_int_equal(config_set(&cfg, "daemon", "log_level", "verbose",
+				    err, sizeof(err)), -1);
+	assert_string_equal(err, "bad value 'verbose' for daemon.log_level");
+
+	/* a rejected value changes nothing */
+	assert_memory_equal(&cfg, &before, sizeof(cfg));
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, file_setup, file_teardown)
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_config_defaults),
+		T(test_config_valid_file),
+		T(test_config_file_keeps_unset_values),
+		T(test_config_empty_file),
+		T(test_config_limits_accepted),
+		T(test_config_unknown_section),
+		T(test_config_key_before_any_section),
+		T(test_config_unknown_key),
+		T(test_config_bad_integer),
+		T(test_config_out_of_range),
+		T(test_config_bad_log_level),
+		T(test_config_string_too_long),
+		T(test_config_syntax_error),
+		T(test_config_error_line_number),
+		T(test_config_first_error_wins),
+		cmocka_unit_test(test_config_missing_file),
+		T(test_config_error_message_truncated_safely),
+		cmocka_unit_test(test_config_set_override),
+		T(test_config_set_override_after_file),
+		cmocka_unit_test(test_config_set_rejects_and_keeps_value),
+	};
+#undef T
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
