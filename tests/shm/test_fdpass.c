@@ -146,7 +146,7 @@ static void check_send_n_fds(struct pair *p, int n)
 	assert_msg_equal(&in, &out);
 	assert_int_equal(nfds, n);
 	for (int i = 0; i < n; i++) {
-		char text[32];
+		char text[64];
 
 		assert_true(fd_is_open(fds[i]));
 		assert_int_not_equal(fds[i], pipes[i][1]);	/* a new fd */
