@@ -469,6 +469,21 @@ void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
 	}
 }
 
+void tly_agg_rx_burst(struct tly_agg *a, const uint8_t *const *frames,
+		      const uint16_t *lens, unsigned int n, uint64_t now)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		if (i + 2 < n) {
+			/* headers two ahead, so their misses overlap */
+			__builtin_prefetch(frames[i + 2]);
+			__builtin_prefetch(frames[i + 2] + 64);
+		}
+		tly_agg_rx(a, frames[i], lens[i], now);
+	}
+}
+
 void tly_agg_poll(struct tly_agg *a, uint64_t now)
 {
 	uint32_t n;

@@ -41,6 +41,9 @@ void tly_agg_destroy(struct tly_agg *a);
 /* one received frame; never keeps a pointer to it */
 void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
 		uint64_t now_ns);
+/* a burst of frames (a transport's rx burst), prefetching ahead */
+void tly_agg_rx_burst(struct tly_agg *a, const uint8_t *const *frames,
+		      const uint16_t *lens, unsigned int n, uint64_t now_ns);
 /* re-send unconfirmed results; visits at most poll_budget slots */
 void tly_agg_poll(struct tly_agg *a, uint64_t now_ns);
 const struct tly_counters *tly_agg_counters(const struct tly_agg *a);

@@ -144,16 +144,29 @@ enum tly_drop tly_hdr_parse(const uint8_t *p, size_t len,
 	return TLY_OK;
 }
 
-uint16_t tly_ip_checksum(const uint8_t *ip)
+/* one's complement sum of the 20-byte header, in host order words */
+static uint16_t ip_sum(const uint8_t *ip)
 {
-	uint32_t sum = 0;
+	uint32_t w[5];
+	uint64_t sum = 0;
 	int i;
 
-	for (i = 0; i < TLY_IP_LEN; i += 2)
-		if (i != 10)
-			sum += get16(ip + i);
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
+	memcpy(w, ip, sizeof(w));
+	for (i = 0; i < 5; i++)
+		sum += w[i];
+	sum = (sum & 0xffffffffu) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)ntohs((uint16_t)sum);
+}
+
+/* the checksum to store (the header's checksum field is ignored) */
+uint16_t tly_ip_checksum(const uint8_t *ip)
+{
+	uint32_t sum = ip_sum(ip) + (uint32_t)(uint16_t)~get16(ip + 10);
+
+	sum = (sum & 0xffff) + (sum >> 16);	/* minus the old field */
 	return (uint16_t)~sum;
 }
 
@@ -198,7 +211,7 @@ enum tly_drop tly_l2l4_parse(const uint8_t *p, size_t len, uint16_t port,
 	/* Ethernet may pad short frames: the IP length is authoritative */
 	if (ip_len < TLY_IP_LEN + TLY_UDP_LEN || ip_len > len - TLY_ETH_LEN)
 		return TLY_E_L3;
-	if (get16(ip + 10) != tly_ip_checksum(ip))
+	if (ip_sum(ip) != 0xffff)	/* checksum included: all ones */
 		return TLY_E_L3;
 	udp_len = get16(udp + 4);
 	if (get16(udp + 2) != port || udp_len != ip_len - TLY_IP_LEN)

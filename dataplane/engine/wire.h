@@ -145,8 +145,7 @@ const char *tly_drop_name(enum tly_drop d);
 /*
  * Identifiers every worker computes alike without coordination.
  * tly_tensor_id: from the application's tensor key, the iteration and the
- * partition.  tly_chunk_hash: picks the slot (low half) and, for sharded
- * aggregation, the owning aggregator (high half).
+ * partition.  tly_chunk_hash: picks the slot in an aggregator's pool.
  */
 uint32_t tly_tensor_id(uint64_t key, uint32_t iteration, uint32_t partition);
 
@@ -162,18 +161,32 @@ static inline uint64_t tly_chunk_hash(uint32_t tensor, uint16_t chunk,
 	return x ^ (x >> 31);
 }
 
+/* Lemire's multiply-shift maps a 32-bit hash onto [0, n) without a divide */
+static inline uint32_t tly_hash_range(uint32_t h, uint32_t n)
+{
+	return (uint32_t)(((uint64_t)h * n) >> 32);
+}
+
 static inline uint32_t tly_slot_of(uint32_t tensor, uint16_t chunk,
 				   uint8_t exp, uint32_t n_slots)
 {
-	return (uint32_t)(tly_chunk_hash(tensor, chunk, exp) & 0xffffffffu) %
-	       n_slots;
+	return tly_hash_range((uint32_t)tly_chunk_hash(tensor, chunk, exp),
+			      n_slots);
 }
 
+/*
+ * Co-located shards: consecutive chunks of a tensor go round-robin over the
+ * aggregators from a start the tensor id hashes to, so every daemon owns
+ * the same share (+-1 chunk) of every tensor; a hash per chunk would leave
+ * the busiest daemon with several percent more than the mean.
+ */
 static inline uint32_t tly_shard_of(uint32_t tensor, uint16_t chunk,
 				    uint8_t exp, uint32_t n_shards)
 {
-	return (uint32_t)(tly_chunk_hash(tensor, chunk, exp) >> 32) %
-	       n_shards;
+	uint32_t start = (uint32_t)(tly_chunk_hash(tensor, 0, 0) >> 32);
+
+	return (uint32_t)(((uint64_t)start + chunk + (exp ? n_shards / 2 : 0)) %
+			  n_shards);
 }
 
 #endif /* TALLY_DATAPLANE_ENGINE_WIRE_H */

@@ -285,12 +285,19 @@ static void confirm_add(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
 
 	if (b->n_ranges) {
 		__typeof__(b->r[0]) *r = &b->r[b->n_ranges - 1];
+		uint32_t end = (uint32_t)r->first + r->count, c;
 
-		if (r->tensor == tensor && r->exp == exp &&
-		    (uint32_t)r->first + r->count == chunk &&
-		    r->count < TLY_CONFIRM_RANGE_MAX) {
-			r->count++;
-			goto added;
+		/* extend over chunks other aggregators own: an aggregator
+		 * applies a range to its own chunks only */
+		if (r->tensor == tensor && r->exp == exp && chunk >= end &&
+		    chunk - r->first < TLY_CONFIRM_RANGE_MAX) {
+			for (c = end; c < chunk; c++)
+				if (agg_index(w, tensor, (uint16_t)c, exp) == a)
+					break;
+			if (c == chunk) {
+				r->count = (uint16_t)(chunk - r->first + 1);
+				goto added;
+			}
 		}
 	}
 	if (b->n_ranges == CONFIRM_RANGES)

@@ -86,7 +86,9 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 				.window = cfg->window, .max_tensors = 8,
 				.rto_ns = 20000, .rto_max_ns = 200000,
 				.acked_ns = 100000, .busy_ns = 10000,
-				.confirm_ns = 5000, .confirm_batch = 64,
+				.confirm_ns = 5000,
+				.confirm_batch = cfg->confirm_batch ?
+						 cfg->confirm_batch : 64,
 				.chunk_rotate = cfg->chunk_rotate,
 				.net = net,
 				.ops = fab_ops(cl->fab, i, 0, cl->addrs),

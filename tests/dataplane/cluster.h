@@ -23,6 +23,7 @@ struct cl_cfg {
 	int l2l4;		/* full Ethernet/IPv4/UDP frames */
 	int multicast;		/* results replicated by the "switch" */
 	uint32_t chunk_rotate;
+	uint32_t confirm_batch;	/* 0: 64 */
 	struct fab_cfg fab;
 };
 

@@ -10,7 +10,7 @@
 
 struct fab_frame {
 	uint64_t at, seq;
-	uint16_t dst;
+	uint16_t src, dst;
 	size_t len;
 	uint8_t *data;
 };
@@ -27,6 +27,7 @@ struct fab {
 	uint64_t sent, dropped, duplicated;
 	uint16_t n_nodes;
 	struct fab_port *ports;
+	uint64_t *tx_bytes, *rx_bytes;	/* between different nodes */
 	fab_rx_fn **rx;
 	void **rx_ctx;
 	struct fab_frame *heap;
@@ -60,7 +61,10 @@ struct fab *fab_create(uint16_t n_nodes, const struct fab_cfg *cfg)
 	f->ports = calloc(n_nodes, sizeof(*f->ports));
 	f->rx = calloc(n_nodes, sizeof(*f->rx));
 	f->rx_ctx = calloc(n_nodes, sizeof(*f->rx_ctx));
-	if (!f->ports || !f->rx || !f->rx_ctx) {
+	f->tx_bytes = calloc(n_nodes, sizeof(*f->tx_bytes));
+	f->rx_bytes = calloc(n_nodes, sizeof(*f->rx_bytes));
+	if (!f->ports || !f->rx || !f->rx_ctx || !f->tx_bytes ||
+	    !f->rx_bytes) {
 		fab_destroy(f);
 		return NULL;
 	}
@@ -83,6 +87,8 @@ void fab_destroy(struct fab *f)
 	free(f->ports);
 	free(f->rx);
 	free(f->rx_ctx);
+	free(f->tx_bytes);
+	free(f->rx_bytes);
 	free(f);
 }
 
@@ -138,10 +144,11 @@ static struct fab_frame heap_pop(struct fab *f)
 	return top;
 }
 
-static void enqueue(struct fab *f, uint16_t dst, const uint8_t *data,
-		    size_t len)
+static void enqueue(struct fab *f, uint16_t src, uint16_t dst,
+		    const uint8_t *data, size_t len)
 {
-	struct fab_frame fr = { .dst = dst, .len = len, .seq = f->seq++ };
+	struct fab_frame fr = { .src = src, .dst = dst, .len = len,
+				.seq = f->seq++ };
 
 	fr.at = f->now + f->cfg.delay_ns;
 	if (f->cfg.reorder_ns)
@@ -165,13 +172,15 @@ static void fab_send(void *ctx, uint16_t dst, uint8_t *frame, size_t len)
 	struct fab *f = p->f;
 
 	f->sent++;
+	if (dst != p->node)
+		f->tx_bytes[p->node] += len;
 	if (dst >= f->n_nodes || uniform(f) < f->cfg.loss) {
 		f->dropped++;
 	} else {
-		enqueue(f, dst, frame, len);
+		enqueue(f, p->node, dst, frame, len);
 		if (uniform(f) < f->cfg.dup) {
 			f->duplicated++;
-			enqueue(f, dst, frame, len);
+			enqueue(f, p->node, dst, frame, len);
 		}
 	}
 	free(frame);
@@ -227,6 +236,8 @@ void fab_advance(struct fab *f, uint64_t dt)
 
 		if (fr.at > f->now)
 			f->now = fr.at;
+		if (fr.src != fr.dst)
+			f->rx_bytes[fr.dst] += fr.len;
 		if (f->rx[fr.dst])
 			f->rx[fr.dst](f->rx_ctx[fr.dst], fr.data, fr.len,
 				      f->now);
@@ -243,6 +254,13 @@ size_t fab_pending(const struct fab *f)
 uint64_t fab_sent(const struct fab *f)
 {
 	return f->sent;
+}
+
+void fab_node_bytes(const struct fab *f, uint16_t node, uint64_t *tx,
+		    uint64_t *rx)
+{
+	*tx = f->tx_bytes[node];
+	*rx = f->rx_bytes[node];
 }
 
 uint64_t fab_dropped(const struct fab *f)

@@ -36,6 +36,9 @@ uint64_t fab_now(const struct fab *f);
 void fab_advance(struct fab *f, uint64_t dt);
 size_t fab_pending(const struct fab *f);
 uint64_t fab_sent(const struct fab *f);
+/* frame bytes a node sent to / received from other nodes */
+void fab_node_bytes(const struct fab *f, uint16_t node, uint64_t *tx,
+		    uint64_t *rx);
 uint64_t fab_dropped(const struct fab *f);
 uint64_t fab_duplicated(const struct fab *f);
 /* the PRNG the fabric uses, for test data */

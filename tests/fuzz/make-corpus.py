@@ -19,7 +19,7 @@ def chunk_hash(tensor, chunk, exp):
 
 def hdr(typ, flags, rank, tensor, chunk, shift=0, aux=0, slot=None):
     if slot is None:
-        slot = (chunk_hash(tensor, chunk, flags & 1) & 0xffffffff) % SLOTS
+        slot = ((chunk_hash(tensor, chunk, flags & 1) & 0xffffffff) * SLOTS) >> 32
     return struct.pack(">BBHHHIHbB", 0x10 | typ, flags, JOB, rank, slot,
                        tensor, chunk, shift, aux)
 
