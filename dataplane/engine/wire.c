@@ -23,13 +23,18 @@ static inline void put32(uint8_t *p, uint32_t v)
 
 static inline uint16_t get16(const uint8_t *p)
 {
-	return (uint16_t)((p[0] << 8) | p[1]);
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return ntohs(v);
 }
 
 static inline uint32_t get32(const uint8_t *p)
 {
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-	       ((uint32_t)p[2] << 8) | p[3];
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return ntohl(v);
 }
 
 void tly_hdr_write(uint8_t *p, const struct tly_hdr *h)

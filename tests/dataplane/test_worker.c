@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_worker.c - the worker's own rules: submission checks, the window,
+ * in-place results, completion callbacks, one-worker jobs, and what it
+ * sends before and after an aggregator answers.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "cluster.h"
+
+#define K 64
+#define MAX_OUT 512
+
+static struct {
+	uint16_t dst;
+	struct tly_hdr h;
+} sent[MAX_OUT];
+static unsigned int n_sent;
+static uint8_t bufs[4][TLY_HDR_LEN + 4 * K];
+
+static uint8_t *t_alloc(void *ctx, size_t len)
+{
+	static unsigned int next;
+
+	(void)ctx;
+	assert_true(len <= sizeof(bufs[0]));
+	return bufs[next++ % 4];
+}
+
+static void t_send(void *ctx, uint16_t dst, uint8_t *f, size_t len)
+{
+	static const struct tly_wire_limits lim = {
+		.job = 1, .k = K, .n_ranks = 4, .n_slots = 128, .n_hops = 6,
+	};
+
+	(void)ctx;
+	assert_true(n_sent < MAX_OUT);
+	sent[n_sent].dst = dst;
+	assert_int_equal(tly_hdr_parse(f, len, &lim, &sent[n_sent].h),
+			 TLY_OK);
+	n_sent++;
+}
+
+static unsigned int n_done;
+
+static void t_done(void *ctx, const struct tly_tensor_desc *d)
+{
+	(void)ctx;
+	(void)d;
+	n_done++;
+}
+
+static struct tly_worker *make(uint16_t n, uint32_t window)
+{
+	static const uint16_t aggs[1] = { 3 };
+	struct tly_worker_cfg c = {
+		.job = 1, .k = K, .n_workers = n, .rank = 0, .n_slots = 128,
+		.n_aggs = 1, .agg_nodes = aggs, .window = window,
+		.max_tensors = 2, .rto_ns = 100, .acked_ns = 1000,
+		.busy_ns = 50, .confirm_ns = 10,
+		.ops = { .alloc = t_alloc, .send = t_send },
+		.done = t_done,
+	};
+
+	n_sent = 0;
+	n_done = 0;
+	return tly_worker_create(&c);
+}
+
+/* an aggregator answer to sent[i] */
+static void answer(struct tly_worker *w, unsigned int i, uint8_t type,
+		   uint64_t now)
+{
+	uint8_t f[TLY_HDR_LEN + 4 * K] = { 0 };
+	struct tly_hdr h = sent[i].h;
+
+	h.type = type;
+	h.flags &= TLY_F_EXP | TLY_F_INT;
+	if (type != TLY_T_RESULT)
+		h.shift = 0;
+	tly_hdr_write(f, &h);
+	tly_worker_rx(w, f, type == TLY_T_RESULT ? sizeof(f) : TLY_HDR_LEN,
+		      now);
+}
+
+static void test_submit_checks(void **state)
+{
+	struct tly_worker *w = make(2, 4);
+	uint32_t x[10];
+	struct tly_tensor_desc d = {
+		.id = 1, .dtype = TLY_DT_I32, .src = x, .dst = x, .count = 10,
+	};
+
+	(void)state;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	assert_int_equal(tly_worker_submit(w, &d, 0), -EINVAL);	/* same id */
+	d.id = 2;
+	d.count = 0;
+	assert_int_equal(tly_worker_submit(w, &d, 0), -EINVAL);
+	d.count = (size_t)0x10000 * K + 1;
+	assert_int_equal(tly_worker_submit(w, &d, 0), -EINVAL);
+	d.count = 10;
+	d.src = NULL;
+	assert_int_equal(tly_worker_submit(w, &d, 0), -EINVAL);
+	d.src = x;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	d.id = 3;
+	assert_int_equal(tly_worker_submit(w, &d, 0), -EBUSY);	/* max 2 */
+	assert_int_equal(tly_worker_active(w), 2);
+	tly_worker_destroy(w);
+}
+
+static void test_window_and_ack(void **state)
+{
+	struct tly_worker *w = make(2, 3);
+	static uint32_t x[K * 10];
+	struct tly_tensor_desc d = {
+		.id = 9, .dtype = TLY_DT_I32, .src = x, .dst = x,
+		.count = K * 10,
+	};
+
+	(void)state;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	assert_int_equal(n_sent, 3);		/* the window */
+	assert_int_equal(tly_worker_inflight(w), 3);
+	tly_worker_poll(w, 1);
+	assert_int_equal(n_sent, 3);
+	answer(w, 0, TLY_T_ACK, 2);		/* credit back early */
+	assert_int_equal(tly_worker_inflight(w), 2);
+	tly_worker_poll(w, 3);
+	assert_int_equal(n_sent, 4);
+	answer(w, 1, TLY_T_BUSY, 4);		/* refused: credit back too */
+	tly_worker_poll(w, 5);
+	assert_int_equal(n_sent, 5);
+	assert_int_equal(sent[4].h.chunk, 4);	/* the others go on */
+	/* timeouts: in-flight chunks come back with RETX and ACK_REQ */
+	tly_worker_poll(w, 200);
+	assert_true(n_sent > 5);
+	assert_int_equal(sent[5].h.flags & (TLY_F_RETX | TLY_F_ACK_REQ),
+			 TLY_F_RETX | TLY_F_ACK_REQ);
+	tly_worker_destroy(w);
+}
+
+static void test_inplace_and_callback(void **state)
+{
+	struct cl_cfg c = {
+		.n_workers = 3, .k = K, .role = CL_DEDICATED, .n_slots = 128,
+		.n_fallback = 8, .window = 8,
+		.fab = { .seed = 3, .loss = 0.05, .delay_ns = 1000,
+			 .reorder_ns = 3000 },
+	};
+	struct cluster *cl = cl_create(&c);
+	static int32_t buf[3][K * 5 + 7];
+	uint16_t r;
+	size_t i;
+
+	(void)state;
+	assert_non_null(cl);
+	for (r = 0; r < 3; r++) {
+		struct tly_tensor_desc d = {
+			.id = 77, .dtype = TLY_DT_I32, .src = buf[r],
+			.dst = buf[r], .count = K * 5 + 7,
+		};
+
+		for (i = 0; i < K * 5 + 7; i++)
+			buf[r][i] = (int32_t)(i * (r + 1)) - 1000;
+		assert_int_equal(tly_worker_submit(cl->w[r], &d, 0), 0);
+	}
+	assert_int_equal(cl_run(cl, 1, 1000000000ull), 0);
+	for (r = 0; r < 3; r++) {
+		assert_int_equal(cl->done[r], 1);
+		for (i = 0; i < K * 5 + 7; i++)
+			assert_int_equal(buf[r][i], (int32_t)(i * 6) - 3000);
+	}
+	cl_destroy(cl);
+}
+
+static void test_one_worker(void **state)
+{
+	static const enum cl_role roles[3] = { CL_DEDICATED, CL_COLOCATED,
+					       CL_RING };
+	int ro;
+
+	(void)state;
+	for (ro = 0; ro < 3; ro++) {
+		struct cl_cfg c = {
+			.n_workers = 1, .k = K, .role = roles[ro],
+			.n_slots = 16, .window = 4,
+			.fab = { .seed = 1, .delay_ns = 1000 },
+		};
+		struct cluster *cl = cl_create(&c);
+		static float x[100], y[100];
+		struct tly_tensor_desc d = {
+			.id = 5, .dtype = TLY_DT_F32, .src = x, .dst = y,
+			.count = 100,
+			.algo = roles[ro] == CL_RING ? TLY_ALGO_RING :
+						       TLY_ALGO_AGG,
+		};
+		int i;
+
+		assert_non_null(cl);
+		for (i = 0; i < 100; i++) {
+			x[i] = (float)i * 0.25f - 3.0f;
+			y[i] = -1;
+		}
+		assert_int_equal(tly_worker_submit(cl->w[0], &d, 0), 0);
+		assert_int_equal(cl_run(cl, 1, 100000000ull), 0);
+		for (i = 0; i < 100; i++)	/* quarter steps are exact */
+			assert_true(y[i] == x[i]);
+		cl_destroy(cl);
+	}
+}
+
+/* the exponent round goes first and data waits for it */
+static void test_exponent_round_first(void **state)
+{
+	struct tly_worker *w = make(2, 8);
+	static float x[K * 3];
+	struct tly_tensor_desc d = {
+		.id = 11, .dtype = TLY_DT_F32, .src = x, .dst = x,
+		.count = K * 3,
+	};
+	uint8_t f[TLY_HDR_LEN + 4 * K] = { 0 };
+	struct tly_hdr h;
+	unsigned int i;
+
+	(void)state;
+	x[5] = 3.0f;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	assert_int_equal(n_sent, 1);
+	assert_int_equal(sent[0].h.flags & TLY_F_EXP, TLY_F_EXP);
+	/* the agreed exponents: 2 for every chunk (|x| < 4) */
+	h = sent[0].h;
+	h.type = TLY_T_RESULT;
+	h.flags = TLY_F_EXP;
+	tly_hdr_write(f, &h);
+	for (i = 0; i < K; i++)
+		f[TLY_HDR_LEN + 4 * i + 3] = 2;
+	tly_worker_rx(w, f, sizeof(f), 1);
+	tly_worker_poll(w, 2);
+	assert_int_equal(n_sent, 4);
+	for (i = 1; i < 4; i++) {
+		assert_int_equal(sent[i].h.flags & TLY_F_EXP, 0);
+		assert_int_equal(sent[i].h.shift, 30 - 2 - 1);
+	}
+	/* a RESULT with another shift is not placed */
+	answer(w, 1, TLY_T_RESULT, 3);
+	h = sent[2].h;
+	h.type = TLY_T_RESULT;
+	h.shift = 5;
+	tly_hdr_write(f, &h);
+	tly_worker_rx(w, f, sizeof(f), 4);
+	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_MISMATCH], 1);
+	assert_int_equal(tly_worker_inflight(w), 2);
+	tly_worker_destroy(w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_submit_checks),
+		cmocka_unit_test(test_window_and_ack),
+		cmocka_unit_test(test_inplace_and_callback),
+		cmocka_unit_test(test_one_worker),
+		cmocka_unit_test(test_exponent_round_first),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
