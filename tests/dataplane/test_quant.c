@@ -161,6 +161,8 @@ static void test_no_overflow(void **state)
 			tly_quantize_f32(q, &x, 1, TLY_K_MIN, s);
 			sum = (int64_t)get_be(q, 0) * n;
 			assert_true(sum <= INT32_MAX);
+			/* without clamping: the rounding error stays 1/2 */
+			assert_true(fabs(get_be(q, 0) - ldexp(x, s)) <= 0.5);
 			/* and the scale is not needlessly small */
 			assert_true((int64_t)get_be(q, 0) * 2 * n > (1 << 29) ||
 				    s == 127);
