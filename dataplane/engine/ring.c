@@ -154,18 +154,20 @@ void ring_send(struct tly_worker *w, struct wtensor *t, uint32_t c,
 	tly_out_send(&o, &w->cfg.ops, &w->cfg.net, &w->c);
 }
 
-static void ring_ack(struct tly_worker *w, const struct tly_hdr *in,
-		     int refuse)
+static void ring_ack_send(struct tly_worker *w, uint16_t dst,
+			  uint32_t tensor, uint16_t hop, uint16_t chunk,
+			  uint8_t more, int refuse)
 {
 	struct tly_hdr h = {
 		.type = TLY_T_RING_ACK, .job = w->cfg.job,
-		.rank = w->cfg.rank, .slot = in->slot, .tensor = in->tensor,
-		.chunk = in->chunk, .flags = refuse ? TLY_F_REFUSE : 0,
+		.rank = w->cfg.rank, .slot = hop, .tensor = tensor,
+		.chunk = chunk, .aux = more,
+		.flags = refuse ? TLY_F_REFUSE : 0,
 	};
 	struct tly_out o;
 
 	if (tly_out_begin(&o, &w->cfg.ops, &w->cfg.net, &w->c, w->cfg.rank,
-			  in->rank, 0, TLY_HDR_LEN))
+			  dst, 0, TLY_HDR_LEN))
 		return;
 	tly_hdr_write(o.pkt, &h);
 	tly_out_send(&o, &w->cfg.ops, &w->cfg.net, &w->c);
@@ -173,6 +175,47 @@ static void ring_ack(struct tly_worker *w, const struct tly_hdr *in,
 		w->c.busy++;
 	else
 		w->c.acks++;
+}
+
+void ring_ack_flush(struct tly_worker *w)
+{
+	struct ring_ack_range *p = &w->ack;
+
+	if (!p->count)
+		return;
+	ring_ack_send(w, p->dst, p->tensor, p->hop, p->first,
+		      (uint8_t)(p->count - 1), 0);
+	p->count = 0;
+}
+
+/*
+ * Acknowledge a hop.  Consecutive chunks of one segment share a hop, so
+ * ACKs of hops that arrive together (one rx burst, up to the next poll)
+ * travel as one RING_ACK naming chunk .. chunk + aux.  A refusal goes at
+ * once and alone.
+ */
+static void ring_ack(struct tly_worker *w, const struct tly_hdr *in,
+		     int refuse)
+{
+	struct ring_ack_range *p = &w->ack;
+
+	if (refuse) {
+		ring_ack_send(w, in->rank, in->tensor, in->slot, in->chunk, 0,
+			      1);
+		return;
+	}
+	if (p->count && p->dst == in->rank && p->tensor == in->tensor &&
+	    p->hop == in->slot && (uint32_t)p->first + p->count == in->chunk &&
+	    p->count < 256) {
+		p->count++;
+		return;
+	}
+	ring_ack_flush(w);
+	p->dst = in->rank;
+	p->tensor = in->tensor;
+	p->hop = in->slot;
+	p->first = in->chunk;
+	p->count = 1;
 }
 
 static int retired(const struct tly_worker *w, uint32_t id)
@@ -269,18 +312,11 @@ void ring_rx(struct tly_worker *w, const struct tly_hdr *h,
 	ring_maybe_finish(w, t);
 }
 
-void ring_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
-		 uint64_t now)
+static void ring_ack_one(struct tly_worker *w, struct wtensor *t,
+			 const struct tly_hdr *h, uint32_t c, uint64_t now)
 {
-	struct wtensor *t = worker_find(w, h->tensor);
-	struct wchunk *ch;
+	struct wchunk *ch = &t->chunks[c];
 
-	if (!t || t->d.algo != TLY_ALGO_RING || h->chunk >= t->n_chunks ||
-	    h->rank != (w->cfg.rank + 1) % w->cfg.n_workers) {
-		w->c.drops[TLY_E_STALE]++;
-		return;
-	}
-	ch = &t->chunks[h->chunk];
 	if (ch->hop != h->slot ||
 	    (ch->state != C_INFLIGHT && ch->state != C_ACKED)) {
 		w->c.dups++;
@@ -298,5 +334,21 @@ void ring_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
 	}
 	w->c.acks++;
 	hop_acked(w, t, ch);
+}
+
+void ring_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
+		 uint64_t now)
+{
+	struct wtensor *t = worker_find(w, h->tensor);
+	uint32_t c, last = (uint32_t)h->chunk + h->aux;
+
+	if (!t || t->d.algo != TLY_ALGO_RING || last >= t->n_chunks ||
+	    h->rank != (w->cfg.rank + 1) % w->cfg.n_workers ||
+	    ((h->flags & TLY_F_REFUSE) && h->aux)) {
+		w->c.drops[TLY_E_STALE]++;
+		return;
+	}
+	for (c = h->chunk; c <= last; c++)
+		ring_ack_one(w, t, h, c, now);
 	ring_maybe_finish(w, t);
 }

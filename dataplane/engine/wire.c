@@ -114,7 +114,7 @@ enum tly_drop tly_hdr_parse(const uint8_t *p, size_t len,
 		return TLY_E_FLAGS;
 	if (h->job != lim->job)
 		return TLY_E_JOB;
-	if (h->type != TLY_T_CONFIRM && h->aux)
+	if (h->type != TLY_T_CONFIRM && h->type != TLY_T_RING_ACK && h->aux)
 		return TLY_E_LEN;
 	if (len != TLY_HDR_LEN + tly_payload_len(h->type, lim->k, h->aux))
 		return TLY_E_LEN;
@@ -142,6 +142,8 @@ enum tly_drop tly_hdr_parse(const uint8_t *p, size_t len,
 	case TLY_T_RING_ACK:
 		if (h->slot >= lim->n_hops)
 			return TLY_E_SLOT;
+		if ((uint32_t)h->chunk + h->aux > 0xffff)
+			return TLY_E_LEN;
 		break;
 	case TLY_T_CONFIRM:
 		return confirm_check(p, h);

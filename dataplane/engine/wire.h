@@ -84,7 +84,8 @@ struct tly_hdr {
 	uint32_t tensor;
 	uint16_t chunk;
 	int8_t shift;		/* block scale: value = int * 2^-shift */
-	uint8_t aux;		/* CONFIRM: number of ranges */
+	uint8_t aux;		/* CONFIRM: number of ranges; RING_ACK: chunks
+				 * chunk .. chunk + aux are acknowledged */
 };
 
 /* what a receiver checks a header against */

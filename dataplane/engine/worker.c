@@ -473,6 +473,7 @@ void tly_worker_poll(struct tly_worker *w, uint64_t now)
 {
 	uint32_t i, a;
 
+	ring_ack_flush(w);
 	for (i = 0; i < w->n_active; i++)
 		if (w->order[i]->next_deadline <= now)
 			tensor_timers(w, w->order[i], now);

@@ -67,6 +67,15 @@ struct confirm_batch {
 	} r[CONFIRM_RANGES];
 };
 
+/* ring: acknowledgements not sent yet (consecutive chunks, one hop) */
+struct ring_ack_range {
+	uint32_t tensor;
+	uint16_t dst;
+	uint16_t hop;
+	uint16_t first;
+	uint16_t count;
+};
+
 struct tly_worker {
 	struct tly_worker_cfg cfg;
 	struct tly_wire_limits lim;
@@ -80,6 +89,7 @@ struct tly_worker {
 	uint16_t *aggs;
 	uint32_t retired[RETIRED];	/* ring: ids of finished tensors */
 	uint32_t retired_pos;
+	struct ring_ack_range ack;
 };
 
 static inline size_t chunk_elems(const struct wtensor *t, uint32_t c,
@@ -115,5 +125,6 @@ void ring_rx(struct tly_worker *w, const struct tly_hdr *h,
 	     const uint8_t *pkt, uint64_t now);
 void ring_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
 		 uint64_t now);
+void ring_ack_flush(struct tly_worker *w);
 
 #endif /* TALLY_DATAPLANE_ENGINE_WORKER_INTERNAL_H */

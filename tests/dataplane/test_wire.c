@@ -183,6 +183,13 @@ static void test_slot(void **state)
 	assert_int_equal(parse(&h, data_len()), TLY_E_SLOT);
 	h.slot = lim.n_hops - 1;
 	assert_int_equal(parse(&h, data_len()), TLY_OK);
+	/* a RING_ACK names chunks chunk .. chunk + aux */
+	h.type = TLY_T_RING_ACK;
+	h.chunk = 0xff00;
+	h.aux = 0xff;
+	assert_int_equal(parse(&h, TLY_HDR_LEN), TLY_OK);
+	h.chunk = 0xff01;
+	assert_int_equal(parse(&h, TLY_HDR_LEN), TLY_E_LEN);
 }
 
 static void test_shift(void **state)
