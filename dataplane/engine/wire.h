@@ -57,7 +57,7 @@ enum tly_drop {
 	TLY_OK = 0,
 	TLY_E_SHORT,		/* shorter than the headers */
 	TLY_E_L2,		/* not IPv4 in Ethernet */
-	TLY_E_L3,		/* bad IPv4 header, options, fragment, checksum */
+	TLY_E_L3,		/* bad IPv4: options, fragment, checksum */
 	TLY_E_L4,		/* not UDP to our port, bad UDP length */
 	TLY_E_VERSION,
 	TLY_E_TYPE,
@@ -79,7 +79,7 @@ struct tly_hdr {
 	uint8_t type;
 	uint8_t flags;
 	uint16_t job;
-	uint16_t rank;		/* the worker: sender of DATA, target of RESULT */
+	uint16_t rank;		/* worker: DATA sender, RESULT target */
 	uint16_t slot;		/* slot index; the hop for ring packets */
 	uint32_t tensor;
 	uint16_t chunk;

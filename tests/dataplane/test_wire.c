@@ -167,7 +167,8 @@ static void test_slot(void **state)
 	struct tly_hdr h = data_hdr();
 
 	(void)state;
-	h.slot = (uint16_t)((h.slot + 1) % lim.n_slots);	/* not its slot */
+	/* a slot that is not the chunk's */
+	h.slot = (uint16_t)((h.slot + 1) % lim.n_slots);
 	assert_int_equal(parse(&h, data_len()), TLY_E_SLOT);
 	h.slot = (uint16_t)lim.n_slots;
 	assert_int_equal(parse(&h, data_len()), TLY_E_SLOT);

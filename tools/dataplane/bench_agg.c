@@ -145,13 +145,15 @@ static double run_engine(struct tly_agg *a, const struct frames *fr,
 			for (i = 0; i < per_round; i++, f += fr->len) {
 				burst[i % BURST] = f;
 				lens[i % BURST] = (uint16_t)fr->len;
-				if (i % BURST == BURST - 1 || i + 1 == per_round)
+				if (i % BURST == BURST - 1 ||
+				    i + 1 == per_round)
 					tly_agg_rx_burst(a, burst, lens,
 							 i % BURST + 1, 0);
 			}
 			for (x = 0; x < w; x++)
-				tly_agg_rx(a, fr->confirm + ((size_t)r * w + x) *
-					   fr->clen, fr->clen, 0);
+				tly_agg_rx(a, fr->confirm +
+					   ((size_t)r * w + x) * fr->clen,
+					   fr->clen, 0);
 		}
 	return (double)passes * ROUNDS * per_round / (now_s() - t0);
 }

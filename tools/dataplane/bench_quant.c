@@ -70,7 +70,8 @@ int main(int argc, char **argv)
 		free(x);
 		free(f);
 	}
-	printf("%-28s %12s %12s\n", "K=256, one core", "quantize", "dequantize");
+	printf("%-28s %12s %12s\n", "K=256, one core", "quantize",
+	       "dequantize");
 	printf("%-28s %9.2f GB/s %9.2f GB/s\n", "256 KiB of floats (L2)",
 	       best[0][0], best[0][1]);
 	printf("%-28s %9.2f GB/s %9.2f GB/s\n", "128 MiB of floats (memory)",
