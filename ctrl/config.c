@@ -94,9 +94,23 @@ struct ini_ctx {
 static char *read_line(char *buf, int size, void *stream)
 {
 	struct ini_ctx *ctx = stream;
+	char *s;
+	int c;
 
 	ctx->line++;
-	return fgets(buf, size, ctx->f);
+	s = fgets(buf, size, ctx->f);
+	if (s && !strchr(s, '\n') && !feof(ctx->f)) {
+		/* inih would read the rest as another line: refuse it, and
+		 * keep our line numbers right by eating the rest here */
+		while ((c = fgetc(ctx->f)) != EOF && c != '\n')
+			;
+		if (!ctx->failed_line) {
+			snprintf(ctx->msg, sizeof(ctx->msg),
+				 "line longer than %d characters", size - 2);
+			ctx->failed_line = ctx->line;
+		}
+	}
+	return s;
 }
 
 static int on_ini_line(void *user, const char *section, const char *key,
@@ -130,12 +144,16 @@ int config_load_file(struct tally_config *cfg, const char *path,
 	/* returns the line of the first error: ours or a syntax error */
 	ret = ini_parse_stream(read_line, &ctx, on_ini_line, &ctx);
 	fclose(ctx.f);
+	if (ret < 0) {
+		snprintf(err, (size_t)errlen, "%s: cannot read", path);
+		return -1;
+	}
+	/* the first error wins: ours (a bad key, a long line) or inih's */
+	if (ctx.failed_line && (ret == 0 || ctx.failed_line <= ret))
+		ret = ctx.failed_line;
 	if (ret == 0)
 		return 0;
-	if (ret < 0)
-		snprintf(err, (size_t)errlen, "%s: cannot read", path);
-	else
-		snprintf(err, (size_t)errlen, "%s:%d: %s", path, ret,
-			 ctx.failed_line == ret ? ctx.msg : "syntax error");
+	snprintf(err, (size_t)errlen, "%s:%d: %s", path, ret,
+		 ctx.failed_line == ret ? ctx.msg : "syntax error");
 	return -1;
 }

@@ -82,9 +82,12 @@ enum lg_result local_group_add(struct local_group *lg, unsigned int rank,
 	uint32_t bucket = hash_key(op->key, op->iteration) &
 			  (lg->n_buckets - 1);
 	struct lg_group *g = lookup(lg, op->key, op->iteration, bucket);
-	uint64_t bit = 1ull << rank;
+	uint64_t bit;
 
 	*out = NULL;
+	if (rank >= lg->size)
+		return LG_BAD_RANK;
+	bit = 1ull << rank;
 	if (!g) {
 		uint32_t i = lg->free_head;
 

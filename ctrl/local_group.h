@@ -59,6 +59,7 @@ enum lg_result {
 	LG_MISMATCH_ONE, /* group failed before: fail just this member */
 	LG_DUPLICATE,	/* this rank already submitted (key, iteration) */
 	LG_FULL,	/* no free group: back-pressure */
+	LG_BAD_RANK,	/* rank >= size: a caller bug, refused */
 };
 
 int local_group_init(struct local_group *lg, unsigned int size,

@@ -182,6 +182,9 @@ static void handle_sqe(struct tallyd *d, struct daemon_client *cl,
 	case LG_FULL:
 		ret = -TALLY_EAGAIN;
 		break;
+	case LG_BAD_RANK:
+		ret = -TALLY_EBADOP;
+		break;
 	}
 	put_member(&m);
 	daemon_complete(d, cl, s->user_data, ret);

@@ -48,7 +48,8 @@ struct reduce_args {
  * reduce_buffers - out[j][i] = op(in[0][i], ..., in[n_in - 1][i]) for all j.
  * @divisor: number of contributors for TALLY_AVG (>= 1), ignored for SUM.
  * An output may be identical to an input (in place); partial overlaps are
- * not allowed.  Returns 0, or -TALLY_EINVAL for a bad dtype/op/count.
+ * not allowed.  Returns 0, or -TALLY_EINVAL for a bad dtype, op or
+ * divisor.  The caller bounds count (count * element size fits memory).
  */
 int reduce_buffers(enum tally_dtype dtype, enum tally_op op,
 		   const void *const *in, unsigned int n_in,

@@ -372,6 +372,22 @@ static void test_config_set_rejects_and_keeps_value(void **state)
 	assert_memory_equal(&cfg, &before, sizeof(cfg));
 }
 
+/* A line longer than inih's buffer is refused with its own number, and
+ * the lines after it keep theirs. */
+static void test_config_long_line(void **state)
+{
+	char text[1024];
+	char pad[400];
+
+	memset(pad, 'x', sizeof(pad) - 1);
+	pad[sizeof(pad) - 1] = '\0';
+	snprintf(text, sizeof(text), "[daemon]\n; %s\nlocal_size = 2\n", pad);
+	expect_error(*state, text, 2, "line longer than");
+	snprintf(text, sizeof(text), "[daemon]\n; short\nbogus = 1\n; %s\n",
+		 pad);
+	expect_error(*state, text, 3, "unknown key 'bogus'");
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, file_setup, file_teardown)
@@ -391,6 +407,7 @@ int main(void)
 		T(test_config_syntax_error),
 		T(test_config_error_line_number),
 		T(test_config_first_error_wins),
+		T(test_config_long_line),
 		cmocka_unit_test(test_config_missing_file),
 		T(test_config_error_message_truncated_safely),
 		cmocka_unit_test(test_config_set_override),

@@ -282,6 +282,23 @@ static void test_lg_duplicate_rank(void **state)
 	local_group_destroy(&lg);
 }
 
+/* A rank outside the group is refused and changes nothing. */
+static void test_lg_rank_out_of_range(void **state)
+{
+	struct local_group lg;
+	struct lg_op op = make_op(5, 0);
+	struct lg_member m = make_member(0, 5);
+	struct lg_group *g;
+
+	(void)state;
+	assert_int_equal(local_group_init(&lg, 3, 4), 0);
+	assert_int_equal(local_group_add(&lg, 3, &op, &m, &g), LG_BAD_RANK);
+	assert_int_equal(local_group_add(&lg, 64, &op, &m, &g), LG_BAD_RANK);
+	assert_null(g);
+	assert_int_equal(lg.n_used, 0);
+	local_group_destroy(&lg);
+}
+
 static void test_lg_pool_exhaustion(void **state)
 {
 	struct local_group lg;
@@ -487,6 +504,7 @@ int main(void)
 		cmocka_unit_test(test_lg_init_rejects_bad_sizes),
 		cmocka_unit_test(test_lg_ready_only_when_all_arrived),
 		cmocka_unit_test(test_lg_single_member_group),
+		cmocka_unit_test(test_lg_rank_out_of_range),
 		cmocka_unit_test(test_lg_iterations_are_separate_groups),
 		cmocka_unit_test(test_lg_mismatch_count),
 		cmocka_unit_test(test_lg_mismatch_dtype),
