@@ -173,8 +173,10 @@ static void admit(struct tallyd *d, int sock)
 	}
 	ret = msg_recv(sock, &m, fds, &nfds);
 	if (ret <= 0) {
-		log_warn("client pid %d: no valid HELLO (%s)", cred.pid,
-			 ret == -EPROTO ? "protocol version" : "closed");
+		/* a bare connect-and-close is a liveness probe, not news */
+		log_msg(ret == 0 ? LOG_DEBUG : LOG_WARN,
+			"client pid %d: no valid HELLO (%s)", cred.pid,
+			ret == -EPROTO ? "protocol version" : "closed");
 		if (ret == -EPROTO)
 			reply(sock, TALLY_MSG_WELCOME, -TALLY_EPROTO, 0, 0);
 		close(sock);

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * harness.c - real daemons and client processes for integration tests.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+uint64_t test_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int can_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int ok;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ok = connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(s);
+	return ok;
+}
+
+int daemon_start(struct test_daemon *d, int n, const char *const *extra)
+{
+	const char *bin = getenv("TALLYD");
+	char nbuf[16];
+	const char *argv[32];
+	int argc = 0;
+
+	memset(d, 0, sizeof(*d));
+	if (!bin) {
+		fprintf(stderr, "TALLYD is not set\n");
+		return -1;
+	}
+	snprintf(d->dir, sizeof(d->dir), "/tmp/tally-test-XXXXXX");
+	if (!mkdtemp(d->dir))
+		return -1;
+	snprintf(d->sock, sizeof(d->sock), "%s/tallyd.sock", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/tallyd.log", d->dir);
+	snprintf(nbuf, sizeof(nbuf), "%d", n);
+	argv[argc++] = bin;
+	argv[argc++] = "--socket";
+	argv[argc++] = d->sock;
+	argv[argc++] = "--local-size";
+	argv[argc++] = nbuf;
+	argv[argc++] = "--reduce-threads";
+	argv[argc++] = "2";
+	for (int i = 0; extra && extra[i] && argc < 30; i++)
+		argv[argc++] = extra[i];
+	argv[argc] = NULL;
+
+	fflush(NULL);
+	d->pid = fork();
+	if (d->pid == 0) {
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (fd >= 0) {	/* never hold the test runner's pipes */
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {	/* up to 5 s */
+		if (can_connect(d->sock))
+			return 0;
+		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
+			fprintf(stderr, "tallyd exited at start-up\n");
+			d->pid = 0;
+			return -1;
+		}
+		usleep(10000);
+	}
+	return -1;
+}
+
+int daemon_alive(const struct test_daemon *d)
+{
+	return d->pid > 0 && waitpid(d->pid, NULL, WNOHANG) == 0;
+}
+
+int daemon_stop(struct test_daemon *d)
+{
+	int status = 0, ret = 0;
+	char cmd[160];
+
+	if (d->pid > 0) {
+		kill(d->pid, SIGTERM);
+		for (int i = 0; i < 300; i++) {
+			if (waitpid(d->pid, &status, WNOHANG) == d->pid)
+				break;
+			usleep(10000);
+			if (i == 299) {
+				kill(d->pid, SIGKILL);
+				waitpid(d->pid, &status, 0);
+			}
+		}
+		ret = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		if (ret) {	/* show what it said */
+			snprintf(cmd, sizeof(cmd), "tail -20 %s >&2", d->log);
+			(void)!system(cmd);
+		}
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
+	(void)!system(cmd);
+	d->pid = 0;
+	return ret;
+}
+
+pid_t child_start(int (*fn)(void *), void *arg)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		_exit(fn(arg));
+	return pid;
+}
+
+int child_wait(pid_t pid, int timeout_ms)
+{
+	uint64_t end = test_now_ms() + (uint64_t)timeout_ms;
+	int status;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		if (r < 0 || test_now_ms() > end)
+			break;
+		usleep(2000);
+	}
+	fprintf(stderr, "child %d timed out after %d ms\n", pid, timeout_ms);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return -1;
+}
+
+void sync_signal(int fd)
+{
+	char c = 1;
+
+	(void)!write(fd, &c, 1);
+}
+
+int sync_wait(int fd, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char c;
+
+	if (poll(&p, 1, timeout_ms) != 1 || read(fd, &c, 1) != 1)
+		return -1;
+	return 0;
+}

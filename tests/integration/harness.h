@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * harness.h - integration-test helpers: a real tallyd in a temporary
+ * directory, client processes, and bounded waits so a broken daemon fails
+ * a test instead of hanging it.
+ */
+#ifndef TALLY_TESTS_HARNESS_H
+#define TALLY_TESTS_HARNESS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct test_daemon {
+	pid_t pid;
+	char dir[64];
+	char sock[100];
+	char log[128];
+};
+
+/* Start $TALLYD with --local-size @n (and @extra args, may be NULL) and
+ * wait until its socket accepts.  0 or -1. */
+int daemon_start(struct test_daemon *d, int n, const char *const *extra);
+/* SIGTERM, reap, remove the directory.  Returns the daemon's exit status,
+ * or -1 if it had died of a signal (a crash). */
+int daemon_stop(struct test_daemon *d);
+/* Is the daemon process still running? */
+int daemon_alive(const struct test_daemon *d);
+
+/* Fork a child that exits with fn(arg). */
+pid_t child_start(int (*fn)(void *), void *arg);
+/* Wait for a child at most @timeout_ms; its exit code, or -1 if it was
+ * killed by a signal or had to be killed at the timeout. */
+int child_wait(pid_t pid, int timeout_ms);
+
+uint64_t test_now_ms(void);
+
+/* Pipes for ordering steps between processes. */
+void sync_signal(int fd);
+int sync_wait(int fd, int timeout_ms);	/* 0, or -1 on timeout/EOF */
+
+#define CHECK(cond, code)						\
+	do {								\
+		if (!(cond)) {						\
+			fprintf(stderr, "%s:%d: check failed: %s\n",	\
+				__FILE__, __LINE__, #cond);		\
+			return (code);					\
+		}							\
+	} while (0)
+
+#endif /* TALLY_TESTS_HARNESS_H */
