@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <tally/tally.h>
+#include "dataplane/half.h"
 
 #define MAX_SIZES 32
 #define MAX_CLIENTS 64
@@ -87,40 +88,6 @@ static int pattern(int rank, size_t i)
 	return (int)((i * 7 + (size_t)rank * 13) % 17) - 8;
 }
 
-static float bf16_f(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-static uint16_t f_bf16(float f)		/* exact for the small patterns */
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	return (uint16_t)(u >> 16);
-}
-
-static uint16_t f_half(float f)		/* exact for |integers| < 2048 */
-{
-	_Float16 h = (_Float16)f;
-	uint16_t u;
-
-	memcpy(&u, &h, sizeof(u));
-	return u;
-}
-
-static float half_f(uint16_t u)
-{
-	_Float16 h;
-
-	memcpy(&h, &u, sizeof(h));
-	return (float)h;
-}
-
 static void fill(void *buf, enum tally_dtype t, size_t count, int rank)
 {
 	for (size_t i = 0; i < count; i++) {
@@ -129,8 +96,12 @@ static void fill(void *buf, enum tally_dtype t, size_t count, int rank)
 		switch (t) {
 		case TALLY_FLOAT32: ((float *)buf)[i] = (float)v; break;
 		case TALLY_INT32: ((int32_t *)buf)[i] = v; break;
-		case TALLY_FLOAT16: ((uint16_t *)buf)[i] = f_half((float)v); break;
-		default: ((uint16_t *)buf)[i] = f_bf16((float)v); break;
+		case TALLY_FLOAT16:
+			((uint16_t *)buf)[i] = float_to_half((float)v);
+			break;
+		default:
+			((uint16_t *)buf)[i] = float_to_bf16((float)v);
+			break;
 		}
 	}
 }
@@ -140,8 +111,8 @@ static double value_at(const void *buf, enum tally_dtype t, size_t i)
 	switch (t) {
 	case TALLY_FLOAT32: return ((const float *)buf)[i];
 	case TALLY_INT32: return ((const int32_t *)buf)[i];
-	case TALLY_FLOAT16: return half_f(((const uint16_t *)buf)[i]);
-	default: return bf16_f(((const uint16_t *)buf)[i]);
+	case TALLY_FLOAT16: return half_to_float(((const uint16_t *)buf)[i]);
+	default: return bf16_to_float(((const uint16_t *)buf)[i]);
 	}
 }
 
