@@ -28,6 +28,11 @@ struct agg_slot {
 	uint8_t probes;
 	int8_t shift;
 	uint8_t fallback;
+	/* the chunk this entry last completed and freed (a tombstone) */
+	uint32_t done_tensor;
+	uint16_t done_chunk;
+	uint8_t done_exp;
+	uint8_t has_done;
 };
 
 struct tly_agg {
@@ -141,6 +146,12 @@ static int64_t fb_find(const struct tly_agg *a, const struct tly_hdr *h)
 
 static void slot_release(struct tly_agg *a, struct agg_slot *s)
 {
+	if (s->state == SLOT_DONE) {
+		s->done_tensor = s->tensor;
+		s->done_chunk = s->chunk;
+		s->done_exp = !!(s->mode & TLY_F_EXP);
+		s->has_done = 1;
+	}
 	if (s->state != SLOT_FREE) {
 		a->busy--;
 		if (s->fallback)
@@ -174,10 +185,40 @@ static void slot_claim(struct tly_agg *a, uint32_t idx,
 		a->fb_used++;
 }
 
+static inline int slot_finished(const struct agg_slot *s,
+				 const struct tly_hdr *h)
+{
+	return s->has_done && s->done_tensor == h->tensor &&
+	       s->done_chunk == h->chunk &&
+	       s->done_exp == !!(h->flags & TLY_F_EXP);
+}
+
+/*
+ * A chunk that completed here and was confirmed by every worker: whatever
+ * still arrives for it is a stray (a duplicate the network delayed), and
+ * nobody waits for it.  Looks at the entries the chunk may have used.
+ */
+static int chunk_finished(const struct tly_agg *a, const struct tly_hdr *h)
+{
+	uint32_t base, i;
+
+	if (slot_finished(&a->slots[h->slot], h))
+		return 1;
+	if (!a->cfg.n_fallback)
+		return 0;
+	base = fb_base(a, h);
+	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++)
+		if (slot_finished(&a->slots[a->cfg.n_slots +
+				  (base + i) % a->cfg.n_fallback], h))
+			return 1;
+	return 0;
+}
+
 /*
  * Where a contribution goes: its primary slot if that holds the chunk, the
  * fallback entry holding it, a free (or evictable) primary slot, a free
- * fallback entry; -1 if none (BUSY).  At most 2 * FB_PROBES entries seen.
+ * fallback entry; -1 if none (BUSY), -2 for a stray of a finished chunk.
+ * At most 3 * FB_PROBES + 1 entries seen.
  */
 static int64_t slot_for_data(struct tly_agg *a, const struct tly_hdr *h,
 			     uint64_t now)
@@ -191,6 +232,8 @@ static int64_t slot_for_data(struct tly_agg *a, const struct tly_hdr *h,
 	idx = fb_find(a, h);
 	if (idx >= 0)
 		return idx;
+	if (chunk_finished(a, h))
+		return -2;
 	if (slot_evictable(a, s, now)) {
 		slot_claim(a, h->slot, h, now);
 		return h->slot;
@@ -359,6 +402,10 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 	int64_t idx;
 
 	idx = slot_for_data(a, h, now);
+	if (idx == -2) {
+		a->c.drops[TLY_E_STALE]++;
+		return;
+	}
 	if (idx < 0) {
 		agg_reply(a, h, TLY_T_BUSY, dscp, 0);
 		return;

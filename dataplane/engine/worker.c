@@ -104,8 +104,12 @@ void worker_arm(struct tly_worker *w, struct wtensor *t, struct wchunk *ch,
 {
 	(void)w;
 	ch->deadline = deadline;
-	if (deadline < t->next_deadline)
+	if (ch->state == C_DEFER) {
+		if (deadline < t->defer_deadline)
+			t->defer_deadline = deadline;
+	} else if (deadline < t->next_deadline) {
 		t->next_deadline = deadline;
+	}
 }
 
 static uint64_t rto_after(const struct tly_worker *w, uint8_t retries)
@@ -200,6 +204,7 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 	t->d = *d;
 	t->seq = w->seq++;
 	t->next_deadline = NEVER;
+	t->defer_deadline = NEVER;
 	t->n_chunks = (uint32_t)((d->count + w->cfg.k - 1) / w->cfg.k);
 	err = d->algo == TLY_ALGO_AGG ? agg_setup(w, t) : ring_setup(w, t);
 	if (err) {
@@ -430,6 +435,7 @@ static void chunk_launch(struct tly_worker *w, struct wtensor *t,
 	chunk_send(w, t, idx, 0, now);
 }
 
+/* retransmissions; they do not take credit (the chunk holds one or none) */
 static void tensor_timers(struct tly_worker *w, struct wtensor *t,
 			  uint64_t now)
 {
@@ -457,10 +463,6 @@ static void tensor_timers(struct tly_worker *w, struct wtensor *t,
 				ch->deadline = now + w->cfg.acked_ns;
 			}
 			break;
-		case C_DEFER:
-			if (ch->deadline <= now && w->inflight < w->cfg.window)
-				chunk_launch(w, t, i, now);
-			break;
 		default:
 			continue;
 		}
@@ -469,6 +471,32 @@ static void tensor_timers(struct tly_worker *w, struct wtensor *t,
 	}
 }
 
+/* refused chunks whose back-off is over, while the window has room */
+static void tensor_deferred(struct tly_worker *w, struct wtensor *t,
+			    uint64_t now)
+{
+	uint32_t i, n = t->n_chunks + t->n_groups;
+
+	t->defer_deadline = NEVER;
+	for (i = 0; i < n; i++) {
+		struct wchunk *ch = &t->chunks[i];
+
+		if (ch->state != C_DEFER)
+			continue;
+		if (ch->deadline <= now && w->inflight < w->cfg.window)
+			chunk_launch(w, t, i, now);
+		else if (ch->deadline < t->defer_deadline)
+			t->defer_deadline = ch->deadline;
+	}
+}
+
+/*
+ * Timers first, then chunks never sent, highest priority first; refused
+ * chunks only get credit no fresh chunk wants.  That order is what makes
+ * every worker offer every chunk at least once, so every started slot
+ * eventually gets all its contributions (docs/protocol.md, deadlock
+ * freedom): retried refusals cannot starve the chunks others wait for.
+ */
 void tly_worker_poll(struct tly_worker *w, uint64_t now)
 {
 	uint32_t i, a;
@@ -486,6 +514,9 @@ void tly_worker_poll(struct tly_worker *w, uint64_t now)
 						   ring_next(w, t, &idx)))
 			chunk_launch(w, t, idx, now);
 	}
+	for (i = 0; i < w->n_active && w->inflight < w->cfg.window; i++)
+		if (w->order[i]->defer_deadline <= now)
+			tensor_deferred(w, w->order[i], now);
 	for (a = 0; a < w->cfg.n_aggs; a++)
 		if (w->cb[a].n_ranges &&
 		    now - w->cb[a].oldest >= w->cfg.confirm_ns)

@@ -39,7 +39,8 @@ struct wchunk {
 struct wtensor {
 	struct tly_tensor_desc d;
 	uint64_t seq;
-	uint64_t next_deadline;
+	uint64_t next_deadline;	/* earliest INFLIGHT/ACKED timer */
+	uint64_t defer_deadline;	/* earliest DEFER timer */
 	uint32_t n_chunks;
 	uint32_t n_groups;	/* exponent-round packets (float AGG) */
 	uint32_t done;		/* chunks whose result is placed */

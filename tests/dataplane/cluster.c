@@ -105,7 +105,7 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 				.job = 0x7a11, .k = cfg->k, .n_workers = n,
 				.self = i, .n_slots = cfg->n_slots,
 				.n_fallback = cfg->n_fallback,
-				.evict_ns = 400000, .probe_ns = 50000,
+				.evict_ns = 5000000, .probe_ns = 50000,
 				.net = net,
 				.ops = fab_ops(cl->fab, i, cfg->multicast,
 					       cl->addrs),

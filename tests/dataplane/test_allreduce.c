@@ -28,6 +28,7 @@ struct scenario {
 	enum tly_dtype dtype;
 	uint32_t n_tensors;
 	size_t sizes[MAX_T];
+	int expect_refusals;	/* the pool is small enough to refuse */
 };
 
 struct run {
@@ -241,15 +242,16 @@ static void check_paths(struct run *r)
 		if (cl->a[i])
 			sum_counters(tly_agg_counters(cl->a[i]), &s);
 	}
-	if (sc->cl.fab.loss > 0) {
+	/* where at least ~20 faults were expected */
+	if (sc->cl.fab.loss * (double)fab_sent(cl->fab) >= 20) {
 		assert_true(fab_dropped(cl->fab) > 0);
 		assert_true(s.retx > 0);
 	}
-	if (sc->cl.fab.dup > 0) {
+	if (sc->cl.fab.dup * (double)fab_sent(cl->fab) >= 20) {
 		assert_true(fab_duplicated(cl->fab) > 0);
 		assert_true(s.dups > 0);
 	}
-	if (sc->cl.role != CL_RING && sc->cl.n_slots < 8)
+	if (sc->expect_refusals)
 		assert_true(s.busy + s.fallback > 0);
 	if (sc->cl.role == CL_RING)
 		assert_true(s.acks > 0);
@@ -299,7 +301,7 @@ static void test_scenario(void **state)
 		.fab = fabc, __VA_ARGS__ }, \
 	.dtype = dt, .n_tensors = 3, .sizes = { 64 * 40 + 13, 5, 64 * 17 } }
 
-static const struct scenario scenarios[] = {
+static struct scenario scenarios[] = {
 	SC("ded n2 i32 clean", 2, CL_DEDICATED, TLY_DT_I32, FAB(1, 0, 0, 0)),
 	SC("ded n3 i32 loss1", 3, CL_DEDICATED, TLY_DT_I32,
 	   FAB(2, 0.01, 0, 0)),
@@ -324,6 +326,8 @@ static const struct scenario scenarios[] = {
 	   FAB(12, 0.01, 0.01, 4000), .n_slots = 3, .n_fallback = 2),
 	SC("ded n4 i32 no fallback busy", 4, CL_DEDICATED, TLY_DT_I32,
 	   FAB(13, 0, 0, 0), .n_slots = 2, .n_fallback = 0, .window = 4),
+	SC("colo n4 f32 tiny pools loss10", 4, CL_COLOCATED, TLY_DT_F32,
+	   FAB(15, 0.10, 0.03, 5000), .n_slots = 3, .n_fallback = 1),
 	SC("ded n33 i32 loss1", 33, CL_DEDICATED, TLY_DT_I32,
 	   FAB(14, 0.01, 0.01, 2000)),
 	SC("colo n2 i32 clean", 2, CL_COLOCATED, TLY_DT_I32, FAB(21, 0, 0, 0)),
@@ -344,16 +348,74 @@ static const struct scenario scenarios[] = {
 	   FAB(35, 0.01, 0.01, 2000)),
 };
 
+/*
+ * A seeded sweep over random configurations: worker count, role, element
+ * type, K, pool and fallback sizes down to a few slots (collisions, BUSY,
+ * eviction), window, loss up to 20 %, duplication, reordering, sizes.
+ */
+#define N_RANDOM 40
+
+static struct scenario random_sc[N_RANDOM];
+static char random_names[N_RANDOM][96];
+
+static void make_random(void)
+{
+	static const enum tly_dtype dts[] = { TLY_DT_F32, TLY_DT_I32,
+					      TLY_DT_F16, TLY_DT_BF16 };
+	uint64_t rng = 0x5eed;
+	unsigned int i, t;
+
+	for (i = 0; i < N_RANDOM; i++) {
+		struct scenario *sc = &random_sc[i];
+		struct cl_cfg *c = &sc->cl;
+
+		c->n_workers = (uint16_t)(2 + fab_rand(&rng) % 7);
+		c->k = fab_rand(&rng) % 2 ? 64 : 16;
+		c->role = (enum cl_role)(fab_rand(&rng) % 3);
+		c->n_dedicated = (uint16_t)(1 + fab_rand(&rng) % 2);
+		c->n_slots = (uint32_t)(2 + fab_rand(&rng) % 200);
+		c->n_fallback = (uint32_t)(fab_rand(&rng) % 6);
+		c->window = (uint32_t)(1 + fab_rand(&rng) % 16);
+		c->chunk_rotate = (uint32_t)(fab_rand(&rng) % 7);
+		c->l2l4 = (int)(fab_rand(&rng) % 2);
+		c->multicast = (int)(fab_rand(&rng) % 2);
+		c->fab.seed = 1000 + i;
+		c->fab.loss = (double)(fab_rand(&rng) % 21) / 100;
+		c->fab.dup = (double)(fab_rand(&rng) % 11) / 100;
+		c->fab.delay_ns = 500 + fab_rand(&rng) % 3000;
+		c->fab.reorder_ns = fab_rand(&rng) % 10000;
+		sc->dtype = dts[fab_rand(&rng) % 4];
+		sc->n_tensors = (uint32_t)(1 + fab_rand(&rng) % MAX_T);
+		for (t = 0; t < sc->n_tensors; t++)
+			sc->sizes[t] = 1 + fab_rand(&rng) % (c->k * 30);
+		snprintf(random_names[i], sizeof(random_names[i]),
+			 "random %u: %s n%u k%u slots%u fb%u win%u loss%.2f "
+			 "dup%.2f", i, c->role == CL_RING ? "ring" :
+			 c->role == CL_COLOCATED ? "colo" : "ded",
+			 c->n_workers, c->k, c->n_slots, c->n_fallback,
+			 c->window, c->fab.loss, c->fab.dup);
+		sc->name = random_names[i];
+	}
+}
+
 int main(void)
 {
-	struct CMUnitTest tests[sizeof(scenarios) / sizeof(scenarios[0])];
-	size_t i;
+	size_t n_fixed = sizeof(scenarios) / sizeof(scenarios[0]), i;
+	struct CMUnitTest tests[sizeof(scenarios) / sizeof(scenarios[0]) +
+				N_RANDOM];
 
-	for (i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+	make_random();
+	for (i = 0; i < n_fixed; i++)
+		scenarios[i].expect_refusals = scenarios[i].cl.n_slots < 8;
+	for (i = 0; i < n_fixed + N_RANDOM; i++) {
+		const struct scenario *sc = i < n_fixed ? &scenarios[i] :
+					    &random_sc[i - n_fixed];
+
 		tests[i] = (struct CMUnitTest){
-			.name = scenarios[i].name,
+			.name = sc->name,
 			.test_func = test_scenario,
-			.initial_state = (void *)&scenarios[i],
+			.initial_state = (void *)sc,
 		};
+	}
 	return _cmocka_run_group_tests("allreduce", tests, i, NULL, NULL);
 }
