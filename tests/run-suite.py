@@ -21,7 +21,8 @@ def main():
     with open(f"{build}/meson-logs/testlog.json") as log:
         for line in log:
             t = json.loads(line)
-            out = t.get("stdout") or ""
+            # cmocka prints its case lines to stdout, its summary to stderr
+            out = (t.get("stdout") or "") + (t.get("stderr") or "")
             ok = t["result"] in ("OK", "EXPECTEDFAIL")
             p = sum(int(n) for n in PASSED.findall(out))
             f = sum(int(n) for n in FAILED.findall(out))
