@@ -302,6 +302,28 @@ static void test_slot_reuse_is_safe(void **state)
 	tly_agg_destroy(a);
 }
 
+/* a duplicate of a finished, confirmed chunk starts nothing */
+static void test_stray_after_free_dropped(void **state)
+{
+	struct tly_agg *a = make(2, 4, 0);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 1, 0);
+	send_data(a, 1, 7, 1, 0, 0, 1, 0);
+	send_confirm(a, 0, 7, 1, 1, 1);
+	send_confirm(a, 1, 7, 1, 1, 1);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	n_out = 0;
+	send_data(a, 1, 7, 1, TLY_F_RETX, 0, 1, 2);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	assert_int_equal(n_out, 0);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_STALE], 1);
+	/* the exponent round of the same chunk number is another chunk */
+	send_data(a, 1, 7, 1, TLY_F_EXP, 0, 1, 3);
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	tly_agg_destroy(a);
+}
+
 static void test_collision_uses_fallback(void **state)
 {
 	struct tly_agg *a = make(2, 4, 0);
@@ -446,6 +468,7 @@ int main(void)
 		cmocka_unit_test(test_receipts_free_slot),
 		cmocka_unit_test(test_probe_unconfirmed),
 		cmocka_unit_test(test_slot_reuse_is_safe),
+		cmocka_unit_test(test_stray_after_free_dropped),
 		cmocka_unit_test(test_collision_uses_fallback),
 		cmocka_unit_test(test_full_answers_busy),
 		cmocka_unit_test(test_idle_partial_evicted),
