@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * transport.h - one ops table for every way tally moves packets between
+ * daemons: kernel UDP, DPDK ports and (later) RDMA verbs.
+ *
+ * A transport moves opaque frames between nodes of a job, addressed by
+ * node id (an index into the job's address table, struct tly_addr from
+ * dataplane/engine/wire.h).  Frame format per transport:
+ *   - full frames (Ethernet/IPv4/UDP/tally) when tp->full_frames: DPDK;
+ *     the engine builds them from the address table (tly_net.addrs).
+ *   - bare tally packets (the UDP payload) otherwise: kernel UDP, which
+ *     addresses them from the table itself.
+ * The engine's struct tly_tx_ops maps 1:1 onto tx_alloc/tx_send (see
+ * transport_tx_ops()).
+ *
+ * Threading: a transport is used by one dataplane thread.  Nothing here
+ * blocks; when idle the caller sleeps on wait_fd (or, without one, backs
+ * off with short sleeps: see transport_idle_wait()).
+ */
+#ifndef TALLY_DATAPLANE_TRANSPORT_H
+#define TALLY_DATAPLANE_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dataplane/engine/engine.h"
+#include "dataplane/engine/wire.h"
+
+#define TRANSPORT_MAX_NODES 256
+#define TRANSPORT_RX_BURST 32
+
+struct transport;
+
+/* One received frame; valid until rx_release() of it (or of its burst). */
+struct transport_rx {
+	const uint8_t *data;
+	size_t len;
+	void *cookie;		/* the transport's handle (mbuf, slot...) */
+};
+
+struct transport_config {
+	const char *kind;		/* "udp" | "dpdk" | "rdma" */
+	uint16_t self;			/* our node id */
+	uint16_t n_nodes;
+	const struct tly_addr *addrs;	/* [n_nodes]: mac, ip, udp port */
+	uint32_t mtu;			/* largest frame we send */
+	/* udp */
+	const char *bind_ip;		/* default: addrs[self].ip */
+	/* dpdk: EAL arguments, split on spaces ("--in-memory --no-pci
+	 * --vdev=net_af_xdp0,iface=veth0 --file-prefix=h0 ..."), and pool */
+	const char *eal_args;
+	uint16_t port_id;
+	uint32_t mbufs;			/* mbuf pool size */
+	/*
+	 * Link emulator, applied under any transport (all 0: off).  It models
+	 * this node's NIC port on a switch: rate_bps limits egress (one
+	 * serializer shared by every destination) and ingress (frames are
+	 * handed up no faster); delay and jitter are added on egress; loss,
+	 * duplication and reordering are decided per frame on egress from a
+	 * seeded PRNG, so a run can be replayed.
+	 */
+	struct link_emu_config {
+		uint64_t rate_bps;	/* 0 = unlimited */
+		uint64_t delay_ns;
+		uint64_t jitter_ns;	/* uniform in [0, jitter] added */
+		uint32_t loss_ppm;	/* parts per million */
+		uint32_t dup_ppm;
+		uint32_t reorder_ppm;	/* such frames get extra delay */
+		uint64_t reorder_ns;
+		uint64_t seed;
+	} emu;
+};
+
+struct transport_stats {
+	uint64_t tx_pkts, tx_bytes, rx_pkts, rx_bytes;
+	uint64_t tx_drops;		/* no buffer, ring full, send error */
+	uint64_t rx_drops;		/* malformed at the transport level */
+	uint64_t emu_lost, emu_dup, emu_reordered;
+};
+
+struct transport_ops {
+	const char *name;
+	int (*open)(struct transport *tp, const struct transport_config *cfg);
+	void (*close)(struct transport *tp);
+	/* a buffer for one outgoing frame of up to @len bytes, or NULL */
+	uint8_t *(*tx_alloc)(struct transport *tp, size_t len);
+	/* queue @frame (from tx_alloc) for node @dst; ownership passes */
+	void (*tx_send)(struct transport *tp, uint16_t dst, uint8_t *frame,
+			size_t len);
+	/* push queued frames to the wire; returns frames sent */
+	int (*tx_flush)(struct transport *tp);
+	/* up to @n received frames; 0 when none */
+	int (*rx_burst)(struct transport *tp, struct transport_rx *rx, int n);
+	void (*rx_release)(struct transport *tp, struct transport_rx *rx,
+			   int n);
+	/* fd that becomes readable when frames arrive, or -1 */
+	int (*wait_fd)(struct transport *tp);
+};
+
+struct transport {
+	const struct transport_ops *ops;
+	bool full_frames;		/* see the top of this file */
+	struct transport_config cfg;
+	struct transport_stats stats;
+	struct link_emu *emu;		/* NULL when the emulator is off */
+	void *priv;
+};
+
+/* Open a transport of cfg->kind (with the emulator if cfg->emu asks for
+ * it).  0, or a negative errno with a message logged to stderr. */
+int transport_open(struct transport *tp, const struct transport_config *cfg);
+void transport_close(struct transport *tp);
+
+/* The engine's tx interface bound to this transport. */
+struct tly_tx_ops transport_tx_ops(struct transport *tp);
+
+/* Send what is due (queued, and what the emulator releases at @now_ns). */
+int transport_tx_flush(struct transport *tp, uint64_t now_ns);
+int transport_rx_burst(struct transport *tp, struct transport_rx *rx, int n);
+void transport_rx_release(struct transport *tp, struct transport_rx *rx,
+			  int n);
+
+/*
+ * Idle back-off for poll loops: sleep on wait_fd (if the transport has one)
+ * or nanosleep, at most @max_ns, and less when the emulator holds frames
+ * due sooner.  Never busy-waits: on a shared machine the peer needs the
+ * core.
+ */
+void transport_idle_wait(struct transport *tp, uint64_t now_ns,
+			 uint64_t max_ns);
+
+#endif /* TALLY_DATAPLANE_TRANSPORT_H */
