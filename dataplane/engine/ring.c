@@ -110,9 +110,8 @@ int ring_setup(struct tly_worker *w, struct wtensor *t)
 	return 0;
 }
 
-int ring_next(struct tly_worker *w, struct wtensor *t, uint32_t *c)
+int ring_next(struct wtensor *t, uint32_t *c)
 {
-	(void)w;
 	while (t->q_head != t->q_tail) {
 		uint32_t x = t->queue[t->q_head];
 
@@ -126,7 +125,7 @@ int ring_next(struct tly_worker *w, struct wtensor *t, uint32_t *c)
 }
 
 void ring_send(struct tly_worker *w, struct wtensor *t, uint32_t c,
-	       uint8_t flags, uint64_t now)
+	       uint8_t flags)
 {
 	struct wchunk *ch = &t->chunks[c];
 	size_t n = chunk_elems(t, c, w->cfg.k), off = (size_t)c * w->cfg.k;
@@ -137,7 +136,6 @@ void ring_send(struct tly_worker *w, struct wtensor *t, uint32_t c,
 	struct tly_out o;
 	uint16_t next = (uint16_t)((w->cfg.rank + 1) % w->cfg.n_workers);
 
-	(void)now;
 	h.flags = flags & TLY_F_RETX;
 	if (t->d.dtype == TLY_DT_I32)
 		h.flags |= TLY_F_INT;
@@ -246,7 +244,7 @@ static void hop_acked(struct tly_worker *w, struct wtensor *t,
 }
 
 void ring_rx(struct tly_worker *w, const struct tly_hdr *h,
-	     const uint8_t *pkt, uint64_t now)
+	     const uint8_t *pkt)
 {
 	struct wtensor *t = worker_find(w, h->tensor);
 	uint32_t n = w->cfg.n_workers, p = h->slot, j, c = h->chunk, i;
@@ -255,7 +253,6 @@ void ring_rx(struct tly_worker *w, const struct tly_hdr *h,
 	uint8_t flag;
 	size_t m, off;
 
-	(void)now;
 	if (!t) {
 		/* finished: the hop was taken before; not yet submitted:
 		 * refuse so the sender's credit is not held meanwhile */
@@ -329,7 +326,7 @@ static void ring_ack_one(struct tly_worker *w, struct wtensor *t,
 		ch->state = C_DEFER;
 		if (ch->retries < 6)
 			ch->retries++;
-		worker_arm(w, t, ch, now + (w->cfg.busy_ns << ch->retries));
+		worker_arm(t, ch, now + (w->cfg.busy_ns << ch->retries));
 		return;
 	}
 	w->c.acks++;

@@ -99,10 +99,8 @@ struct wtensor *worker_find(struct tly_worker *w, uint32_t id)
 	return NULL;
 }
 
-void worker_arm(struct tly_worker *w, struct wtensor *t, struct wchunk *ch,
-		uint64_t deadline)
+void worker_arm(struct wtensor *t, struct wchunk *ch, uint64_t deadline)
 {
-	(void)w;
 	ch->deadline = deadline;
 	if (ch->state == C_DEFER) {
 		if (deadline < t->defer_deadline)
@@ -366,7 +364,7 @@ static void agg_fill_payload(struct tly_worker *w, struct wtensor *t,
 }
 
 static void agg_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
-		     uint8_t flags, uint64_t now)
+		     uint8_t flags)
 {
 	struct wchunk *ch = &t->chunks[idx];
 	uint8_t exp = idx >= t->n_chunks;
@@ -389,13 +387,11 @@ static void agg_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	tly_hdr_write(o.pkt, &h);
 	agg_fill_payload(w, t, idx, o.pkt + TLY_HDR_LEN);
 	tly_out_send(&o, &w->cfg.ops, &w->cfg.net, &w->c);
-	(void)now;
 }
 
 /* the next chunk of @t to send for the first time, if any */
-static int agg_next(struct tly_worker *w, struct wtensor *t, uint32_t *idx)
+static int agg_next(struct wtensor *t, uint32_t *idx)
 {
-	(void)w;
 	if (t->gcursor < t->n_groups) {
 		*idx = t->n_chunks + t->gcursor++;
 		return 1;
@@ -415,12 +411,12 @@ static int agg_next(struct tly_worker *w, struct wtensor *t, uint32_t *idx)
 }
 
 static void chunk_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
-		       uint8_t flags, uint64_t now)
+		       uint8_t flags)
 {
 	if (t->d.algo == TLY_ALGO_AGG)
-		agg_send(w, t, idx, flags, now);
+		agg_send(w, t, idx, flags);
 	else
-		ring_send(w, t, idx, flags, now);
+		ring_send(w, t, idx, flags);
 }
 
 /* first transmission: takes a credit */
@@ -431,8 +427,8 @@ static void chunk_launch(struct tly_worker *w, struct wtensor *t,
 
 	ch->state = C_INFLIGHT;
 	w->inflight++;
-	worker_arm(w, t, ch, now + rto_after(w, ch->retries));
-	chunk_send(w, t, idx, 0, now);
+	worker_arm(t, ch, now + rto_after(w, ch->retries));
+	chunk_send(w, t, idx, 0);
 }
 
 /* retransmissions; they do not take credit (the chunk holds one or none) */
@@ -450,16 +446,14 @@ static void tensor_timers(struct tly_worker *w, struct wtensor *t,
 			if (ch->deadline <= now) {
 				ch->retries++;
 				w->c.retx++;
-				chunk_send(w, t, i, TLY_F_RETX | TLY_F_ACK_REQ,
-					   now);
+				chunk_send(w, t, i, TLY_F_RETX | TLY_F_ACK_REQ);
 				ch->deadline = now + rto_after(w, ch->retries);
 			}
 			break;
 		case C_ACKED:
 			if (ch->deadline <= now) {
 				w->c.retx++;
-				chunk_send(w, t, i, TLY_F_RETX | TLY_F_ACK_REQ,
-					   now);
+				chunk_send(w, t, i, TLY_F_RETX | TLY_F_ACK_REQ);
 				ch->deadline = now + w->cfg.acked_ns;
 			}
 			break;
@@ -510,8 +504,8 @@ void tly_worker_poll(struct tly_worker *w, uint64_t now)
 		uint32_t idx;
 
 		while (w->inflight < w->cfg.window &&
-		       (t->d.algo == TLY_ALGO_AGG ? agg_next(w, t, &idx) :
-						   ring_next(w, t, &idx)))
+		       (t->d.algo == TLY_ALGO_AGG ? agg_next(t, &idx) :
+						   ring_next(t, &idx)))
 			chunk_launch(w, t, idx, now);
 	}
 	for (i = 0; i < w->n_active && w->inflight < w->cfg.window; i++)
@@ -639,7 +633,7 @@ static void agg_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
 			ch->retries = 0;
 		}
 		if (ch->state == C_ACKED)
-			worker_arm(w, t, ch, now + w->cfg.acked_ns);
+			worker_arm(t, ch, now + w->cfg.acked_ns);
 		return;
 	}
 	w->c.busy++;
@@ -650,8 +644,8 @@ static void agg_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
 	ch->state = C_DEFER;
 	if (ch->retries < 16)
 		ch->retries++;
-	worker_arm(w, t, ch, now + (w->cfg.busy_ns << (ch->retries < 6 ?
-							 ch->retries : 6)));
+	worker_arm(t, ch, now + (w->cfg.busy_ns << (ch->retries < 6 ?
+						      ch->retries : 6)));
 }
 
 void tly_worker_rx(struct tly_worker *w, const uint8_t *frame, size_t len,
@@ -678,7 +672,7 @@ void tly_worker_rx(struct tly_worker *w, const uint8_t *frame, size_t len,
 			agg_rx_ack(w, &h, now);
 		break;
 	case TLY_T_RING:
-		ring_rx(w, &h, pkt, now);
+		ring_rx(w, &h, pkt);
 		break;
 	case TLY_T_RING_ACK:
 		ring_rx_ack(w, &h, now);

@@ -112,18 +112,17 @@ static inline uint8_t prio_dscp(uint8_t prio)
 	return (uint8_t)((prio < 5 ? 5 - prio : 0) << 3);
 }
 
-void worker_arm(struct tly_worker *w, struct wtensor *t, struct wchunk *ch,
-		uint64_t deadline);
+void worker_arm(struct wtensor *t, struct wchunk *ch, uint64_t deadline);
 void worker_finish(struct tly_worker *w, struct wtensor *t);
 struct wtensor *worker_find(struct tly_worker *w, uint32_t id);
 
 /* ring.c */
 int ring_setup(struct tly_worker *w, struct wtensor *t);
-int ring_next(struct tly_worker *w, struct wtensor *t, uint32_t *c);
+int ring_next(struct wtensor *t, uint32_t *c);
 void ring_send(struct tly_worker *w, struct wtensor *t, uint32_t c,
-	       uint8_t flags, uint64_t now);
+	       uint8_t flags);
 void ring_rx(struct tly_worker *w, const struct tly_hdr *h,
-	     const uint8_t *pkt, uint64_t now);
+	     const uint8_t *pkt);
 void ring_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
 		 uint64_t now);
 void ring_ack_flush(struct tly_worker *w);
