@@ -431,57 +431,98 @@ static void chunk_launch(struct tly_worker *w, struct wtensor *t,
 	chunk_send(w, t, idx, 0);
 }
 
-/* retransmissions; they do not take credit (the chunk holds one or none) */
+/*
+ * The chunks that can hold a timer.  AGG sends data chunks in visit order,
+ * so only the positions from the oldest unfinished one up to the cursor
+ * (plus the few exponent groups); a ring tensor is scanned whole.
+ */
+static void live_span(struct wtensor *t, uint32_t *p0, uint32_t *p1)
+{
+	if (t->d.algo != TLY_ALGO_AGG) {
+		*p0 = 0;
+		*p1 = t->n_chunks;
+		return;
+	}
+	while (t->lo < t->cursor &&
+	       t->chunks[(t->start + t->lo) % t->n_chunks].state == C_DONE)
+		t->lo++;
+	*p0 = t->lo;
+	*p1 = t->cursor;
+}
+
+static inline uint32_t pos_index(const struct wtensor *t, uint32_t pos)
+{
+	return t->d.algo == TLY_ALGO_AGG ? (t->start + pos) % t->n_chunks :
+					   pos;
+}
+
+/* retransmit on timeout; no credit taken (the chunk holds one or none) */
+static void timer_one(struct tly_worker *w, struct wtensor *t, uint32_t i,
+		      uint64_t now)
+{
+	struct wchunk *ch = &t->chunks[i];
+
+	switch (ch->state) {
+	case C_INFLIGHT:
+		if (ch->deadline <= now) {
+			ch->retries++;
+			w->c.retx++;
+			chunk_send(w, t, i, TLY_F_RETX | TLY_F_ACK_REQ);
+			ch->deadline = now + rto_after(w, ch->retries);
+		}
+		break;
+	case C_ACKED:
+		if (ch->deadline <= now) {
+			w->c.retx++;
+			chunk_send(w, t, i, TLY_F_RETX | TLY_F_ACK_REQ);
+			ch->deadline = now + w->cfg.acked_ns;
+		}
+		break;
+	default:
+		return;
+	}
+	if (ch->deadline < t->next_deadline)
+		t->next_deadline = ch->deadline;
+}
+
 static void tensor_timers(struct tly_worker *w, struct wtensor *t,
 			  uint64_t now)
 {
-	uint32_t i, n = t->n_chunks + t->n_groups;
+	uint32_t i, p0, p1;
 
 	t->next_deadline = NEVER;
-	for (i = 0; i < n; i++) {
-		struct wchunk *ch = &t->chunks[i];
-
-		switch (ch->state) {
-		case C_INFLIGHT:
-			if (ch->deadline <= now) {
-				ch->retries++;
-				w->c.retx++;
-				chunk_send(w, t, i, TLY_F_RETX | TLY_F_ACK_REQ);
-				ch->deadline = now + rto_after(w, ch->retries);
-			}
-			break;
-		case C_ACKED:
-			if (ch->deadline <= now) {
-				w->c.retx++;
-				chunk_send(w, t, i, TLY_F_RETX | TLY_F_ACK_REQ);
-				ch->deadline = now + w->cfg.acked_ns;
-			}
-			break;
-		default:
-			continue;
-		}
-		if (ch->deadline < t->next_deadline)
-			t->next_deadline = ch->deadline;
-	}
+	for (i = t->n_chunks; i < t->n_chunks + t->n_groups; i++)
+		timer_one(w, t, i, now);
+	live_span(t, &p0, &p1);
+	for (; p0 < p1; p0++)
+		timer_one(w, t, pos_index(t, p0), now);
 }
 
-/* refused chunks whose back-off is over, while the window has room */
+/* a refused chunk whose back-off is over, if the window has room */
+static void deferred_one(struct tly_worker *w, struct wtensor *t,
+			 uint32_t i, uint64_t now)
+{
+	struct wchunk *ch = &t->chunks[i];
+
+	if (ch->state != C_DEFER)
+		return;
+	if (ch->deadline <= now && w->inflight < w->cfg.window)
+		chunk_launch(w, t, i, now);
+	else if (ch->deadline < t->defer_deadline)
+		t->defer_deadline = ch->deadline;
+}
+
 static void tensor_deferred(struct tly_worker *w, struct wtensor *t,
 			    uint64_t now)
 {
-	uint32_t i, n = t->n_chunks + t->n_groups;
+	uint32_t i, p0, p1;
 
 	t->defer_deadline = NEVER;
-	for (i = 0; i < n; i++) {
-		struct wchunk *ch = &t->chunks[i];
-
-		if (ch->state != C_DEFER)
-			continue;
-		if (ch->deadline <= now && w->inflight < w->cfg.window)
-			chunk_launch(w, t, i, now);
-		else if (ch->deadline < t->defer_deadline)
-			t->defer_deadline = ch->deadline;
-	}
+	for (i = t->n_chunks; i < t->n_chunks + t->n_groups; i++)
+		deferred_one(w, t, i, now);
+	live_span(t, &p0, &p1);
+	for (; p0 < p1; p0++)
+		deferred_one(w, t, pos_index(t, p0), now);
 }
 
 /*

@@ -45,6 +45,7 @@ struct wtensor {
 	uint32_t n_groups;	/* exponent-round packets (float AGG) */
 	uint32_t done;		/* chunks whose result is placed */
 	uint32_t cursor;	/* AGG: visit position of the next data chunk */
+	uint32_t lo;		/* AGG: positions below are all DONE */
 	uint32_t gcursor;	/* AGG: next exponent group to send */
 	uint32_t start;		/* AGG: first chunk visited */
 	uint32_t ring_unacked;	/* ring: hops of ours not yet acknowledged */
