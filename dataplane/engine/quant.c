@@ -83,16 +83,20 @@ int tly_quant_shift(int32_t exp, unsigned int n_workers)
 	return s > 127 ? 127 : s;
 }
 
-/* q = rint(x * 2^shift), clamped to the range the shift guarantees */
+/*
+ * q = rint(x * 2^shift), clamped to the range the shift guarantees.  The
+ * clamp works on the magnitude (one compare and blend per vector) and puts
+ * the sign back: infinities and NaN land on +-limit by their sign bit.
+ */
 static inline uint32_t quantize_one(float x, float scale)
 {
 	const float lim = 1073741760.0f;	/* largest float < 2^30 */
-	float y = x * scale;
+	uint32_t y = f32_bits(x * scale);
+	float mag = f32_from_bits(y & 0x7fffffffu);
 
-	/* written so NaN lands on the limit and compiles to min/max */
-	y = y < lim ? y : lim;
-	y = y > -lim ? y : -lim;
-	return tly_be32((uint32_t)(int32_t)rintf(y));
+	mag = mag < lim ? mag : lim;
+	y = f32_bits(mag) | (y & 0x80000000u);
+	return tly_be32((uint32_t)(int32_t)rintf(f32_from_bits(y)));
 }
 
 TLY_HOT void tly_quantize_f32(uint8_t *out, const float *x, size_t n,

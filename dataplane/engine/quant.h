@@ -13,7 +13,7 @@
  * so the integer sum is within n/2 units of the exact scaled sum, and the
  * dequantized result r satisfies
  *	|r - sum x| <= n * 2^(E + L - 31) + 2^-24 * |r|,  L = ceil(log2 n).
- * Non-finite inputs saturate (NaN becomes the positive limit).
+ * Non-finite inputs saturate: inf and NaN become +-(2^30 - 64) by sign.
  *
  * Payloads are big-endian 32-bit words at any alignment.
  */

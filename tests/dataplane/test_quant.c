@@ -36,15 +36,13 @@ static int32_t get_be(const uint8_t *p, size_t i)
 			 ((uint32_t)p[2] << 8) | p[3]);
 }
 
-/* the definition: q = rint(x * 2^s), within +-(2^30 - 64) */
+/* the definition: q = rint(x * 2^s), within +-(2^30 - 64) by sign */
 static int32_t ref_quant(float x, int s)
 {
 	double y = (double)x * ldexp(1, s), lim = 1073741760.0;
 
-	if (!(y < lim))
-		y = lim;
-	if (y < -lim)
-		y = -lim;
+	if (!(fabs(y) < lim))
+		y = signbit(x) ? -lim : lim;
 	return (int32_t)nearbyint(y);
 }
 
@@ -232,15 +230,16 @@ static void test_error_bound(void **state)
 
 static void test_nonfinite_saturates(void **state)
 {
-	float x[4] = { INFINITY, -INFINITY, NAN, 1.0f };
+	float x[5] = { INFINITY, -INFINITY, NAN, -NAN, 1.0f };
 	uint8_t q[4 * TLY_K_MIN];
 
 	(void)state;
-	tly_quantize_f32(q, x, 4, TLY_K_MIN, 10);
+	tly_quantize_f32(q, x, 5, TLY_K_MIN, 10);
 	assert_int_equal(get_be(q, 0), 1073741760);
 	assert_int_equal(get_be(q, 1), -1073741760);
 	assert_int_equal(get_be(q, 2), 1073741760);
-	assert_int_equal(get_be(q, 3), 1024);
+	assert_int_equal(get_be(q, 3), -1073741760);
+	assert_int_equal(get_be(q, 4), 1024);
 }
 
 static void test_half_types(void **state)
