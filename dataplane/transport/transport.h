@@ -77,6 +77,9 @@ struct transport_stats {
 	uint64_t tx_drops;		/* no buffer, ring full, send error */
 	uint64_t rx_drops;		/* malformed at the transport level */
 	uint64_t emu_lost, emu_dup, emu_reordered;
+	/* added after the first draft: */
+	uint64_t rx_filtered;		/* well formed, but not for us */
+	uint64_t emu_pool_drops;	/* emulator buffer pool empty */
 };
 
 struct transport_ops {
@@ -96,6 +99,8 @@ struct transport_ops {
 			   int n);
 	/* fd that becomes readable when frames arrive, or -1 */
 	int (*wait_fd)(struct transport *tp);
+	/* optional: frames queued but not yet on the wire (back-pressure) */
+	int (*tx_pending)(struct transport *tp);
 };
 
 struct transport {
@@ -106,6 +111,15 @@ struct transport {
 	struct link_emu *emu;		/* NULL when the emulator is off */
 	void *priv;
 };
+
+/* buffers in the emulator's pool, and the frame size when cfg->mtu is 0 */
+#define TRANSPORT_EMU_BUFS 8192
+#define TRANSPORT_DEFAULT_MTU 2048
+/* idle_wait's cap while frames wait for room on the wire */
+#define TRANSPORT_TX_RETRY_NS 50000
+
+/* the clock every now_ns here is read from: CLOCK_MONOTONIC in ns */
+uint64_t transport_now_ns(void);
 
 /* Open a transport of cfg->kind (with the emulator if cfg->emu asks for
  * it).  0, or a negative errno with a message logged to stderr. */
@@ -129,5 +143,12 @@ void transport_rx_release(struct transport *tp, struct transport_rx *rx,
  */
 void transport_idle_wait(struct transport *tp, uint64_t now_ns,
 			 uint64_t max_ns);
+
+/* frames queued in the transport or held by the emulator, not yet sent */
+int transport_tx_pending(struct transport *tp);
+
+/* the backends (transport_open() picks one by cfg->kind) */
+extern const struct transport_ops transport_udp_ops;
+extern const struct transport_ops transport_dpdk_ops;
 
 #endif /* TALLY_DATAPLANE_TRANSPORT_H */

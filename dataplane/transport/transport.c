@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * transport.c - open/close by kind, the engine's tx ops, and the link
+ * emulator spliced between the engine and a backend when asked for.
+ *
+ * With the emulator on, the engine builds frames directly in emulator
+ * buffers (no copy on the way in); frames are copied into the backend's
+ * buffers when the emulator releases them in transport_tx_flush().  On
+ * ingress (only when a rate is set) received frames are copied into the
+ * emulator and the backend's buffers are released at once.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "dataplane/transport/link_emu.h"
+#include "dataplane/transport/transport.h"
+
+uint64_t transport_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const struct transport_ops *transport_find(const char *kind)
+{
+	if (!kind || !strcmp(kind, "udp"))
+		return &transport_udp_ops;
+	if (!strcmp(kind, "dpdk"))
+		return &transport_dpdk_ops;
+	return NULL;
+}
+
+int transport_open(struct transport *tp, const struct transport_config *cfg)
+{
+	const struct transport_ops *ops = transport_find(cfg->kind);
+	uint32_t mtu;
+	int ret;
+
+	memset(tp, 0, sizeof(*tp));
+	if (!ops) {
+		fprintf(stderr, "transport: unknown kind '%s' (udp, dpdk)\n",
+			cfg->kind);
+		return -EINVAL;
+	}
+	if (!cfg->addrs || cfg->self >= cfg->n_nodes ||
+	    cfg->n_nodes > TRANSPORT_MAX_NODES) {
+		fprintf(stderr, "transport: bad address table (self %u of %u)\n",
+			cfg->self, cfg->n_nodes);
+		return -EINVAL;
+	}
+	tp->ops = ops;
+	tp->cfg = *cfg;
+	if (!tp->cfg.mtu)
+		tp->cfg.mtu = TRANSPORT_DEFAULT_MTU;
+	mtu = tp->cfg.mtu;
+	ret = ops->open(tp, &tp->cfg);
+	if (ret) {
+		tp->ops = NULL;
+		return ret;
+	}
+	if (link_emu_wanted(&cfg->emu)) {
+		/* the rate counts wire bytes: add what the frame lacks */
+		uint32_t extra = TLY_WIRE_EXTRA +
+				 (tp->full_frames ? 0 : TLY_L2L4_LEN);
+
+		tp->emu = link_emu_create(&cfg->emu, TRANSPORT_EMU_BUFS, mtu,
+					  extra);
+		if (!tp->emu) {
+			fprintf(stderr, "transport: no memory for the link emulator\n");
+			ops->close(tp);
+			tp->ops = NULL;
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+void transport_close(struct transport *tp)
+{
+	if (!tp->ops)
+		return;
+	link_emu_destroy(tp->emu);
+	tp->emu = NULL;
+	tp->ops->close(tp);
+	tp->ops = NULL;
+}
+
+static void emu_stats_sync(struct transport *tp)
+{
+	const struct link_emu_stats *s = link_emu_stats(tp->emu);
+
+	tp->stats.emu_lost = s->lost;
+	tp->stats.emu_dup = s->dup;
+	tp->stats.emu_reordered = s->reordered;
+	tp->stats.emu_pool_drops = s->pool_drops + s->too_long;
+}
+
+static uint8_t *tx_alloc_bound(void *ctx, size_t len)
+{
+	struct transport *tp = ctx;
+	uint8_t *f;
+
+	if (tp->emu) {
+		f = link_emu_alloc(tp->emu, len);
+		if (!f)
+			emu_stats_sync(tp);
+	} else {
+		f = tp->ops->tx_alloc(tp, len);
+	}
+	if (!f)
+		tp->stats.tx_drops++;
+	return f;
+}
+
+static void tx_send_bound(void *ctx, uint16_t dst, uint8_t *frame,
+			  size_t len)
+{
+	struct transport *tp = ctx;
+
+	if (!tp->emu) {
+		tp->ops->tx_send(tp, dst, frame, len);
+		return;
+	}
+	link_emu_egress_buf(tp->emu, transport_now_ns(), dst, frame, len);
+	emu_stats_sync(tp);
+}
+
+struct tly_tx_ops transport_tx_ops(struct transport *tp)
+{
+	struct tly_tx_ops ops = {
+		.alloc = tx_alloc_bound,
+		.send = tx_send_bound,
+		.multicast = NULL,	/* one frame per worker */
+		.ctx = tp,
+	};
+
+	return ops;
+}
+
+/* move the frames the emulator releases at @now into the backend */
+static void emu_release(struct transport *tp, uint64_t now_ns)
+{
+	const struct link_emu_frame *f;
+	struct link_emu_frame t;
+	uint8_t *buf;
+
+	while ((f = link_emu_peek(tp->emu, LINK_EMU_EGRESS, now_ns))) {
+		buf = tp->ops->tx_alloc(tp, f->len);
+		if (!buf) {
+			/* backend full: make room, else hold it (back-pressure) */
+			if (tp->ops->tx_flush(tp) <= 0)
+				break;
+			continue;
+		}
+		t = link_emu_take(tp->emu, LINK_EMU_EGRESS);
+		memcpy(buf, t.data, t.len);
+		tp->ops->tx_send(tp, t.dst, buf, t.len);
+		link_emu_free(tp->emu, t.data);
+	}
+}
+
+int transport_tx_flush(struct transport *tp, uint64_t now_ns)
+{
+	if (tp->emu)
+		emu_release(tp, now_ns);
+	return tp->ops->tx_flush(tp);
+}
+
+static bool emu_ingress_on(const struct transport *tp)
+{
+	return tp->emu && tp->cfg.emu.rate_bps;
+}
+
+int transport_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
+{
+	struct transport_rx in[TRANSPORT_RX_BURST];
+	struct link_emu_frame t;
+	uint64_t now;
+	int i, k;
+
+	if (!emu_ingress_on(tp))
+		return tp->ops->rx_burst(tp, rx, n);
+
+	now = transport_now_ns();
+	k = tp->ops->rx_burst(tp, in, n < TRANSPORT_RX_BURST ?
+					     n : TRANSPORT_RX_BURST);
+	for (i = 0; i < k; i++)
+		link_emu_ingress(tp->emu, now, in[i].data, in[i].len);
+	if (k > 0)
+		tp->ops->rx_release(tp, in, k);
+	emu_stats_sync(tp);
+	for (i = 0; i < n && link_emu_peek(tp->emu, LINK_EMU_INGRESS, now);
+	     i++) {
+		t = link_emu_take(tp->emu, LINK_EMU_INGRESS);
+		rx[i].data = t.data;
+		rx[i].len = t.len;
+		rx[i].cookie = t.data;
+	}
+	return i;
+}
+
+void transport_rx_release(struct transport *tp, struct transport_rx *rx,
+			  int n)
+{
+	int i;
+
+	if (!emu_ingress_on(tp)) {
+		tp->ops->rx_release(tp, rx, n);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		link_emu_free(tp->emu, rx[i].cookie);
+}
+
+int transport_tx_pending(struct transport *tp)
+{
+	int n = tp->ops->tx_pending ? tp->ops->tx_pending(tp) : 0;
+
+	if (tp->emu)
+		n += (int)link_emu_held(tp->emu, LINK_EMU_EGRESS);
+	return n;
+}
+
+void transport_idle_wait(struct transport *tp, uint64_t now_ns,
+			 uint64_t max_ns)
+{
+	uint64_t t = max_ns, due;
+	struct timespec ts;
+	struct pollfd pfd;
+	int fd = tp->ops->wait_fd ? tp->ops->wait_fd(tp) : -1;
+
+	if (tp->emu) {
+		due = link_emu_next_due(tp->emu);
+		if (due <= now_ns)
+			return;
+		if (due - now_ns < t)
+			t = due - now_ns;
+	}
+	/*
+	 * Frames refused by the wire (EAGAIN, ENOBUFS, a full NIC ring) are
+	 * retried after a short sleep: POLLOUT is no help for ENOBUFS and
+	 * would spin.
+	 */
+	if (tp->ops->tx_pending && tp->ops->tx_pending(tp) > 0 &&
+	    t > TRANSPORT_TX_RETRY_NS)
+		t = TRANSPORT_TX_RETRY_NS;
+	ts.tv_sec = (time_t)(t / 1000000000ull);
+	ts.tv_nsec = (long)(t % 1000000000ull);
+	if (fd >= 0) {
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		ppoll(&pfd, 1, &ts, NULL);
+	} else {
+		nanosleep(&ts, NULL);
+	}
+}
