@@ -88,24 +88,11 @@ static enum tly_drop confirm_check(const uint8_t *p, const struct tly_hdr *h)
 	return TLY_OK;
 }
 
-enum tly_drop tly_hdr_parse(const uint8_t *p, size_t len,
-			    const struct tly_wire_limits *lim,
-			    struct tly_hdr *h)
+/* the checks on a decoded header (a local copy: no aliasing with @p) */
+static inline enum tly_drop hdr_check(const struct tly_hdr *h,
+				      const uint8_t *p, size_t len,
+				      const struct tly_wire_limits *lim)
 {
-	if (len < TLY_HDR_LEN)
-		return TLY_E_SHORT;
-	if (p[0] >> 4 != TLY_VERSION)
-		return TLY_E_VERSION;
-	h->type = p[0] & 0x0f;
-	h->flags = p[1];
-	h->job = get16(p + 2);
-	h->rank = get16(p + 4);
-	h->slot = get16(p + 6);
-	h->tensor = get32(p + 8);
-	h->chunk = get16(p + 12);
-	h->shift = (int8_t)p[14];
-	h->aux = p[15];
-
 	if (h->type == 0 || h->type > TLY_T_MAX)
 		return TLY_E_TYPE;
 	if (h->flags & ~type_flags(h->type))
@@ -149,6 +136,31 @@ enum tly_drop tly_hdr_parse(const uint8_t *p, size_t len,
 		return confirm_check(p, h);
 	}
 	return TLY_OK;
+}
+
+enum tly_drop tly_hdr_parse(const uint8_t *p, size_t len,
+			    const struct tly_wire_limits *lim,
+			    struct tly_hdr *out)
+{
+	struct tly_hdr h;
+	enum tly_drop d;
+
+	if (len < TLY_HDR_LEN)
+		return TLY_E_SHORT;
+	if (p[0] >> 4 != TLY_VERSION)
+		return TLY_E_VERSION;
+	h.type = p[0] & 0x0f;
+	h.flags = p[1];
+	h.job = get16(p + 2);
+	h.rank = get16(p + 4);
+	h.slot = get16(p + 6);
+	h.tensor = get32(p + 8);
+	h.chunk = get16(p + 12);
+	h.shift = (int8_t)p[14];
+	h.aux = p[15];
+	d = hdr_check(&h, p, len, lim);
+	*out = h;
+	return d;
 }
 
 /* one's complement sum of the 20-byte header, in host order words */
