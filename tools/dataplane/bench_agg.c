@@ -246,7 +246,7 @@ int main(int argc, char **argv)
 	uint16_t k = argc > 2 ? (uint16_t)atoi(argv[2]) : 256;
 	int reps = argc > 3 ? atoi(argv[3]) : 5;
 	uint32_t chunks = argc > 4 ? (uint32_t)atoi(argv[4]) : 256;
-	uint32_t n_slots = 4096;
+	uint32_t n_slots = argc > 5 ? (uint32_t)atoi(argv[5]) : 1024;
 	struct tly_addr addrs[65];
 	struct frames fr;
 	double best = 0, best_naive = 0;
@@ -285,20 +285,27 @@ int main(int argc, char **argv)
 	}
 	const struct tly_counters *ct = tly_agg_counters(a);
 
-	/* every slot completed once per round and was freed by receipts */
-	if (ct->completions != (uint64_t)chunks * ROUNDS * (2 + 20 * reps) ||
-	    tly_agg_slots_busy(a) != 0 || tx_frames != ct->completions) {
-		fprintf(stderr, "bench_agg: %llu completions, %u busy\n",
-			(unsigned long long)ct->completions,
-			tly_agg_slots_busy(a));
+	/*
+	 * Every chunk completes once per pass and receipts free its slot.  A
+	 * chunk whose primary slot and fallback probes were all taken gets
+	 * BUSY (a real worker would retry; the benchmark does not): allow a
+	 * few, and say how many.
+	 */
+	uint64_t want = (uint64_t)chunks * ROUNDS * (2 + 20 * reps);
+
+	if (ct->completions + ct->busy < want || ct->busy * 100 > want ||
+	    tly_agg_slots_busy(a) > ct->busy || tx_frames != ct->completions +
+	    ct->busy) {
+		fprintf(stderr, "bench_agg: %llu completions, %llu busy, %u "
+			"slots held\n", (unsigned long long)ct->completions,
+			(unsigned long long)ct->busy, tly_agg_slots_busy(a));
 		return 1;
 	}
-	printf("agg W=%u K=%u: %.2f Mpps (%.1f Gb/s of frames), naive "
-	       "swap+add %.2f Mpps; results built %llu, drops %llu\n",
-	       w, k, best / 1e6, best * (fr.len + 24) * 8 / 1e9,
+	printf("agg W=%u K=%u slots=%u: %.2f Mpps (%.1f Gb/s of frames), "
+	       "naive swap+add %.2f Mpps; results built %llu, BUSY %llu\n",
+	       w, k, n_slots, best / 1e6, best * (fr.len + 24) * 8 / 1e9,
 	       best_naive / 1e6, (unsigned long long)ct->completions,
-	       (unsigned long long)(ct->drops[TLY_E_MISMATCH] +
-				    ct->drops[TLY_E_SLOT]));
+	       (unsigned long long)ct->busy);
 	printf("figure-line agg_mpps_w%u_k%u %.2f\n", w, k, best / 1e6);
 	tly_agg_destroy(a);
 	free(slots);
