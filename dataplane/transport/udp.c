@@ -202,8 +202,7 @@ static int udp_tx_flush(struct transport *tp)
 		}
 		txq_pop(u, (uint32_t)r);
 		sent += r;
-		if (r < n)
-			break;	/* the kernel took part: the rest must wait */
+		/* r < n: the next call reports why (and breaks on EAGAIN) */
 	}
 	return sent;
 }
