@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * fuzz_wire.c - libFuzzer target for everything that reads a received
- * frame: the L2-L4 and header parsers, then the aggregator and the worker
- * fed the same bytes.  The first input byte picks bare or full frames.
+ * frame: the header parser, then an aggregator and a worker (with a float
+ * tensor through aggregation and an int32 tensor through the ring) fed the
+ * same packets, bare or in full Ethernet/IPv4/UDP frames.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -43,12 +44,12 @@ struct engines {
 	struct tly_agg *a;
 	struct tly_worker *w;
 	float src[100], dst[100];
+	int32_t isrc[100], idst[100];
 };
 
-static struct engines *make(int l2l4)
+static void make(struct engines *e, int l2l4)
 {
 	static const uint16_t agg_nodes[1] = { 3 };
-	struct engines *e = calloc(1, sizeof(*e));
 	struct tly_net net = {
 		.addrs = l2l4 ? addrs : NULL, .n_nodes = 4, .port = 9191,
 	};
@@ -76,27 +77,51 @@ static struct engines *make(int l2l4)
 	d.id = 8;
 	d.algo = TLY_ALGO_RING;
 	d.dtype = TLY_DT_I32;
+	d.src = e->isrc;
+	d.dst = e->idst;
 	if (tly_worker_submit(e->w, &d, 0))
 		abort();
 	tly_worker_poll(e->w, 0);
-	return e;
 }
 
+/*
+ * Input: one byte of mode (bit 0: full frames), then records of
+ * [op][len:2][len bytes].  Each record goes to the aggregator and to the
+ * worker; op's high bits advance the clock and run the pollers.  Fresh
+ * engines per input, so a crash reproduces from its input alone.
+ */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static struct engines *e[2];
-	static uint64_t now;
-	int l2l4;
+	struct engines e = { 0 };
+	uint64_t now = 1;
+	size_t off = 1;
 
 	if (size < 1)
 		return 0;
-	l2l4 = data[0] & 1;
-	if (!e[l2l4])
-		e[l2l4] = make(l2l4);
-	now += 7;
-	tly_agg_rx(e[l2l4]->a, data + 1, size - 1, now);
-	tly_worker_rx(e[l2l4]->w, data + 1, size - 1, now);
-	tly_agg_poll(e[l2l4]->a, now);
-	tly_worker_poll(e[l2l4]->w, now);
+	make(&e, data[0] & 1);
+	while (off + 3 <= size) {
+		uint8_t op = data[off];
+		size_t len = (size_t)data[off + 1] << 8 | data[off + 2];
+		struct tly_hdr h;
+		static const struct tly_wire_limits lim = {
+			.job = 0x7a11, .k = K, .n_ranks = 3, .n_slots = 16,
+			.n_hops = 4,
+		};
+
+		off += 3;
+		if (len > size - off)
+			len = size - off;
+		(void)tly_hdr_parse(data + off, len, &lim, &h);
+		tly_agg_rx(e.a, data + off, len, now);
+		tly_worker_rx(e.w, data + off, len, now);
+		now += (uint64_t)(op >> 2) * 3;
+		if (op & 2) {
+			tly_agg_poll(e.a, now);
+			tly_worker_poll(e.w, now);
+		}
+		off += len;
+	}
+	tly_agg_destroy(e.a);
+	tly_worker_destroy(e.w);
 	return 0;
 }

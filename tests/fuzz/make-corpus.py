@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write the seed corpus of fuzz-wire: one valid packet of each type, bare
-and in full Ethernet/IPv4/UDP frames, matching fuzz_wire.c's engines
-(job 0x7a11, K 8, 3 workers, 16 slots)."""
+and in full Ethernet/IPv4/UDP frames, and one conversation, in the record
+format of fuzz_wire.c (job 0x7a11, K 8, 3 workers, 16 slots)."""
 import os
 import struct
 
@@ -58,8 +58,21 @@ seeds = {
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus",
                    "fuzz-wire")
 os.makedirs(out, exist_ok=True)
+
+
+def record(pkt, op=0x06):
+    return bytes([op]) + struct.pack(">H", len(pkt)) + pkt
+
+
+for f in os.listdir(out):
+    os.remove(os.path.join(out, f))
 for name, pkt in seeds.items():
     with open(os.path.join(out, name), "wb") as f:
-        f.write(b"\x00" + pkt)
+        f.write(b"\x00" + record(pkt))
     with open(os.path.join(out, name + "-frame"), "wb") as f:
-        f.write(b"\x01" + frame(pkt))
+        f.write(b"\x01" + record(frame(pkt)))
+# a conversation: the exponent round answered, then data, ack, result
+with open(os.path.join(out, "sequence"), "wb") as f:
+    f.write(b"\x00" + b"".join(record(seeds[n]) for n in
+                               ("result-exp", "data", "ack", "result",
+                                "confirm", "ring", "ring-ack")))
