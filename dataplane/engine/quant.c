@@ -77,8 +77,10 @@ int tly_quant_shift(int32_t exp, unsigned int n_workers)
 
 	while ((1u << l) < n_workers)
 		l++;
-	if (exp == TLY_EXP_NONE)
+	if (exp < -149)			/* all zero (TLY_EXP_NONE) */
 		return 127;
+	if (exp > 129)
+		exp = 129;
 	s = 30 - exp - l;
 	return s > 127 ? 127 : s;
 }

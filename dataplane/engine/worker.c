@@ -560,21 +560,40 @@ void tly_worker_poll(struct tly_worker *w, uint64_t now)
 
 /* ---- aggregation: receiving ---- */
 
-static void agg_exp_result(struct tly_worker *w, struct wtensor *t,
-			   uint32_t g, const uint8_t *pl)
+static int32_t exp_word(const uint8_t *pl, uint32_t i)
+{
+	const uint8_t *p = pl + 4 * i;
+
+	return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+			 ((uint32_t)p[2] << 8) | p[3]);
+}
+
+/*
+ * The agreed block exponents.  A max over all workers can be neither
+ * below ours nor outside what tly_block_exp_*() produce; a packet that
+ * claims so is not trusted (counted as a mismatch, state untouched).
+ */
+static int agg_exp_result(struct tly_worker *w, struct wtensor *t,
+			  uint32_t g, const uint8_t *pl)
 {
 	uint32_t i, first = g * w->cfg.k;
 
 	for (i = 0; i < w->cfg.k && first + i < t->n_chunks; i++) {
-		const uint8_t *p = pl + 4 * i;
-		int32_t e = (int32_t)(((uint32_t)p[0] << 24) | (p[1] << 16) |
-				      (p[2] << 8) | p[3]);
+		int32_t e = exp_word(pl, i);
+
+		if (e < t->exp[first + i] ||
+		    (e != TLY_EXP_NONE && (e < -148 || e > 129)))
+			return -1;
+	}
+	for (i = 0; i < w->cfg.k && first + i < t->n_chunks; i++) {
 		struct wchunk *ch = &t->chunks[first + i];
 
-		ch->shift = (int8_t)tly_quant_shift(e, w->cfg.n_workers);
+		ch->shift = (int8_t)tly_quant_shift(exp_word(pl, i),
+						    w->cfg.n_workers);
 		if (ch->state == C_WAIT)
 			ch->state = C_READY;
 	}
+	return 0;
 }
 
 static void agg_data_result(struct tly_worker *w, struct wtensor *t,
@@ -642,12 +661,14 @@ static void agg_rx_result(struct tly_worker *w, const struct tly_hdr *h,
 		w->c.drops[TLY_E_MISMATCH]++;
 		return;
 	}
+	if (exp && agg_exp_result(w, t, h->chunk, pkt + TLY_HDR_LEN)) {
+		w->c.drops[TLY_E_MISMATCH]++;
+		return;
+	}
 	if (ch->state == C_INFLIGHT)
 		w->inflight--;
 	ch->state = C_DONE;
-	if (exp) {
-		agg_exp_result(w, t, h->chunk, pkt + TLY_HDR_LEN);
-	} else {
+	if (!exp) {
 		agg_data_result(w, t, h->chunk, pkt + TLY_HDR_LEN);
 		t->done++;
 	}

@@ -238,13 +238,25 @@ static void test_exponent_round_first(void **state)
 	tly_worker_poll(w, 0);
 	assert_int_equal(n_sent, 1);
 	assert_int_equal(sent[0].h.flags & TLY_F_EXP, TLY_F_EXP);
-	/* the agreed exponents: 2 for every chunk (|x| < 4) */
 	h = sent[0].h;
 	h.type = TLY_T_RESULT;
 	h.flags = TLY_F_EXP;
 	tly_hdr_write(f, &h);
+	/* a "max" below our own exponent, or absurd, is not trusted */
 	for (i = 0; i < K; i++)
+		f[TLY_HDR_LEN + 4 * i + 3] = 1;
+	tly_worker_rx(w, f, sizeof(f), 1);
+	f[TLY_HDR_LEN + 3] = 2;
+	f[TLY_HDR_LEN + 4] = 0x80;		/* chunk 1: INT32_MIN + 1 */
+	tly_worker_rx(w, f, sizeof(f), 1);
+	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_MISMATCH], 2);
+	tly_worker_poll(w, 1);
+	assert_int_equal(n_sent, 1);		/* data still waits */
+	/* the agreed exponents: 2 for every chunk (|x| < 4) */
+	for (i = 0; i < K; i++) {
+		f[TLY_HDR_LEN + 4 * i] = 0;
 		f[TLY_HDR_LEN + 4 * i + 3] = 2;
+	}
 	tly_worker_rx(w, f, sizeof(f), 1);
 	tly_worker_poll(w, 2);
 	assert_int_equal(n_sent, 4);
@@ -259,7 +271,7 @@ static void test_exponent_round_first(void **state)
 	h.shift = 5;
 	tly_hdr_write(f, &h);
 	tly_worker_rx(w, f, sizeof(f), 4);
-	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_MISMATCH], 1);
+	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_MISMATCH], 3);
 	assert_int_equal(tly_worker_inflight(w), 2);
 	tly_worker_destroy(w);
 }
