@@ -46,6 +46,7 @@ struct dpdk_priv {
 	struct rte_mbuf *txq[DPDK_TXQ];
 	uint32_t txq_n;
 	uint8_t mac[6];
+	uint32_t max_frame;	/* what the port and our mbufs can take */
 	uint32_t ip;		/* ours, network byte order */
 	uint16_t udp_port;	/* ours, network byte order */
 };
@@ -92,10 +93,22 @@ static int eal_start(const char *args)
 static int port_start(struct dpdk_priv *d, uint32_t mtu)
 {
 	struct rte_eth_conf conf;
+	struct rte_eth_dev_info info;
 	uint16_t nrx = DPDK_RING, ntx = DPDK_RING;
 	int sock = rte_eth_dev_socket_id(d->port);
 	int ret;
 
+	ret = rte_eth_dev_info_get(d->port, &info);
+	if (ret)
+		return ret;
+	/* frames past the port's limit are refused by tx_alloc, not sent */
+	d->max_frame = mtu;
+	if (info.max_rx_pktlen && d->max_frame > info.max_rx_pktlen) {
+		fprintf(stderr, "transport dpdk: port %u takes frames up to %u bytes, not %u: larger ones are refused\n",
+			d->port, info.max_rx_pktlen, mtu);
+		d->max_frame = info.max_rx_pktlen;
+	}
+	mtu = d->max_frame;
 	memset(&conf, 0, sizeof(conf));
 	ret = rte_eth_dev_configure(d->port, 1, 1, &conf);
 	if (!ret)
@@ -105,9 +118,9 @@ static int port_start(struct dpdk_priv *d, uint32_t mtu)
 					     d->pool);
 	if (!ret)
 		ret = rte_eth_tx_queue_setup(d->port, 0, ntx, sock, NULL);
-	if (!ret && mtu > RTE_ETHER_MTU + RTE_ETHER_HDR_LEN)
-		ret = rte_eth_dev_set_mtu(d->port,
-					  (uint16_t)(mtu - RTE_ETHER_HDR_LEN));
+	if (!ret && mtu > RTE_ETHER_MTU + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN)
+		ret = rte_eth_dev_set_mtu(d->port, (uint16_t)(mtu -
+				RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN));
 	if (!ret)
 		ret = rte_eth_dev_start(d->port);
 	if (!ret)
@@ -194,7 +207,7 @@ static uint8_t *dpdk_tx_alloc(struct transport *tp, size_t len)
 
 	if (!m)
 		return NULL;
-	if (len > rte_pktmbuf_tailroom(m)) {
+	if (len > d->max_frame || len > rte_pktmbuf_tailroom(m)) {
 		rte_pktmbuf_free(m);
 		return NULL;
 	}

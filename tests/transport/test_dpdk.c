@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_dpdk.c - the DPDK transport over a veth pair between two network
+ * namespaces, once with net_af_packet and once with net_af_xdp.  Needs
+ * root (suite 'integration').
+ *
+ * The EAL can start once per process, so each side is a forked child that
+ * enters its namespace (setns) and opens its own transport.  The children
+ * exchange tally frames both ways in lock step (batch k goes out once the
+ * peer's batch k-1 is in, so no ring overflows) and check every byte; a
+ * frame to another UDP port and one to another MAC go first and must be
+ * filtered.  The namespaces are deleted in teardown, and at exit.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dataplane/transport/transport.h"
+
+#define MS 1000000ull
+#define N_FRAMES 20000
+#define BATCH 128
+#define TALLY_LEN 1040		/* tally header + 256 words */
+#define STALL_NS (5000 * MS)
+
+static char ns_name[2][64], if_name[2][16];
+static bool ns_made;
+static struct tly_addr addrs[2] = {
+	{ { 0x02, 0x00, 0x00, 0x99, 0x00, 0x01 }, 0x0a630001, 47001 },
+	{ { 0x02, 0x00, 0x00, 0x99, 0x00, 0x02 }, 0x0a630002, 47002 },
+};
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static void ns_delete(void)
+{
+	int i;
+
+	if (!ns_made)
+		return;
+	/* deleting a namespace destroys the veth end inside it */
+	for (i = 0; i < 2; i++)
+		sh("ip netns del %s 2>/dev/null", ns_name[i]);
+	ns_made = false;
+}
+
+/* meson's timeout sends SIGTERM: the namespaces must go anyway */
+static void on_signal(int sig)
+{
+	ns_delete();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static int ns_setup(void **state)
+{
+	static const char *const side = "ab";
+	int i;
+
+	(void)state;
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_dpdk: needs root (ip netns, veth, DPDK)\n");
+		return -1;
+	}
+	for (i = 0; i < 2; i++) {
+		snprintf(ns_name[i], sizeof(ns_name[i]), "tally-tp-%d-%c",
+			 (int)getpid(), side[i]);
+		snprintf(if_name[i], sizeof(if_name[i]), "tp%c%d", side[i],
+			 (int)getpid() % 1000000);
+	}
+	atexit(ns_delete);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	ns_made = true;
+	if (sh("ip netns add %s", ns_name[0]) ||
+	    sh("ip netns add %s", ns_name[1]) ||
+	    sh("ip link add %s type veth peer name %s", if_name[0],
+	       if_name[1]))
+		goto fail;
+	for (i = 0; i < 2; i++) {
+		const uint8_t *m = addrs[i].mac;
+
+		if (sh("ip link set %s netns %s", if_name[i], ns_name[i]) ||
+		    sh("ip -n %s link set %s address %02x:%02x:%02x:%02x:%02x:%02x",
+		       ns_name[i], if_name[i], m[0], m[1], m[2], m[3], m[4],
+		       m[5]) ||
+		    sh("ip -n %s link set %s up", ns_name[i], if_name[i]))
+			goto fail;
+		/* less kernel chatter on the link (best effort) */
+		sh("ip netns exec %s sysctl -qw net.ipv6.conf.%s.disable_ipv6=1",
+		   ns_name[i], if_name[i]);
+	}
+	return 0;
+fail:
+	fprintf(stderr, "test_dpdk: namespace/veth setup failed\n");
+	ns_delete();
+	return -1;
+}
+
+static int ns_teardown(void **state)
+{
+	(void)state;
+	ns_delete();
+	return 0;
+}
+
+#define die(...) do { fprintf(stderr, __VA_ARGS__); _exit(1); } while (0)
+
+static void build(struct transport *tp, uint16_t self, uint32_t seq,
+		  const struct tly_addr *dst_override)
+{
+	struct tly_tx_ops ops = transport_tx_ops(tp);
+	const struct tly_addr *dst = dst_override ? dst_override :
+				     &addrs[!self];
+	size_t len = TLY_L2L4_LEN + TALLY_LEN, i;
+	uint8_t *f = ops.alloc(ops.ctx, len), *p;
+
+	if (!f)
+		die("side %u: tx_alloc failed at %u\n", self, seq);
+	tly_l2l4_write(f, &addrs[self], dst, 0, TALLY_LEN);
+	p = f + TLY_L2L4_LEN;
+	memcpy(p, &seq, 4);
+	for (i = 4; i < TALLY_LEN; i++)
+		p[i] = (uint8_t)(seq * 13 + i + self);
+	ops.send(ops.ctx, !self, f, len);
+}
+
+static void check(uint16_t self, const uint8_t *f, size_t len,
+		  uint32_t want)
+{
+	uint16_t from = !self;
+	size_t tl, i;
+	uint32_t seq;
+	const uint8_t *p;
+
+	if (tly_l2l4_parse(f, len, addrs[self].port, &tl) != TLY_OK ||
+	    tl != TALLY_LEN)
+		die("side %u: frame %u: bad headers (len %zu)\n", self, want,
+		    len);
+	p = f + TLY_L2L4_LEN;
+	memcpy(&seq, p, 4);
+	if (seq != want)
+		die("side %u: got frame %u, expected %u\n", self, seq, want);
+	for (i = 4; i < TALLY_LEN; i++)
+		if (p[i] != (uint8_t)(seq * 13 + i + from))
+			die("side %u: frame %u: byte %zu differs\n", self, seq,
+			    i);
+}
+
+static void side_run(uint16_t self, const char *vdev, int ready_fd,
+		     int go_fd)
+{
+	struct transport tp;
+	struct transport_config c = {
+		.kind = "dpdk", .self = self, .n_nodes = 2, .addrs = addrs,
+		.mtu = 2048, .port_id = 0, .mbufs = 4095,
+	};
+	struct tly_addr wrong_port = addrs[!self], wrong_mac = addrs[!self];
+	struct transport_rx rx[TRANSPORT_RX_BURST];
+	char eal[512], path[128], b = 1;
+	uint32_t sent = 0, got = 0, i;
+	uint64_t t0, last = 0, dt;
+	int fd, n;
+
+	snprintf(path, sizeof(path), "/var/run/netns/%s", ns_name[self]);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET))
+		die("side %u: cannot enter %s\n", self, path);
+	close(fd);
+	/*
+	 * One core each: the EAL pins its main thread.  --no-huge implies
+	 * --legacy-mem, which --in-memory refuses: --no-shconf instead.
+	 */
+	snprintf(eal, sizeof(eal),
+		 "-l %u --no-huge -m 256 --no-shconf --no-telemetry --no-pci --file-prefix=tptest%d%u --log-level=lib.eal:error --vdev=%s,iface=%s",
+		 self % 2, (int)getpid(), self, vdev, if_name[self]);
+	c.eal_args = eal;
+	if (transport_open(&tp, &c))
+		die("side %u: dpdk transport open failed (%s)\n", self, vdev);
+	if (!tp.full_frames)
+		die("side %u: dpdk must carry full frames\n", self);
+	/* a second DPDK transport in one process must be refused */
+	{
+		struct transport tp2;
+
+		if (transport_open(&tp2, &c) != -EBUSY)
+			die("side %u: second open not refused\n", self);
+	}
+	if (write(ready_fd, &b, 1) != 1 || read(go_fd, &b, 1) != 1)
+		die("side %u: barrier\n", self);
+
+	wrong_port.port++;
+	wrong_mac.mac[5] ^= 0x40;
+	build(&tp, self, UINT32_MAX, &wrong_port);
+	build(&tp, self, UINT32_MAX - 1, &wrong_mac);
+	t0 = transport_now_ns();
+	while (got < N_FRAMES) {
+		uint64_t now = transport_now_ns();
+
+		/* lock step: batch k goes once the peer's batch k-1 is in */
+		if (sent < N_FRAMES && got >= sent) {
+			for (i = 0; i < BATCH && sent < N_FRAMES; i++)
+				build(&tp, self, sent++, NULL);
+		}
+		transport_tx_flush(&tp, now);
+		n = transport_rx_burst(&tp, rx, TRANSPORT_RX_BURST);
+		for (i = 0; i < (uint32_t)n; i++)
+			check(self, rx[i].data, rx[i].len, got++);
+		if (n > 0) {
+			transport_rx_release(&tp, rx, n);
+			last = now;
+		} else if (last && now - last > STALL_NS) {
+			die("side %u (%s): stalled: %u of %u frames in, %u sent, tx_drops %llu\n",
+			    self, vdev, got, N_FRAMES, sent,
+			    (unsigned long long)tp.stats.tx_drops);
+		} else if (!last && now - t0 > STALL_NS) {
+			die("side %u (%s): nothing received in %llu ms\n",
+			    self, vdev, (unsigned long long)(STALL_NS / MS));
+		} else if (transport_tx_pending(&tp) == 0) {
+			transport_idle_wait(&tp, now, 20000);
+		}
+	}
+	/* let the peer's last batch drain before we go */
+	for (i = 0; i < 50 && transport_tx_pending(&tp); i++) {
+		transport_tx_flush(&tp, transport_now_ns());
+		transport_idle_wait(&tp, transport_now_ns(), 1 * MS);
+	}
+	dt = transport_now_ns() - t0;
+	fprintf(stderr, "side %u (%s): %u frames of %u bytes each way in %.3f s: %.0f kpps, %.2f Gb/s per direction; rx_filtered %llu\n",
+		self, vdev, N_FRAMES, TLY_L2L4_LEN + TALLY_LEN, dt / 1e9,
+		N_FRAMES / (dt / 1e6),
+		N_FRAMES * (TLY_L2L4_LEN + TALLY_LEN) * 8.0 / dt,
+		(unsigned long long)tp.stats.rx_filtered);
+	if (tp.stats.rx_filtered < 2)
+		die("side %u: the two stray frames were not filtered\n", self);
+	/* keep polling a little so that the peer finishes too */
+	for (i = 0; i < 200; i++) {
+		n = transport_rx_burst(&tp, rx, TRANSPORT_RX_BURST);
+		if (n > 0)
+			transport_rx_release(&tp, rx, n);
+		transport_idle_wait(&tp, transport_now_ns(), 1 * MS);
+	}
+	transport_close(&tp);
+	/* and the EAL cannot come back in this process */
+	if (transport_open(&tp, &c) != -EALREADY)
+		die("side %u: reopen after close not refused\n", self);
+	_exit(0);
+}
+
+static void run_pair(const char *vdev)
+{
+	int ready[2], go[2][2], st, i, done = 0;
+	pid_t pid[2];
+	char b = 1;
+	uint64_t t0;
+
+	assert_int_equal(pipe(ready), 0);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(pipe(go[i]), 0);
+		pid[i] = fork();
+		assert_true(pid[i] >= 0);
+		if (pid[i] == 0)
+			side_run((uint16_t)i, vdev, ready[1], go[i][0]);
+	}
+	/* both ports up before anyone sends: a veth drops what nobody reads */
+	t0 = transport_now_ns();
+	for (i = 0; i < 2;) {
+		struct pollfd pfd = { .fd = ready[0], .events = POLLIN };
+
+		if (poll(&pfd, 1, 100) == 1 && read(ready[0], &b, 1) == 1) {
+			i++;
+			continue;
+		}
+		if (waitpid(-1, &st, WNOHANG) > 0 ||
+		    transport_now_ns() - t0 > 60000 * MS) {
+			kill(pid[0], SIGKILL);
+			kill(pid[1], SIGKILL);
+			while (wait(NULL) > 0)
+				;
+			fail_msg("%s: a side did not come up (see its message above)",
+				 vdev);
+		}
+	}
+	for (i = 0; i < 2; i++)
+		assert_int_equal(write(go[i][1], &b, 1), 1);
+	t0 = transport_now_ns();
+	while (done < 2) {
+		pid_t p = waitpid(-1, &st, WNOHANG);
+
+		if (p == pid[0] || p == pid[1]) {
+			if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+				kill(pid[0], SIGKILL);
+				kill(pid[1], SIGKILL);
+				while (wait(NULL) > 0)
+					;
+				fail_msg("%s: a side failed (status %d)", vdev,
+					 st);
+			}
+			done++;
+			continue;
+		}
+		if (transport_now_ns() - t0 > 120000 * MS) {
+			kill(pid[0], SIGKILL);
+			kill(pid[1], SIGKILL);
+			while (wait(NULL) > 0)
+				;
+			fail_msg("%s: timed out", vdev);
+		}
+		usleep(10000);
+	}
+	close(ready[0]);
+	close(ready[1]);
+	for (i = 0; i < 2; i++) {
+		close(go[i][0]);
+		close(go[i][1]);
+	}
+}
+
+static void test_af_packet(void **state)
+{
+	(void)state;
+	run_pair("net_af_packet0");
+}
+
+static void test_af_xdp(void **state)
+{
+	(void)state;
+	run_pair("net_af_xdp0");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_af_packet),
+		cmocka_unit_test(test_af_xdp),
+	};
+
+	return cmocka_run_group_tests(tests, ns_setup, ns_teardown);
+}
