@@ -128,6 +128,19 @@ static int port_start(struct dpdk_priv *d, uint32_t mtu)
 	return ret;
 }
 
+/* promiscuous mode makes a mismatch work, but say so: it is a config slip */
+static void port_mac_note(const struct dpdk_priv *d)
+{
+	struct rte_ether_addr ea;
+
+	if (!rte_eth_macaddr_get(d->port, &ea) &&
+	    memcmp(ea.addr_bytes, d->mac, 6))
+		fprintf(stderr, "transport dpdk: port %u has MAC %02x:%02x:%02x:%02x:%02x:%02x, the address table another\n",
+			d->port, ea.addr_bytes[0], ea.addr_bytes[1],
+			ea.addr_bytes[2], ea.addr_bytes[3], ea.addr_bytes[4],
+			ea.addr_bytes[5]);
+}
+
 static void dpdk_close(struct transport *tp)
 {
 	struct dpdk_priv *d = tp->priv;
@@ -188,6 +201,7 @@ static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
 			d->port, rte_strerror(-ret));
 		goto fail;
 	}
+	port_mac_note(d);
 	return 0;
 fail:
 	dpdk_close(tp);
@@ -329,6 +343,18 @@ static int dpdk_tx_pending(struct transport *tp)
 	return (int)((struct dpdk_priv *)tp->priv)->txq_n;
 }
 
+/* the port stays; only the filter follows our (new) entry */
+static int dpdk_set_nodes(struct transport *tp)
+{
+	const struct tly_addr *me = &tp->cfg.addrs[tp->cfg.self];
+	struct dpdk_priv *d = tp->priv;
+
+	memcpy(d->mac, me->mac, 6);
+	d->ip = rte_cpu_to_be_32(me->ip);
+	d->udp_port = rte_cpu_to_be_16(me->port);
+	return 0;
+}
+
 const struct transport_ops transport_dpdk_ops = {
 	.name = "dpdk",
 	.open = dpdk_open,
@@ -340,4 +366,5 @@ const struct transport_ops transport_dpdk_ops = {
 	.rx_release = dpdk_rx_release,
 	.wait_fd = dpdk_wait_fd,
 	.tx_pending = dpdk_tx_pending,
+	.set_nodes = dpdk_set_nodes,
 };

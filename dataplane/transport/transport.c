@@ -35,6 +35,9 @@ static const struct transport_ops *transport_find(const char *kind)
 	return NULL;
 }
 
+static int check_table(uint16_t self, uint16_t n_nodes,
+		       const struct tly_addr *addrs);
+
 int transport_open(struct transport *tp, const struct transport_config *cfg)
 {
 	const struct transport_ops *ops = transport_find(cfg->kind);
@@ -47,12 +50,8 @@ int transport_open(struct transport *tp, const struct transport_config *cfg)
 			cfg->kind);
 		return -EINVAL;
 	}
-	if (!cfg->addrs || cfg->self >= cfg->n_nodes ||
-	    cfg->n_nodes > TRANSPORT_MAX_NODES) {
-		fprintf(stderr, "transport: bad address table (self %u of %u)\n",
-			cfg->self, cfg->n_nodes);
+	if (check_table(cfg->self, cfg->n_nodes, cfg->addrs))
 		return -EINVAL;
-	}
 	tp->ops = ops;
 	tp->cfg = *cfg;
 	if (!tp->cfg.mtu)
@@ -88,6 +87,34 @@ void transport_close(struct transport *tp)
 	tp->emu = NULL;
 	tp->ops->close(tp);
 	tp->ops = NULL;
+}
+
+static int check_table(uint16_t self, uint16_t n_nodes,
+		       const struct tly_addr *addrs)
+{
+	if (!addrs || self >= n_nodes || n_nodes > TRANSPORT_MAX_NODES) {
+		fprintf(stderr, "transport: bad address table (self %u of %u)\n",
+			self, n_nodes);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int transport_set_nodes(struct transport *tp, uint16_t self, uint16_t n_nodes,
+			const struct tly_addr *addrs)
+{
+	struct transport_config old = tp->cfg;
+	int ret = check_table(self, n_nodes, addrs);
+
+	if (ret)
+		return ret;
+	tp->cfg.self = self;
+	tp->cfg.n_nodes = n_nodes;
+	tp->cfg.addrs = addrs;
+	ret = tp->ops->set_nodes ? tp->ops->set_nodes(tp) : 0;
+	if (ret)
+		tp->cfg = old;
+	return ret;
 }
 
 static void emu_stats_sync(struct transport *tp)

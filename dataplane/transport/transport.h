@@ -101,6 +101,8 @@ struct transport_ops {
 	int (*wait_fd)(struct transport *tp);
 	/* optional: frames queued but not yet on the wire (back-pressure) */
 	int (*tx_pending)(struct transport *tp);
+	/* optional: tp->cfg's self, n_nodes and addrs changed; 0 or -errno */
+	int (*set_nodes)(struct transport *tp);
 };
 
 struct transport {
@@ -143,6 +145,16 @@ void transport_rx_release(struct transport *tp, struct transport_rx *rx,
  */
 void transport_idle_wait(struct transport *tp, uint64_t now_ns,
 			 uint64_t max_ns);
+
+/*
+ * A new address table (a new roster): node ids may move, peers come and
+ * go.  The transport copies what it needs; our own address must stay the
+ * same (the socket or port is bound to it: reopen instead).  Frames still
+ * queued leave with the new table.  0, or a negative errno (logged) with
+ * the old table still in force.
+ */
+int transport_set_nodes(struct transport *tp, uint16_t self, uint16_t n_nodes,
+			const struct tly_addr *addrs);
 
 /* frames queued in the transport or held by the emulator, not yet sent */
 int transport_tx_pending(struct transport *tp);

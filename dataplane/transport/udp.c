@@ -34,6 +34,7 @@ struct udp_txq_ent {
 
 struct udp_priv {
 	int fd;
+	struct sockaddr_in bound;	/* our address */
 	uint32_t buf_size;
 	struct sockaddr_in *peers;	/* [n_nodes] */
 	/* tx */
@@ -56,6 +57,17 @@ static void sockbuf_grow(int fd, int opt_force, int opt)
 	/* FORCE ignores rmem_max/wmem_max but needs CAP_NET_ADMIN */
 	if (setsockopt(fd, SOL_SOCKET, opt_force, &sz, sizeof(sz)))
 		setsockopt(fd, SOL_SOCKET, opt, &sz, sizeof(sz));
+}
+
+static void peers_fill(struct udp_priv *u, const struct transport_config *cfg)
+{
+	uint32_t i;
+
+	for (i = 0; i < cfg->n_nodes; i++) {
+		u->peers[i].sin_family = AF_INET;
+		u->peers[i].sin_addr.s_addr = htonl(cfg->addrs[i].ip);
+		u->peers[i].sin_port = htons(cfg->addrs[i].port);
+	}
 }
 
 static void udp_close(struct transport *tp)
@@ -89,7 +101,7 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 	tp->full_frames = false;
 	u->fd = -1;
 	u->buf_size = cfg->mtu;
-	u->peers = calloc(cfg->n_nodes, sizeof(*u->peers));
+	u->peers = calloc(TRANSPORT_MAX_NODES, sizeof(*u->peers));
 	u->tx_slab = calloc(UDP_TX_BUFS, u->buf_size);
 	u->tx_free = calloc(UDP_TX_BUFS, sizeof(*u->tx_free));
 	u->rx_slab = calloc(UDP_RX_BUFS, u->buf_size);
@@ -100,11 +112,7 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 	for (i = 0; i < UDP_TX_BUFS; i++)
 		u->tx_free[i] = UDP_TX_BUFS - 1 - i;
 	u->n_tx_free = UDP_TX_BUFS;
-	for (i = 0; i < cfg->n_nodes; i++) {
-		u->peers[i].sin_family = AF_INET;
-		u->peers[i].sin_addr.s_addr = htonl(cfg->addrs[i].ip);
-		u->peers[i].sin_port = htons(cfg->addrs[i].port);
-	}
+	peers_fill(u, cfg);
 
 	sa.sin_port = htons(me->port);
 	sa.sin_addr.s_addr = htonl(me->ip);
@@ -123,6 +131,7 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 		udp_close(tp);
 		return -err;
 	}
+	u->bound = sa;
 	sockbuf_grow(u->fd, SO_RCVBUFFORCE, SO_RCVBUF);
 	sockbuf_grow(u->fd, SO_SNDBUFFORCE, SO_SNDBUF);
 	return 0;
@@ -278,6 +287,27 @@ static int udp_tx_pending(struct transport *tp)
 	return (int)((struct udp_priv *)tp->priv)->txq_n;
 }
 
+static int udp_set_nodes(struct transport *tp)
+{
+	const struct transport_config *cfg = &tp->cfg;
+	const struct tly_addr *me = &cfg->addrs[cfg->self];
+	struct udp_priv *u = tp->priv;
+
+	/* with bind_ip the table's address of ours is not what we bound */
+	if ((!cfg->bind_ip && ntohl(u->bound.sin_addr.s_addr) != me->ip) ||
+	    ntohs(u->bound.sin_port) != me->port) {
+		fprintf(stderr, "transport udp: our address changed to %u.%u.%u.%u:%u: reopen the transport\n",
+			me->ip >> 24, (me->ip >> 16) & 0xff,
+			(me->ip >> 8) & 0xff, me->ip & 0xff, me->port);
+		return -EADDRNOTAVAIL;
+	}
+	peers_fill(u, cfg);
+	/* port 0 for nodes gone: a frame still queued to one is dropped */
+	memset(u->peers + cfg->n_nodes, 0, (TRANSPORT_MAX_NODES -
+	       cfg->n_nodes) * sizeof(*u->peers));
+	return 0;
+}
+
 const struct transport_ops transport_udp_ops = {
 	.name = "udp",
 	.open = udp_open,
@@ -289,4 +319,5 @@ const struct transport_ops transport_udp_ops = {
 	.rx_release = udp_rx_release,
 	.wait_fd = udp_wait_fd,
 	.tx_pending = udp_tx_pending,
+	.set_nodes = udp_set_nodes,
 };
