@@ -13,7 +13,12 @@
  *   the RESULT again; tly_agg_poll() re-sends it to workers that have not
  *   confirmed.  An idle AGG slot may be evicted when another chunk needs
  *   it: workers retransmit until they see the RESULT, so the partial sum is
- *   rebuilt, never lost.
+ *   rebuilt, never lost.  Each entry remembers the chunk it last freed, and
+ *   drops late duplicates of it instead of starting a partial that could
+ *   never complete.
+ *
+ * Sizing: n_slots * K * 4 bytes of sums (1024 slots of K = 256: 1 MiB,
+ * L2-resident); evict_ns well above the workers' retry intervals.
  */
 #ifndef TALLY_DATAPLANE_ENGINE_AGG_H
 #define TALLY_DATAPLANE_ENGINE_AGG_H
