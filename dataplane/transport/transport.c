@@ -169,19 +169,23 @@ struct tly_tx_ops transport_tx_ops(struct transport *tp)
 	return ops;
 }
 
-/* move the frames the emulator releases at @now into the backend */
-static void emu_release(struct transport *tp, uint64_t now_ns)
+/* move the frames the emulator releases at @now into the backend;
+ * returns the frames sent by flushes made to make room */
+static int emu_release(struct transport *tp, uint64_t now_ns)
 {
 	const struct link_emu_frame *f;
 	struct link_emu_frame t;
 	uint8_t *buf;
+	int sent = 0, r;
 
 	while ((f = link_emu_peek(tp->emu, LINK_EMU_EGRESS, now_ns))) {
 		buf = tp->ops->tx_alloc(tp, f->len);
 		if (!buf) {
 			/* backend full: make room, else hold it (back-pressure) */
-			if (tp->ops->tx_flush(tp) <= 0)
+			r = tp->ops->tx_flush(tp);
+			if (r <= 0)
 				break;
+			sent += r;
 			continue;
 		}
 		t = link_emu_take(tp->emu, LINK_EMU_EGRESS);
@@ -189,13 +193,14 @@ static void emu_release(struct transport *tp, uint64_t now_ns)
 		tp->ops->tx_send(tp, t.dst, buf, t.len);
 		link_emu_free(tp->emu, t.data);
 	}
+	return sent;
 }
 
 int transport_tx_flush(struct transport *tp, uint64_t now_ns)
 {
-	if (tp->emu)
-		emu_release(tp, now_ns);
-	return tp->ops->tx_flush(tp);
+	int sent = tp->emu ? emu_release(tp, now_ns) : 0;
+
+	return sent + tp->ops->tx_flush(tp);
 }
 
 static bool emu_ingress_on(const struct transport *tp)
