@@ -169,7 +169,8 @@ static void check(uint16_t self, const uint8_t *f, size_t len,
 			    i);
 }
 
-static void side_run(uint16_t self, const char *vdev, int ready_fd,
+static void side_run(uint16_t self, const char *vdev,
+		     const struct link_emu_config *emu, int ready_fd,
 		     int go_fd)
 {
 	struct transport tp;
@@ -197,6 +198,8 @@ static void side_run(uint16_t self, const char *vdev, int ready_fd,
 		 "-l %u --no-huge -m 256 --no-shconf --no-telemetry --no-pci --file-prefix=tptest%d%u --log-level=lib.eal:error --vdev=%s,iface=%s",
 		 self % 2, (int)getpid(), self, vdev, if_name[self]);
 	c.eal_args = eal;
+	if (emu)
+		c.emu = *emu;
 	if (transport_open(&tp, &c))
 		die("side %u: dpdk transport open failed (%s)\n", self, vdev);
 	if (!tp.full_frames)
@@ -238,7 +241,8 @@ static void side_run(uint16_t self, const char *vdev, int ready_fd,
 		} else if (!last && now - t0 > STALL_NS) {
 			die("side %u (%s): nothing received in %llu ms\n",
 			    self, vdev, (unsigned long long)(STALL_NS / MS));
-		} else if (transport_tx_pending(&tp) == 0) {
+		} else {
+			/* short: cut shorter when frames wait to go */
 			transport_idle_wait(&tp, now, 20000);
 		}
 	}
@@ -255,6 +259,13 @@ static void side_run(uint16_t self, const char *vdev, int ready_fd,
 		(unsigned long long)tp.stats.rx_filtered);
 	if (tp.stats.rx_filtered < 2)
 		die("side %u: the two stray frames were not filtered\n", self);
+	/* the emulated line rate bounds the run (full frames + 24 bytes) */
+	if (emu && emu->rate_bps &&
+	    dt < (uint64_t)(0.95 * N_FRAMES * (TLY_L2L4_LEN + TALLY_LEN +
+					      TLY_WIRE_EXTRA) * 8 * 1e9 /
+			   emu->rate_bps))
+		die("side %u: %.3f s is faster than the emulated %llu b/s\n",
+		    self, dt / 1e9, (unsigned long long)emu->rate_bps);
 	/* keep polling a little so that the peer finishes too */
 	for (i = 0; i < 200; i++) {
 		n = transport_rx_burst(&tp, rx, TRANSPORT_RX_BURST);
@@ -269,7 +280,7 @@ static void side_run(uint16_t self, const char *vdev, int ready_fd,
 	_exit(0);
 }
 
-static void run_pair(const char *vdev)
+static void run_pair(const char *vdev, const struct link_emu_config *emu)
 {
 	int ready[2], go[2][2], st, i, done = 0;
 	pid_t pid[2];
@@ -282,7 +293,7 @@ static void run_pair(const char *vdev)
 		pid[i] = fork();
 		assert_true(pid[i] >= 0);
 		if (pid[i] == 0)
-			side_run((uint16_t)i, vdev, ready[1], go[i][0]);
+			side_run((uint16_t)i, vdev, emu, ready[1], go[i][0]);
 	}
 	/* both ports up before anyone sends: a veth drops what nobody reads */
 	t0 = transport_now_ns();
@@ -341,13 +352,24 @@ static void run_pair(const char *vdev)
 static void test_af_packet(void **state)
 {
 	(void)state;
-	run_pair("net_af_packet0");
+	run_pair("net_af_packet0", NULL);
+}
+
+/* the emulator under DPDK: 200 Mb/s and 200 us each way, no faults */
+static void test_af_packet_emu(void **state)
+{
+	struct link_emu_config emu = {
+		.rate_bps = 200000000ull, .delay_ns = 200000,
+	};
+
+	(void)state;
+	run_pair("net_af_packet0", &emu);
 }
 
 static void test_af_xdp(void **state)
 {
 	(void)state;
-	run_pair("net_af_xdp0");
+	run_pair("net_af_xdp0", NULL);
 }
 
 int main(void)
@@ -355,6 +377,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_af_packet),
 		cmocka_unit_test(test_af_xdp),
+		cmocka_unit_test(test_af_packet_emu),
 	};
 
 	return cmocka_run_group_tests(tests, ns_setup, ns_teardown);
