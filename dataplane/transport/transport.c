@@ -36,7 +36,15 @@ static const struct transport_ops *transport_find(const char *kind)
 }
 
 static int check_table(uint16_t self, uint16_t n_nodes,
-		       const struct tly_addr *addrs);
+		       const struct tly_addr *addrs)
+{
+	if (!addrs || self >= n_nodes || n_nodes > TRANSPORT_MAX_NODES) {
+		fprintf(stderr, "transport: bad address table (self %u of %u)\n",
+			self, n_nodes);
+		return -EINVAL;
+	}
+	return 0;
+}
 
 int transport_open(struct transport *tp, const struct transport_config *cfg)
 {
@@ -87,17 +95,6 @@ void transport_close(struct transport *tp)
 	tp->emu = NULL;
 	tp->ops->close(tp);
 	tp->ops = NULL;
-}
-
-static int check_table(uint16_t self, uint16_t n_nodes,
-		       const struct tly_addr *addrs)
-{
-	if (!addrs || self >= n_nodes || n_nodes > TRANSPORT_MAX_NODES) {
-		fprintf(stderr, "transport: bad address table (self %u of %u)\n",
-			self, n_nodes);
-		return -EINVAL;
-	}
-	return 0;
 }
 
 int transport_set_nodes(struct transport *tp, uint16_t self, uint16_t n_nodes,
