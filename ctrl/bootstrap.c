@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * bootstrap.c - encoding and validating decoding of the daemons' control
+ * messages (see bootstrap.h for the layout).
+ *
+ *   header:  0 magic u32 | 4 version u16 | 6 type u16 | 8 payload len u32
+ *            | 12 epoch u32
+ *   entry:   0 rank u16 | 2 role u8 | 3 local size u8 | 4 mac[6] | 10 port u16
+ *            | 12 ip u32
+ *   REGISTER (24): entry | 16 job key u32 | 20 world u16 | 22 algorithm u8
+ *            | 23 pad
+ *   ROSTER (20 + 16n): 0 job key u32 | 4 pool slots u32 | 8 k u16
+ *            | 10 n u16 | 12 algorithm u8 | 13..19 pad | 20 entries
+ *   HEARTBEAT, PEER_DOWN, ABORT (4): rank u16 | pad u16
+ *   REFUSE (4): reason u16 | pad u16
+ */
+#include <arpa/inet.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ctrl/bootstrap.h"
+
+#define REGISTER_LEN 24
+#define PEER_LEN 4
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	v = htons(v);
+	memcpy(p, &v, 2);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	v = htonl(v);
+	memcpy(p, &v, 4);
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return ntohs(v);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return ntohl(v);
+}
+
+static int role_ok(int role)
+{
+	return role >= ROLE_WORKER && role <= ROLE_COLOCATED;
+}
+
+static int algo_ok(int a)
+{
+	return a == ALGO_AGGREGATE || a == ALGO_RING;
+}
+
+static void put_entry(uint8_t *p, const struct boot_member *e)
+{
+	memset(p, 0, BOOT_ENTRY_LEN);
+	put16(p, e->rank);
+	p[2] = e->role;
+	p[3] = e->local_size;
+	memcpy(p + 4, e->mac, 6);
+	put16(p + 10, e->port);
+	put32(p + 12, e->ip);
+}
+
+static int get_entry(const uint8_t *p, struct boot_member *e)
+{
+	e->rank = get16(p);
+	e->role = p[2];
+	e->local_size = p[3];
+	memcpy(e->mac, p + 4, 6);
+	e->port = get16(p + 10);
+	e->ip = get32(p + 12);
+	return role_ok(e->role) && e->port != 0 && e->ip != 0 ? 0 : -1;
+}
+
+static size_t payload_len(const struct boot_msg *m)
+{
+	switch (m->type) {
+	case BOOT_REGISTER:
+		return REGISTER_LEN;
+	case BOOT_ROSTER:
+		return BOOT_ROSTER_FIXED + (size_t)m->roster.n * BOOT_ENTRY_LEN;
+	case BOOT_HEARTBEAT:
+	case BOOT_PEER_DOWN:
+	case BOOT_REFUSE:
+	case BOOT_ABORT:
+		return PEER_LEN;
+	default:
+		return 0;
+	}
+}
+
+int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
+{
+	size_t len = payload_len(m);
+	uint8_t *p = buf + BOOT_HDR_LEN;
+
+	if (len == 0 || BOOT_HDR_LEN + len > cap ||
+	    (m->type == BOOT_ROSTER && (m->roster.n == 0 ||
+					m->roster.n > BOOT_MAX_MEMBERS)))
+		return -1;
+	memset(buf, 0, BOOT_HDR_LEN + len);
+	put32(buf, BOOT_MAGIC);
+	put16(buf + 4, BOOT_VERSION);
+	put16(buf + 6, m->type);
+	put32(buf + 8, (uint32_t)len);
+	put32(buf + 12, m->epoch);
+	switch (m->type) {
+	case BOOT_REGISTER:
+		put_entry(p, &m->reg.self);
+		put32(p + 16, m->reg.job_key);
+		put16(p + 20, m->reg.world);
+		p[22] = m->reg.algorithm;
+		break;
+	case BOOT_ROSTER:
+		put32(p, m->roster.job_key);
+		put32(p + 4, m->roster.pool_slots);
+		put16(p + 8, m->roster.k);
+		put16(p + 10, m->roster.n);
+		p[12] = m->roster.algorithm;
+		for (unsigned int i = 0; i < m->roster.n; i++)
+			put_entry(p + BOOT_ROSTER_FIXED + i * BOOT_ENTRY_LEN,
+				  &m->roster.m[i]);
+		break;
+	case BOOT_REFUSE:
+		put16(p, m->refuse.reason);
+		break;
+	default:
+		put16(p, m->peer.rank);
+		break;
+	}
+	return (int)(BOOT_HDR_LEN + len);
+}
+
+static int decode_roster(const uint8_t *p, uint32_t len, struct boot_msg *m)
+{
+	uint8_t seen[BOOT_MAX_MEMBERS] = { 0 };
+
+	m->roster.job_key = get32(p);
+	m->roster.pool_slots = get32(p + 4);
+	m->roster.k = get16(p + 8);
+	m->roster.n = get16(p + 10);
+	m->roster.algorithm = p[12];
+	if (m->roster.n == 0 || m->roster.n > BOOT_MAX_MEMBERS ||
+	    len != BOOT_ROSTER_FIXED + (uint32_t)m->roster.n * BOOT_ENTRY_LEN)
+		return BOOT_E_LENGTH;
+	if (!algo_ok(m->roster.algorithm) || m->roster.k == 0 ||
+	    m->roster.pool_slots == 0)
+		return BOOT_E_FIELD;
+	for (unsigned int i = 0; i < m->roster.n; i++) {
+		struct boot_member *e = &m->roster.m[i];
+
+		if (get_entry(p + BOOT_ROSTER_FIXED + i * BOOT_ENTRY_LEN, e) ||
+		    e->rank >= BOOT_MAX_MEMBERS || seen[e->rank]++)
+			return BOOT_E_FIELD;
+	}
+	return 0;
+}
+
+int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
+{
+	uint32_t plen;
+	const uint8_t *p = buf + BOOT_HDR_LEN;
+	int ret = 0;
+
+	if (len >= 4 && get32(buf) != BOOT_MAGIC)
+		return BOOT_E_MAGIC;
+	if (len < BOOT_HDR_LEN)
+		return 0;
+	if (get16(buf + 4) != BOOT_VERSION)
+		return BOOT_E_VERSION;
+	memset(m, 0, sizeof(*m));
+	m->type = get16(buf + 6);
+	plen = get32(buf + 8);
+	m->epoch = get32(buf + 12);
+	switch (m->type) {
+	case BOOT_REGISTER:
+		if (plen != REGISTER_LEN)
+			return BOOT_E_LENGTH;
+		break;
+	case BOOT_ROSTER:
+		if (plen < BOOT_ROSTER_FIXED ||
+		    plen > BOOT_MAX_MSG - BOOT_HDR_LEN)
+			return BOOT_E_LENGTH;
+		break;
+	case BOOT_HEARTBEAT:
+	case BOOT_PEER_DOWN:
+	case BOOT_REFUSE:
+	case BOOT_ABORT:
+		if (plen != PEER_LEN)
+			return BOOT_E_LENGTH;
+		break;
+	default:
+		return BOOT_E_TYPE;
+	}
+	if (len < BOOT_HDR_LEN + plen)
+		return 0;		/* wait for the rest */
+
+	switch (m->type) {
+	case BOOT_REGISTER:
+		if (get_entry(p, &m->reg.self))
+			return BOOT_E_FIELD;
+		m->reg.job_key = get32(p + 16);
+		m->reg.world = get16(p + 20);
+		m->reg.algorithm = p[22];
+		if (m->reg.world == 0 || m->reg.world > BOOT_MAX_MEMBERS ||
+		    m->reg.self.rank >= m->reg.world ||
+		    !algo_ok(m->reg.algorithm))
+			return BOOT_E_FIELD;
+		break;
+	case BOOT_ROSTER:
+		ret = decode_roster(p, plen, m);
+		break;
+	case BOOT_REFUSE:
+		m->refuse.reason = get16(p);
+		break;
+	default:
+		m->peer.rank = get16(p);
+		if (m->peer.rank >= BOOT_MAX_MEMBERS)
+			return BOOT_E_FIELD;
+		break;
+	}
+	return ret ? ret : (int)(BOOT_HDR_LEN + plen);
+}
+
+const char *boot_error_str(int err)
+{
+	switch (err) {
+	case BOOT_E_MAGIC: return "not a tally control message (magic)";
+	case BOOT_E_VERSION: return "unsupported control protocol version";
+	case BOOT_E_TYPE: return "unknown control message type";
+	case BOOT_E_LENGTH: return "control message length does not match";
+	case BOOT_E_FIELD: return "control message field out of range";
+	default: return "control message error";
+	}
+}
+
+const char *boot_role_name(int role)
+{
+	switch (role) {
+	case ROLE_WORKER: return "worker";
+	case ROLE_AGGREGATOR: return "aggregator";
+	case ROLE_COLOCATED: return "worker+aggregator";
+	default: return "?";
+	}
+}
+
+int boot_role_parse(const char *s)
+{
+	if (!strcasecmp(s, "worker"))
+		return ROLE_WORKER;
+	if (!strcasecmp(s, "aggregator"))
+		return ROLE_AGGREGATOR;
+	if (!strcasecmp(s, "worker+aggregator") || !strcasecmp(s, "colocated"))
+		return ROLE_COLOCATED;
+	return -1;
+}

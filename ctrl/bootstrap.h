@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * bootstrap.h - messages between daemons on the control connection.
+ *
+ * Every daemon of a job keeps one TCP connection to the coordinator
+ * (rank 0).  It REGISTERs (rank, role, data-plane address, job key); once
+ * all ranks have registered the coordinator answers everyone with the
+ * ROSTER (every member's address and role, K, pool size, algorithm, the
+ * epoch).  HEARTBEATs flow both ways; a member that stops answering is
+ * announced with PEER_DOWN, and the survivors receive a new ROSTER (next
+ * epoch) without it.  REFUSE says why a registration was rejected.
+ *
+ * Wire format: a 16-byte header (magic, version, type, payload length,
+ * epoch), then a fixed payload per type (ROSTER: a fixed part and one
+ * 16-byte entry per member).  Network byte order, fixed offsets; the
+ * decoder checks every field before anything is used.
+ */
+#ifndef TALLY_CTRL_BOOTSTRAP_H
+#define TALLY_CTRL_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BOOT_MAGIC 0x544c5942u	/* "TLYB" */
+#define BOOT_VERSION 1
+#define BOOT_HDR_LEN 16
+#define BOOT_MAX_MEMBERS 256
+#define BOOT_ENTRY_LEN 16
+#define BOOT_ROSTER_FIXED 20
+#define BOOT_MAX_MSG (BOOT_HDR_LEN + BOOT_ROSTER_FIXED + \
+		      BOOT_MAX_MEMBERS * BOOT_ENTRY_LEN)
+
+enum boot_type {
+	BOOT_REGISTER = 1,
+	BOOT_ROSTER = 2,
+	BOOT_HEARTBEAT = 3,
+	BOOT_PEER_DOWN = 4,
+	BOOT_REFUSE = 5,
+	BOOT_ABORT = 6,		/* a member's local job broke: end the epoch */
+};
+
+enum boot_role {
+	ROLE_WORKER = 1,	/* serves local clients, sends to aggregators */
+	ROLE_AGGREGATOR = 2,	/* holds slots only (stands in for a switch) */
+	ROLE_COLOCATED = 3,	/* worker + a shard of the slot space */
+};
+
+enum boot_algorithm {
+	ALGO_AGGREGATE = 1,
+	ALGO_RING = 2,
+};
+
+enum boot_refusal {
+	REFUSE_JOB_KEY = 1,	/* another job's key */
+	REFUSE_RANK = 2,	/* rank out of range or already taken */
+	REFUSE_CONFIG = 3,	/* disagrees with the coordinator's job */
+};
+
+struct boot_member {
+	uint16_t rank;
+	uint8_t role;
+	uint8_t local_size;	/* training processes on it (0: aggregator) */
+	uint8_t mac[6];
+	uint32_t ip;		/* host byte order */
+	uint16_t port;
+};
+
+struct boot_msg {
+	uint16_t type;
+	uint32_t epoch;
+	union {
+		struct {		/* REGISTER */
+			struct boot_member self;
+			uint32_t job_key;
+			uint16_t world;
+			uint8_t algorithm;
+		} reg;
+		struct {		/* ROSTER */
+			uint32_t job_key;
+			uint16_t k;
+			uint32_t pool_slots;
+			uint8_t algorithm;
+			uint16_t n;
+			struct boot_member m[BOOT_MAX_MEMBERS];
+		} roster;
+		struct {		/* HEARTBEAT, PEER_DOWN, ABORT */
+			uint16_t rank;
+		} peer;
+		struct {		/* REFUSE */
+			uint16_t reason;
+		} refuse;
+	};
+};
+
+/* Encode into @buf (BOOT_MAX_MSG bytes).  Returns the length, or -1 if
+ * the message itself is invalid. */
+int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap);
+
+/*
+ * Decode one message from @buf of @len bytes.  Returns the message length
+ * when a whole valid message is there, 0 when more bytes are needed, and
+ * a negative boot_error when it is malformed (the connection must be
+ * closed: a stream cannot resynchronise).
+ */
+enum boot_error {
+	BOOT_E_MAGIC = -1,
+	BOOT_E_VERSION = -2,
+	BOOT_E_TYPE = -3,
+	BOOT_E_LENGTH = -4,
+	BOOT_E_FIELD = -5,	/* a field out of range */
+};
+int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m);
+
+const char *boot_error_str(int err);
+const char *boot_role_name(int role);
+int boot_role_parse(const char *s);
+
+#endif /* TALLY_CTRL_BOOTSTRAP_H */
