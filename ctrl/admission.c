@@ -346,6 +346,18 @@ static void abort_groups(struct tallyd *d)
 	}
 }
 
+void daemon_abort_job(struct tallyd *d, const char *why)
+{
+	abort_groups(d);
+	if (d->n_clients > 0 && !d->job_broken)
+		log_warn("job aborted (%s): pending and new operations of the "
+			 "%d remaining member(s) fail with peer-lost", why,
+			 d->n_clients);
+	d->job_broken = d->n_clients > 0;
+	if (!d->job_broken)
+		d->cluster_aborted = false;	/* a new job may form */
+}
+
 void daemon_client_drop(struct tallyd *d, struct daemon_client *cl,
 			const char *why)
 {
@@ -356,11 +368,14 @@ void daemon_client_drop(struct tallyd *d, struct daemon_client *cl,
 	d->n_clients--;
 	epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, cl->sock, NULL);
 	epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, cl->sq_kick_fd, NULL);
-	abort_groups(d);
-	d->job_broken = d->n_clients > 0;
-	if (d->job_broken)
-		log_warn("job aborted: %d member(s) left, pending operations "
-			 "fail with peer-lost", d->n_clients);
+	/* Other hosts wait for what this job had pending: tell them.  A
+	 * member leaving with nothing pending (the end of training) does
+	 * not end the others' job. */
+	if (d->cluster && !d->cluster_aborted && d->groups.n_used > 0) {
+		d->cluster_aborted = true;
+		cluster_local_abort(d);
+	}
+	daemon_abort_job(d, "a member left");
 	for (int i = 0; i < TALLY_MAX_SEGMENTS; i++)
 		if (cl->segs[i].id)
 			segment_destroy(&cl->segs[i].seg);

@@ -4,13 +4,17 @@
  */
 #include <errno.h>
 #include <ini.h>
+#include <arpa/inet.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <tally/tally.h>
+#include "ctrl/bootstrap.h"
 #include "ctrl/config.h"
+#include "dataplane/engine/wire.h"
 #include "ctrl/log.h"
 
 void config_defaults(struct tally_config *cfg)
@@ -20,65 +24,247 @@ void config_defaults(struct tally_config *cfg)
 	cfg->local_size = 1;
 	cfg->idle_spin_us = 50;
 	cfg->log_level = LOG_INFO;
+	cfg->world = 1;
+	cfg->role = ROLE_WORKER;
+	cfg->algorithm = ALGO_AGGREGATE;
+	cfg->heartbeat_ms = 200;
+	cfg->peer_timeout_ms = 1000;
+	cfg->connect_timeout_ms = 30000;
+	snprintf(cfg->transport, sizeof(cfg->transport), "udp");
+	cfg->mbufs = 8192;
+	cfg->k = 256;
+	cfg->pool_slots = 4096;
+	cfg->window = 256;
+	cfg->rto_us = 2000;
+	cfg->emu_seed = 1;
 }
 
-static int parse_int(const char *v, long lo, long hi, int *out)
+enum key_type { K_INT, K_U64, K_U32, K_STR, K_LOG, K_ROLE, K_ALGO, K_ADDR,
+		K_MAC, K_TRANSPORT };
+
+struct key_spec {
+	const char *section;
+	const char *key;
+	enum key_type type;
+	size_t off;
+	long long min, max;	/* K_INT, K_U64, K_U32 */
+	size_t cap;		/* K_STR */
+};
+
+#define F(field) offsetof(struct tally_config, field)
+#define STR(sec, k, field) { sec, k, K_STR, F(field), 0, 0, \
+			     sizeof(((struct tally_config *)0)->field) }
+
+/* The single list of keys: docs/configuration.md follows it. */
+static const struct key_spec keys[] = {
+	STR("daemon", "socket", socket),
+	STR("daemon", "socket_group", socket_group),
+	{ "daemon", "local_size", K_INT, F(local_size), 1,
+	  CONFIG_MAX_LOCAL_SIZE, 0 },
+	{ "daemon", "idle_spin_us", K_INT, F(idle_spin_us), 0, 1000000, 0 },
+	{ "daemon", "reduce_threads", K_INT, F(reduce_threads), 0, 16, 0 },
+	{ "daemon", "log_level", K_LOG, F(log_level), 0, 0, 0 },
+	{ "cluster", "rank", K_INT, F(rank), 0, BOOT_MAX_MEMBERS - 1, 0 },
+	{ "cluster", "world", K_INT, F(world), 1, BOOT_MAX_MEMBERS, 0 },
+	{ "cluster", "role", K_ROLE, F(role), 0, 0, 0 },
+	{ "cluster", "algorithm", K_ALGO, F(algorithm), 0, 0, 0 },
+	{ "cluster", "coordinator", K_ADDR, F(coordinator), 0, 0, 0 },
+	{ "cluster", "job_key", K_U32, F(job_key), 0, UINT32_MAX, 0 },
+	{ "cluster", "heartbeat_ms", K_INT, F(heartbeat_ms), 10, 60000, 0 },
+	{ "cluster", "peer_timeout_ms", K_INT, F(peer_timeout_ms), 50,
+	  600000, 0 },
+	{ "cluster", "connect_timeout_ms", K_INT, F(connect_timeout_ms), 0,
+	  3600000, 0 },
+	{ "dataplane", "transport", K_TRANSPORT, F(transport), 0, 0,
+	  sizeof(((struct tally_config *)0)->transport) },
+	{ "dataplane", "address", K_ADDR, F(address), 0, 0, 0 },
+	{ "dataplane", "mac", K_MAC, F(mac), 0, 0, 0 },
+	STR("dataplane", "eal_args", eal_args),
+	{ "dataplane", "mbufs", K_INT, F(mbufs), 512, 1 << 20, 0 },
+	{ "dataplane", "k", K_INT, F(k), TLY_K_MIN, 366, 0 },
+	{ "dataplane", "pool_slots", K_INT, F(pool_slots), 1, 65535, 0 },
+	{ "dataplane", "window", K_INT, F(window), 1, 65536, 0 },
+	{ "dataplane", "rto_us", K_INT, F(rto_us), 10, 10000000, 0 },
+	{ "emulator", "rate_bps", K_U64, F(emu_rate_bps), 0,
+	  1000000000000000LL, 0 },
+	{ "emulator", "delay_us", K_INT, F(emu_delay_us), 0, 10000000, 0 },
+	{ "emulator", "jitter_us", K_INT, F(emu_jitter_us), 0, 10000000, 0 },
+	{ "emulator", "loss_ppm", K_INT, F(emu_loss_ppm), 0, 1000000, 0 },
+	{ "emulator", "dup_ppm", K_INT, F(emu_dup_ppm), 0, 1000000, 0 },
+	{ "emulator", "reorder_ppm", K_INT, F(emu_reorder_ppm), 0, 1000000,
+	  0 },
+	{ "emulator", "reorder_us", K_INT, F(emu_reorder_us), 0, 10000000, 0 },
+	{ "emulator", "seed", K_U64, F(emu_seed), 0, INT64_MAX, 0 },
+};
+
+static int parse_ll(const char *v, long long lo, long long hi,
+		    long long *out)
 {
 	char *end;
-	long n;
+	long long n;
 
 	errno = 0;
-	n = strtol(v, &end, 10);
+	n = strtoll(v, &end, 0);	/* 0x... for keys and seeds */
 	if (errno || end == v || *end || n < lo || n > hi)
 		return -1;
-	*out = (int)n;
+	*out = n;
 	return 0;
 }
 
-static int set_string(char *dst, size_t cap, const char *v)
+static int parse_addr(const char *v, struct config_addr *a)
 {
-	if (strlen(v) >= cap)
+	char ip[64];
+	const char *colon = strrchr(v, ':');
+	struct in_addr in;
+	long long port;
+
+	if (!colon || (size_t)(colon - v) >= sizeof(ip))
 		return -1;
-	strcpy(dst, v);
+	memcpy(ip, v, (size_t)(colon - v));
+	ip[colon - v] = '\0';
+	if (inet_pton(AF_INET, ip, &in) != 1 ||
+	    parse_ll(colon + 1, 1, 65535, &port))
+		return -1;
+	a->ip = ntohl(in.s_addr);
+	a->port = (uint16_t)port;
+	return 0;
+}
+
+static int parse_mac(const char *v, uint8_t *mac)
+{
+	unsigned int b[6];
+	char tail;
+
+	if (sscanf(v, "%x:%x:%x:%x:%x:%x%c", &b[0], &b[1], &b[2], &b[3],
+		   &b[4], &b[5], &tail) != 6)
+		return -1;
+	for (int i = 0; i < 6; i++) {
+		if (b[i] > 255)
+			return -1;
+		mac[i] = (uint8_t)b[i];
+	}
+	return 0;
+}
+
+static int set_value(struct tally_config *cfg, const struct key_spec *k,
+		     const char *v)
+{
+	char *field = (char *)cfg + k->off;
+	long long n;
+	int e;
+
+	switch (k->type) {
+	case K_INT:
+		if (parse_ll(v, k->min, k->max, &n))
+			return -1;
+		*(int *)field = (int)n;
+		return 0;
+	case K_U32:
+		if (parse_ll(v, k->min, k->max, &n))
+			return -1;
+		*(uint32_t *)field = (uint32_t)n;
+		return 0;
+	case K_U64:
+		if (parse_ll(v, k->min, k->max, &n))
+			return -1;
+		*(uint64_t *)field = (uint64_t)n;
+		return 0;
+	case K_STR:
+		if (strlen(v) >= k->cap)
+			return -1;
+		strcpy(field, v);
+		return 0;
+	case K_TRANSPORT:
+		if (strcmp(v, "udp") && strcmp(v, "dpdk") && strcmp(v, "rdma"))
+			return -1;
+		strcpy(field, v);
+		return 0;
+	case K_LOG:
+		e = log_level_parse(v);
+		break;
+	case K_ROLE:
+		e = boot_role_parse(v);
+		break;
+	case K_ALGO:
+		e = !strcmp(v, "aggregate") ? ALGO_AGGREGATE :
+		    !strcmp(v, "ring") ? ALGO_RING : -1;
+		break;
+	case K_ADDR: {
+		struct config_addr a;
+
+		if (parse_addr(v, &a))
+			return -1;
+		*(struct config_addr *)field = a;
+		return 0;
+	}
+	case K_MAC: {
+		uint8_t mac[6];
+
+		if (parse_mac(v, mac))
+			return -1;
+		memcpy(field, mac, 6);
+		return 0;
+	}
+	default:
+		return -1;
+	}
+	if (e < 0)
+		return -1;
+	*(int *)field = e;
 	return 0;
 }
 
 int config_set(struct tally_config *cfg, const char *section,
 	       const char *key, const char *value, char *err, int errlen)
 {
-	int ret = -1;
+	bool section_known = false;
 
-	if (strcmp(section, "daemon")) {
-		snprintf(err, (size_t)errlen, "unknown section [%s]", section);
-		return -1;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (strcmp(keys[i].section, section))
+			continue;
+		section_known = true;
+		if (strcmp(keys[i].key, key))
+			continue;
+		if (set_value(cfg, &keys[i], value)) {
+			snprintf(err, (size_t)errlen, "bad value '%s' for %s.%s",
+				 value, section, key);
+			return -1;
+		}
+		return 0;
 	}
-	if (!strcmp(key, "socket")) {
-		ret = set_string(cfg->socket, sizeof(cfg->socket), value);
-	} else if (!strcmp(key, "socket_group")) {
-		ret = set_string(cfg->socket_group, sizeof(cfg->socket_group),
-				 value);
-	} else if (!strcmp(key, "local_size")) {
-		ret = parse_int(value, 1, CONFIG_MAX_LOCAL_SIZE,
-				&cfg->local_size);
-	} else if (!strcmp(key, "idle_spin_us")) {
-		ret = parse_int(value, 0, 1000000, &cfg->idle_spin_us);
-	} else if (!strcmp(key, "reduce_threads")) {
-		ret = parse_int(value, 0, 16, &cfg->reduce_threads);
-	} else if (!strcmp(key, "log_level")) {
-		int level = log_level_parse(value);
-
-		if (level >= 0)		/* a bad value leaves the old one */
-			cfg->log_level = level;
-		ret = level < 0 ? -1 : 0;
-	} else {
+	if (!section_known)
+		snprintf(err, (size_t)errlen, "unknown section [%s]", section);
+	else
 		snprintf(err, (size_t)errlen, "unknown key '%s' in [%s]", key,
 			 section);
+	return -1;
+}
+
+int config_check(const struct tally_config *cfg, char *err, int errlen)
+{
+	if (cfg->world == 1)
+		return 0;
+	if (cfg->rank >= cfg->world) {
+		snprintf(err, (size_t)errlen, "cluster.rank %d is not below "
+			 "cluster.world %d", cfg->rank, cfg->world);
 		return -1;
 	}
-	if (ret)
-		snprintf(err, (size_t)errlen, "bad value '%s' for %s.%s", value,
-			 section, key);
-	return ret;
+	if (!cfg->coordinator.ip) {
+		snprintf(err, (size_t)errlen, "a cluster (world > 1) needs "
+			 "cluster.coordinator = IP:PORT");
+		return -1;
+	}
+	if (!cfg->address.ip) {
+		snprintf(err, (size_t)errlen, "a cluster needs "
+			 "dataplane.address = IP:PORT");
+		return -1;
+	}
+	if (!strcmp(cfg->transport, "dpdk") && !cfg->eal_args[0]) {
+		snprintf(err, (size_t)errlen, "transport dpdk needs "
+			 "dataplane.eal_args");
+		return -1;
+	}
+	return 0;
 }
 
 struct ini_ctx {

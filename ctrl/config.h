@@ -2,23 +2,59 @@
 /*
  * config.h - tallyd's configuration: defaults, an INI file, then
  * command-line overrides.  Every key is documented in
- * docs/configuration.md.
+ * docs/configuration.md; the table in config.c is the single list.
  */
 #ifndef TALLY_CTRL_CONFIG_H
 #define TALLY_CTRL_CONFIG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #define CONFIG_PATH_MAX 108	/* sun_path */
 #define CONFIG_MAX_LOCAL_SIZE 64
 
+struct config_addr {
+	uint32_t ip;		/* host byte order; 0 = unset */
+	uint16_t port;
+};
+
 struct tally_config {
-	char socket[CONFIG_PATH_MAX];	/* [daemon] socket */
-	char socket_group[64];		/* [daemon] socket_group ("" = ours) */
-	int local_size;			/* [daemon] local_size */
-	int idle_spin_us;		/* [daemon] idle_spin_us */
-	int reduce_threads;		/* [daemon] reduce_threads, 0 = auto */
-	int log_level;			/* [daemon] log_level */
+	/* [daemon] */
+	char socket[CONFIG_PATH_MAX];
+	char socket_group[64];
+	int local_size;
+	int idle_spin_us;
+	int reduce_threads;		/* 0 = auto */
+	int log_level;
+	/* [cluster]: world 1 means this host alone, no network */
+	int rank;
+	int world;
+	int role;			/* enum boot_role */
+	int algorithm;			/* enum boot_algorithm */
+	struct config_addr coordinator;
+	uint32_t job_key;
+	int heartbeat_ms;
+	int peer_timeout_ms;
+	int connect_timeout_ms;
+	/* [dataplane] */
+	char transport[16];		/* udp | dpdk */
+	struct config_addr address;	/* this daemon's data address */
+	uint8_t mac[6];
+	char eal_args[512];
+	int mbufs;
+	int k;
+	int pool_slots;
+	int window;
+	int rto_us;
+	/* [emulator]: the link emulator under the transport */
+	uint64_t emu_rate_bps;
+	int emu_delay_us;
+	int emu_jitter_us;
+	int emu_loss_ppm;
+	int emu_dup_ppm;
+	int emu_reorder_ppm;
+	int emu_reorder_us;
+	uint64_t emu_seed;
 };
 
 void config_defaults(struct tally_config *cfg);
@@ -31,9 +67,20 @@ void config_defaults(struct tally_config *cfg);
 int config_load_file(struct tally_config *cfg, const char *path,
 		     char *err, int errlen);
 
-/* config_set - set one "section.key" (or plain key of [daemon]) from text;
- * used by the INI parser and the command line.  0 or -1 with @err set. */
+/* config_set - set one key of a section from text; used by the INI parser
+ * and the command line.  0 or -1 with @err set; a rejected value leaves
+ * the old one. */
 int config_set(struct tally_config *cfg, const char *section,
 	       const char *key, const char *value, char *err, int errlen);
+
+/* config_check - cross-key rules (e.g. a cluster needs a coordinator).
+ * 0 or -1 with @err set. */
+int config_check(const struct tally_config *cfg, char *err, int errlen);
+
+/* Is this daemon part of a multi-host job? */
+static inline bool config_is_cluster(const struct tally_config *cfg)
+{
+	return cfg->world > 1;
+}
 
 #endif /* TALLY_CTRL_CONFIG_H */

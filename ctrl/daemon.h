@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ctrl/cluster.h"
 #include "ctrl/config.h"
 #include "ctrl/local_group.h"
 #include "dataplane/reduce_pool.h"
@@ -52,6 +53,8 @@ struct tallyd {
 	struct daemon_client clients[CONFIG_MAX_LOCAL_SIZE];
 	struct local_group groups;
 	struct reduce_pool *reducer;
+	struct cluster *cluster;	/* NULL when this host is alone */
+	bool cluster_aborted;		/* told the job our local job broke */
 	uint64_t stat_ops_done, stat_ops_failed, stat_bytes_reduced;
 };
 
@@ -63,6 +66,9 @@ void daemon_client_drop(struct tallyd *d, struct daemon_client *cl,
 			const char *why);
 struct daemon_seg *daemon_seg_find(struct daemon_client *cl, uint32_t id);
 void daemon_seg_put(struct daemon_seg *s);
+/* Fail every pending local group with TALLY_EPEERLOST; the local job stays
+ * broken (new operations fail too) until all its clients have left. */
+void daemon_abort_job(struct tallyd *d, const char *why);
 
 /* submit.c */
 int daemon_drain_sq(struct tallyd *d, struct daemon_client *cl);

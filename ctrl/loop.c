@@ -38,6 +38,13 @@ static void handle_event(struct tallyd *d, uint64_t tag)
 		daemon_accept(d);
 		return;
 	}
+	if (TAG_KIND(tag) == TAG_NET)
+		return;		/* frames arrived: the loop polls them */
+	if (TAG_KIND(tag) == TAG_BOOT || TAG_KIND(tag) == TAG_BOOT_LISTEN) {
+		if (d->cluster)
+			cluster_event(d, tag);
+		return;
+	}
 	cl = &d->clients[TAG_RANK(tag)];
 	if (!cl->active)
 		return;
@@ -47,11 +54,14 @@ static void handle_event(struct tallyd *d, uint64_t tag)
 		(void)!read(cl->sq_kick_fd, &v, sizeof(v));
 }
 
-/* Handle pending epoll events; @timeout_ms as for epoll_wait. */
-static int poll_events(struct tallyd *d, int timeout_ms)
+/* Handle pending epoll events, waiting at most @timeout_ns (-1: forever). */
+static int poll_events(struct tallyd *d, int64_t timeout_ns)
 {
 	struct epoll_event ev[MAX_EVENTS];
-	int n = epoll_wait(d->epoll_fd, ev, MAX_EVENTS, timeout_ms);
+	struct timespec ts = { .tv_sec = timeout_ns / 1000000000,
+			       .tv_nsec = timeout_ns % 1000000000 };
+	int n = epoll_pwait2(d->epoll_fd, ev, MAX_EVENTS,
+			     timeout_ns < 0 ? NULL : &ts, NULL);
 
 	if (n < 0 && errno != EINTR) {
 		log_err("epoll_wait: %s", strerror(errno));
@@ -105,8 +115,13 @@ int daemon_run(struct tallyd *d)
 	unsigned int turns = 0;
 
 	while (!d->stop) {
+		uint64_t now = now_ns();
 		int work = drain_all(d);
 
+		if (d->cluster) {
+			work += cluster_poll(d, now);
+			cluster_tick(d, now / 1000000);
+		}
 		/* control traffic is rare: look at it every 64 turns */
 		if ((++turns & 63) == 0)
 			work += poll_events(d, 0);
@@ -114,12 +129,13 @@ int daemon_run(struct tallyd *d)
 			idle_since = now_ns();
 			continue;
 		}
-		if (now_ns() - idle_since < spin_ns) {
+		if (now - idle_since < spin_ns) {
 			sched_yield();
 			continue;
 		}
 		if (!prepare_sleep(d, true))
-			poll_events(d, -1);
+			poll_events(d, d->cluster ?
+				    (int64_t)cluster_idle_ns(d) : -1);
 		prepare_sleep(d, false);
 		idle_since = now_ns();
 	}

@@ -139,6 +139,11 @@ static void handle_sqe(struct tallyd *d, struct daemon_client *cl,
 		return;
 	}
 	if (d->job_broken) {
+		/* the other hosts would wait for this operation forever */
+		if (d->cluster && !d->cluster_aborted) {
+			d->cluster_aborted = true;
+			cluster_local_abort(d);
+		}
 		daemon_complete(d, cl, s->user_data, -TALLY_EPEERLOST);
 		return;
 	}
@@ -165,7 +170,10 @@ static void handle_sqe(struct tallyd *d, struct daemon_client *cl,
 	case LG_WAITING:
 		return;
 	case LG_READY:
-		run_group(d, g);
+		if (d->cluster)
+			cluster_submit_group(d, g);
+		else
+			run_group(d, g);
 		return;
 	case LG_MISMATCH:
 		fail_group(d, g, (unsigned int)cl->rank, true);

@@ -33,10 +33,39 @@ static void usage(FILE *f)
 		"  -n, --local-size N      training processes on this host\n"
 		"      --idle-spin-us US   poll this long before sleeping\n"
 		"      --reduce-threads N  cores one reduction uses (0: auto)\n"
+		"cluster (world > 1):\n"
+		"      --rank R --world N --role worker|aggregator|"
+		"worker+aggregator\n"
+		"      --algorithm aggregate|ring --coordinator IP:PORT "
+		"--job-key KEY\n"
+		"      --transport udp|dpdk --address IP:PORT --mac MAC "
+		"--eal-args ARGS\n"
+		"      --set SECTION.KEY=VALUE   any key of the file\n"
 		"  -l, --log-level LEVEL   error|warn|info|debug\n"
 		"  -h, --help\n"
 		"Command-line options override the file; see "
 		"docs/configuration.md.\n", TALLY_DEFAULT_SOCKET);
+}
+
+/* --set section.key=value: any configuration key from the command line */
+static int set_override(struct tally_config *cfg, const char *arg)
+{
+	char buf[600], err[512];
+	char *dot, *eq;
+
+	snprintf(buf, sizeof(buf), "%s", arg);
+	dot = strchr(buf, '.');
+	eq = strchr(buf, '=');
+	if (!dot || !eq || dot > eq) {
+		log_err("--set %s: expected SECTION.KEY=VALUE", arg);
+		return -1;
+	}
+	*dot = *eq = '\0';
+	if (config_set(cfg, buf, dot + 1, eq + 1, err, sizeof(err))) {
+		log_err("--set: %s", err);
+		return -1;
+	}
+	return 0;
 }
 
 /* Defaults, then the file, then the command line. */
@@ -49,13 +78,36 @@ static int parse_args(struct tally_config *cfg, int argc, char **argv)
 		{ "idle-spin-us", required_argument, NULL, 'i' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "reduce-threads", required_argument, NULL, 'r' },
+		{ "rank", required_argument, NULL, 'R' },
+		{ "world", required_argument, NULL, 'W' },
+		{ "role", required_argument, NULL, 'O' },
+		{ "algorithm", required_argument, NULL, 'A' },
+		{ "coordinator", required_argument, NULL, 'C' },
+		{ "job-key", required_argument, NULL, 'J' },
+		{ "transport", required_argument, NULL, 'T' },
+		{ "address", required_argument, NULL, 'a' },
+		{ "mac", required_argument, NULL, 'm' },
+		{ "eal-args", required_argument, NULL, 'E' },
+		{ "set", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const char *const keys[128] = {
-		['s'] = "socket", ['n'] = "local_size",
-		['i'] = "idle_spin_us", ['l'] = "log_level",
-		['r'] = "reduce_threads",
+	static const char *const keys[128][2] = {
+		['s'] = { "daemon", "socket" },
+		['n'] = { "daemon", "local_size" },
+		['i'] = { "daemon", "idle_spin_us" },
+		['l'] = { "daemon", "log_level" },
+		['r'] = { "daemon", "reduce_threads" },
+		['R'] = { "cluster", "rank" },
+		['W'] = { "cluster", "world" },
+		['O'] = { "cluster", "role" },
+		['A'] = { "cluster", "algorithm" },
+		['C'] = { "cluster", "coordinator" },
+		['J'] = { "cluster", "job_key" },
+		['T'] = { "dataplane", "transport" },
+		['a'] = { "dataplane", "address" },
+		['m'] = { "dataplane", "mac" },
+		['E'] = { "dataplane", "eal_args" },
 	};
 	char err[512];
 	int c;
@@ -78,9 +130,14 @@ static int parse_args(struct tally_config *cfg, int argc, char **argv)
 	}
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "c:s:n:l:h", opts, NULL)) != -1) {
-		if (c == 'c' || c < 0 || c >= 128 || !keys[c])
+		if (c == 'S') {		/* --set section.key=value */
+			if (set_override(cfg, optarg))
+				return -1;
 			continue;
-		if (config_set(cfg, "daemon", keys[c], optarg, err,
+		}
+		if (c == 'c' || c < 0 || c >= 128 || !keys[c][0])
+			continue;
+		if (config_set(cfg, keys[c][0], keys[c][1], optarg, err,
 			       sizeof(err))) {
 			log_err("command line: %s", err);
 			return -1;
@@ -88,6 +145,10 @@ static int parse_args(struct tally_config *cfg, int argc, char **argv)
 	}
 	if (optind < argc) {
 		log_err("unexpected argument '%s'", argv[optind]);
+		return -1;
+	}
+	if (config_check(cfg, err, sizeof(err))) {
+		log_err("configuration: %s", err);
 		return -1;
 	}
 	return 0;
@@ -115,13 +176,17 @@ static int daemon_init(struct tallyd *d)
 	if (!d->reducer)
 		return -1;
 	d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (d->epoll_fd < 0 || daemon_listen(d))
+	if (d->epoll_fd < 0 || daemon_listen(d) ||
+	    epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->listen_fd, &ev))
 		return -1;
-	return epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->listen_fd, &ev);
+	if (config_is_cluster(&d->cfg) && cluster_start(d))
+		return -1;
+	return 0;
 }
 
 static void daemon_fini(struct tallyd *d)
 {
+	cluster_stop(d);
 	for (int r = 0; r < d->cfg.local_size; r++)
 		daemon_client_drop(d, &d->clients[r], "closed at shutdown");
 	if (d->listen_fd >= 0) {

@@ -1,0 +1,594 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * cluster.c - tallyd in a multi-host job (see cluster.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#include <tally/tally.h>
+#include "ctrl/cluster.h"
+#include "ctrl/daemon.h"
+#include "ctrl/log.h"
+#include "ctrl/loop_tags.h"
+#include "ctrl/membership.h"
+#include "dataplane/engine/agg.h"
+#include "dataplane/engine/worker.h"
+#include "dataplane/reduce.h"
+#include "dataplane/transport/transport.h"
+
+#define OP_NONE UINT32_MAX
+
+/* A local group in the network phase; ops[i] belongs to groups.pool[i]. */
+struct net_op {
+	bool used;
+	uint32_t parts, parts_submitted, parts_done;
+	uint32_t next;			/* submission queue link */
+};
+
+struct cluster {
+	struct membership mb;
+	struct transport tp;
+	bool tp_open;
+	bool have_roster;
+	uint32_t epoch;
+	struct tly_addr addrs[BOOT_MAX_MEMBERS];
+	uint16_t n_nodes, self_node, n_workers, n_aggs;
+	uint16_t agg_nodes[BOOT_MAX_MEMBERS];
+	int total_procs;		/* AVG divides by this */
+	struct tly_worker *worker;
+	struct tly_agg *agg;
+	struct net_op *ops;
+	uint32_t queue_head, queue_tail;	/* ops with parts to submit */
+	uint64_t next_tick_ms;
+	uint64_t bytes_sent, bytes_recv;	/* totals over past epochs */
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static enum tly_dtype to_engine_dtype(uint8_t t)
+{
+	switch (t) {
+	case TALLY_FLOAT16: return TLY_DT_F16;
+	case TALLY_BFLOAT16: return TLY_DT_BF16;
+	case TALLY_INT32: return TLY_DT_I32;
+	default: return TLY_DT_F32;
+	}
+}
+
+static size_t part_elems(const struct tallyd *d)
+{
+	return (size_t)65536 * (size_t)d->cfg.k;
+}
+
+static uint32_t group_index(struct tallyd *d, struct lg_group *g)
+{
+	return (uint32_t)(g - d->groups.pool);
+}
+
+/* ---- finishing -------------------------------------------------------- */
+
+static void release_members(struct tallyd *d, struct lg_group *g, int res)
+{
+	for (unsigned int r = 0; r < d->groups.size; r++) {
+		daemon_seg_put(g->m[r].send_ref);
+		daemon_seg_put(g->m[r].recv_ref);
+		if (d->clients[r].active)
+			daemon_complete(d, &d->clients[r], g->m[r].user_data,
+					res);
+	}
+	local_group_release(&d->groups, g);
+}
+
+/* Every partition is back: one pass writes (and scales) every output. */
+static void finish_op(struct tallyd *d, uint32_t idx)
+{
+	struct cluster *c = d->cluster;
+	struct lg_group *g = &d->groups.pool[idx];
+	void *out[CONFIG_MAX_LOCAL_SIZE];
+	const void *in[1] = { g->m[0].recv };
+	struct reduce_args a;
+	int res;
+
+	for (unsigned int r = 0; r < d->groups.size; r++)
+		out[r] = g->m[r].recv;
+	res = reduce_prepare(&a, g->op.dtype, g->op.redop, in, 1, out,
+			     d->groups.size, g->op.count,
+			     (unsigned int)c->total_procs);
+	if (!res)
+		reduce_pool_run(d->reducer, &a);
+	c->ops[idx].used = false;
+	release_members(d, g, res);
+}
+
+static void tensor_done(void *ctx, const struct tly_tensor_desc *desc)
+{
+	struct tallyd *d = ctx;
+	uint32_t idx = (uint32_t)(uintptr_t)desc->user;
+	struct net_op *op = &d->cluster->ops[idx];
+
+	if (!op->used)
+		return;
+	if (++op->parts_done == op->parts)
+		finish_op(d, idx);
+}
+
+/* Fail every operation in the network phase (the engine is gone). */
+static void fail_network_ops(struct tallyd *d, int res)
+{
+	struct cluster *c = d->cluster;
+
+	for (uint32_t i = 0; i < d->groups.n_pool; i++) {
+		if (!c->ops[i].used)
+			continue;
+		c->ops[i].used = false;
+		release_members(d, &d->groups.pool[i], res);
+	}
+	c->queue_head = c->queue_tail = OP_NONE;
+}
+
+/* What the engine of an epoch did, for the log (and for debugging). */
+static void log_engine(const struct cluster *c)
+{
+	for (int i = 0; i < 2; i++) {
+		const struct tly_counters *k = i == 0 ?
+			(c->worker ? tly_worker_counters(c->worker) : NULL) :
+			(c->agg ? tly_agg_counters(c->agg) : NULL);
+
+		if (!k)
+			continue;
+		log_info("%s: rx %llu tx %llu retx %llu dups %llu acks %llu "
+			 "busy %llu", i ? "aggregator" : "worker",
+			 (unsigned long long)k->rx_pkts,
+			 (unsigned long long)k->tx_pkts,
+			 (unsigned long long)k->retx,
+			 (unsigned long long)k->dups,
+			 (unsigned long long)k->acks,
+			 (unsigned long long)k->busy);
+		for (int e = 1; e < TLY_E_COUNT; e++)
+			if (k->drops[e])
+				log_info("  dropped %llu: %s",
+					 (unsigned long long)k->drops[e],
+					 tly_drop_name(e));
+	}
+}
+
+static void engine_destroy(struct cluster *c)
+{
+	log_engine(c);
+	if (c->worker) {
+		const struct tly_counters *k = tly_worker_counters(c->worker);
+
+		c->bytes_sent += k->tx_bytes;
+		c->bytes_recv += k->rx_bytes;
+		tly_worker_destroy(c->worker);
+	}
+	if (c->agg)
+		tly_agg_destroy(c->agg);
+	c->worker = NULL;
+	c->agg = NULL;
+}
+
+/* ---- submission ------------------------------------------------------- */
+
+static void queue_push(struct cluster *c, uint32_t idx)
+{
+	c->ops[idx].next = OP_NONE;
+	if (c->queue_tail == OP_NONE)
+		c->queue_head = idx;
+	else
+		c->ops[c->queue_tail].next = idx;
+	c->queue_tail = idx;
+}
+
+/* Hand queued partitions to the engine while it takes them. */
+static int submit_queued(struct tallyd *d, uint64_t now)
+{
+	struct cluster *c = d->cluster;
+	int n = 0;
+
+	while (c->worker && c->queue_head != OP_NONE) {
+		uint32_t idx = c->queue_head;
+		struct net_op *op = &c->ops[idx];
+		struct lg_group *g = &d->groups.pool[idx];
+		size_t esz = tally_dtype_size(g->op.dtype);
+		size_t first = op->parts_submitted * part_elems(d);
+		size_t left = g->op.count - first;
+		struct tly_tensor_desc t = {
+			.id = tly_tensor_id(g->op.key, (uint32_t)g->op.iteration,
+					    op->parts_submitted),
+			.dtype = to_engine_dtype(g->op.dtype),
+			.algo = d->cfg.algorithm == ALGO_RING ? TLY_ALGO_RING :
+								TLY_ALGO_AGG,
+			.src = (char *)g->m[0].recv + first * esz,
+			.dst = (char *)g->m[0].recv + first * esz,
+			.count = left < part_elems(d) ? left : part_elems(d),
+			.prio = g->op.priority > 7 ? 7 : (uint8_t)g->op.priority,
+			.user = (void *)(uintptr_t)idx,
+		};
+		int ret = tly_worker_submit(c->worker, &t, now);
+
+		if (ret == -EBUSY)
+			break;		/* the engine is full: later */
+		if (ret) {
+			log_err("engine refused tensor key %llu: %d",
+				(unsigned long long)g->op.key, ret);
+			c->queue_head = op->next;
+			if (c->queue_head == OP_NONE)
+				c->queue_tail = OP_NONE;
+			op->used = false;
+			release_members(d, g, -TALLY_EINVAL);
+			continue;
+		}
+		n++;
+		if (++op->parts_submitted == op->parts) {
+			c->queue_head = op->next;
+			if (c->queue_head == OP_NONE)
+				c->queue_tail = OP_NONE;
+		}
+	}
+	return n;
+}
+
+void cluster_submit_group(struct tallyd *d, struct lg_group *g)
+{
+	struct cluster *c = d->cluster;
+	uint32_t idx = group_index(d, g);
+	const void *in[CONFIG_MAX_LOCAL_SIZE];
+	void *out[1] = { g->m[0].recv };
+	struct reduce_args a;
+	int res;
+
+	for (unsigned int r = 0; r < d->groups.size; r++)
+		in[r] = g->m[r].send;
+	/* the local sum, into the first member's receive buffer */
+	res = reduce_prepare(&a, g->op.dtype, TALLY_SUM, in, d->groups.size,
+			     out, 1, g->op.count, 1);
+	if (res || c->mb.dead) {
+		release_members(d, g, res ? res : -TALLY_EPEERLOST);
+		return;
+	}
+	reduce_pool_run(d->reducer, &a);
+	c->ops[idx] = (struct net_op){
+		.used = true,
+		.parts = (uint32_t)((g->op.count + part_elems(d) - 1) /
+				    part_elems(d)),
+	};
+	queue_push(c, idx);
+	submit_queued(d, mono_ns());
+}
+
+/* ---- rosters ---------------------------------------------------------- */
+
+static int open_transport(struct tallyd *d)
+{
+	struct cluster *c = d->cluster;
+	struct transport_config tc = {
+		.kind = d->cfg.transport,
+		.self = c->self_node,
+		.n_nodes = c->n_nodes,
+		.addrs = c->addrs,
+		.mtu = (uint32_t)(TLY_L2L4_LEN + TLY_HDR_LEN + 4 * d->cfg.k),
+		.eal_args = d->cfg.eal_args,
+		.mbufs = (uint32_t)d->cfg.mbufs,
+		.emu = {
+			.rate_bps = d->cfg.emu_rate_bps,
+			.delay_ns = (uint64_t)d->cfg.emu_delay_us * 1000,
+			.jitter_ns = (uint64_t)d->cfg.emu_jitter_us * 1000,
+			.loss_ppm = (uint32_t)d->cfg.emu_loss_ppm,
+			.dup_ppm = (uint32_t)d->cfg.emu_dup_ppm,
+			.reorder_ppm = (uint32_t)d->cfg.emu_reorder_ppm,
+			.reorder_ns = (uint64_t)d->cfg.emu_reorder_us * 1000,
+			.seed = d->cfg.emu_seed + (uint64_t)d->cfg.rank,
+		},
+	};
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_NET };
+	int fd;
+
+	if (transport_open(&c->tp, &tc)) {
+		log_err("cannot open the %s transport", d->cfg.transport);
+		return -1;
+	}
+	c->tp_open = true;
+	fd = c->tp.ops->wait_fd ? c->tp.ops->wait_fd(&c->tp) : -1;
+	if (fd >= 0)
+		epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+	log_info("%s transport open: node %u of %u", c->tp.ops->name,
+		 c->self_node, c->n_nodes);
+	return 0;
+}
+
+static int build_engine(struct tallyd *d, const struct boot_member *me)
+{
+	struct cluster *c = d->cluster;
+	uint16_t job = (uint16_t)((d->cfg.job_key * 0x9e3779b1u) ^
+				  (c->epoch * 0x85ebca6bu) ^
+				  (d->cfg.job_key >> 16));
+	struct tly_net net = {
+		.addrs = c->tp.full_frames ? c->addrs : NULL,
+		.n_nodes = c->n_nodes,
+		.port = c->addrs[c->self_node].port,
+	};
+	struct tly_tx_ops tx = transport_tx_ops(&c->tp);
+	bool agg_here = false;
+
+	for (int i = 0; i < c->n_aggs; i++)
+		agg_here |= c->agg_nodes[i] == c->self_node;
+	if (me->role != ROLE_AGGREGATOR && d->cfg.local_size > 0) {
+		struct tly_worker_cfg w = {
+			.job = job, .k = (uint16_t)d->cfg.k,
+			.n_workers = c->n_workers, .rank = c->self_node,
+			.n_slots = (uint32_t)d->cfg.pool_slots,
+			.n_aggs = c->n_aggs, .agg_nodes = c->agg_nodes,
+			.window = (uint32_t)d->cfg.window,
+			.max_tensors = 1024,
+			.rto_ns = (uint64_t)d->cfg.rto_us * 1000,
+			.rto_max_ns = (uint64_t)d->cfg.rto_us * 1000 * 64,
+			.acked_ns = (uint64_t)d->cfg.rto_us * 1000 * 8,
+			.busy_ns = (uint64_t)d->cfg.rto_us * 1000,
+			.confirm_ns = 200000, .confirm_batch = 64,
+			.chunk_rotate = 0,
+			.net = net, .ops = tx,
+			.done = tensor_done, .done_ctx = d,
+		};
+
+		c->worker = tly_worker_create(&w);
+		if (!c->worker)
+			return -1;
+	}
+	if (agg_here && d->cfg.algorithm == ALGO_AGGREGATE) {
+		struct tly_agg_cfg a = {
+			.job = job, .k = (uint16_t)d->cfg.k,
+			.n_workers = c->n_workers, .self = c->self_node,
+			.n_slots = (uint32_t)d->cfg.pool_slots,
+			.n_fallback = (uint32_t)d->cfg.pool_slots / 4 + 64,
+			.evict_ns = (uint64_t)d->cfg.rto_us * 1000 * 16,
+			.probe_ns = (uint64_t)d->cfg.rto_us * 1000 * 4,
+			.net = net, .ops = tx,
+		};
+
+		c->agg = tly_agg_create(&a);
+		if (!c->agg)
+			return -1;
+	}
+	return 0;
+}
+
+static void on_roster(void *ctx, const struct boot_msg *r)
+{
+	struct tallyd *d = ctx;
+	struct cluster *c = d->cluster;
+	const struct boot_member *me = NULL;
+
+	if (c->have_roster) {
+		/* membership changed under running operations */
+		engine_destroy(c);
+		fail_network_ops(d, -TALLY_EPEERLOST);
+		daemon_abort_job(d, "the job's membership changed");
+	}
+	c->epoch = r->epoch;
+	c->n_nodes = r->roster.n;
+	c->n_workers = c->n_aggs = 0;
+	c->total_procs = 0;
+	for (uint16_t i = 0; i < r->roster.n; i++) {
+		const struct boot_member *e = &r->roster.m[i];
+
+		c->addrs[i].ip = e->ip;
+		c->addrs[i].port = e->port;
+		memcpy(c->addrs[i].mac, e->mac, 6);
+		if (e->rank == d->cfg.rank) {
+			me = e;
+			c->self_node = i;
+		}
+		if (e->role != ROLE_AGGREGATOR) {
+			c->n_workers++;
+			c->total_procs += e->local_size;
+		}
+		if (e->role == ROLE_AGGREGATOR ||
+		    (e->role == ROLE_COLOCATED && r->roster.algorithm ==
+						  ALGO_AGGREGATE))
+			c->agg_nodes[c->n_aggs++] = i;
+	}
+	if (!me) {
+		log_err("epoch %u: this daemon is not in the roster", r->epoch);
+		c->have_roster = false;
+		return;
+	}
+	if (!c->tp_open ? open_transport(d) :
+	    transport_set_nodes(&c->tp, c->self_node, c->n_nodes, c->addrs)) {
+		c->have_roster = false;
+		return;
+	}
+	if (build_engine(d, me)) {
+		log_err("cannot build the aggregation engine");
+		engine_destroy(c);
+		c->have_roster = false;
+		return;
+	}
+	c->have_roster = true;
+	submit_queued(d, mono_ns());	/* what waited for the first roster */
+	log_info("epoch %u: %u workers, %u aggregators, %d processes; this "
+		 "daemon is node %u (%s)", c->epoch, c->n_workers, c->n_aggs,
+		 c->total_procs, c->self_node, boot_role_name(me->role));
+}
+
+static void on_peer_down(void *ctx, int rank, const char *why)
+{
+	(void)ctx;
+	log_warn("peer rank %d %s", rank, why);
+}
+
+static void on_lost(void *ctx, const char *why)
+{
+	struct tallyd *d = ctx;
+	struct cluster *c = d->cluster;
+
+	log_err("no job any more: %s", why);
+	engine_destroy(c);
+	fail_network_ops(d, -TALLY_EPEERLOST);
+	c->have_roster = false;
+	daemon_abort_job(d, why);
+}
+
+/* ---- the loop's side -------------------------------------------------- */
+
+int cluster_poll(struct tallyd *d, uint64_t now)
+{
+	struct cluster *c = d->cluster;
+	struct transport_rx rx[TRANSPORT_RX_BURST];
+	struct tly_net net;
+	int n, work = 0;
+
+	if (!c->tp_open)
+		return 0;
+	net = (struct tly_net){ .addrs = c->tp.full_frames ? c->addrs : NULL,
+				.n_nodes = c->n_nodes,
+				.port = c->addrs[c->self_node].port };
+	n = transport_rx_burst(&c->tp, rx, TRANSPORT_RX_BURST);
+	for (int i = 0; i < n; i++) {
+		int type = tly_frame_type(&net, rx[i].data, rx[i].len);
+
+		if ((type == TLY_T_DATA || type == TLY_T_CONFIRM) && c->agg)
+			tly_agg_rx(c->agg, rx[i].data, rx[i].len, now);
+		else if (type > 0 && c->worker)
+			tly_worker_rx(c->worker, rx[i].data, rx[i].len, now);
+	}
+	if (n > 0)
+		transport_rx_release(&c->tp, rx, n);
+	work += n;
+	if (c->worker) {
+		tly_worker_poll(c->worker, now);
+		work += submit_queued(d, now);
+	}
+	if (c->agg)
+		tly_agg_poll(c->agg, now);
+	work += transport_tx_flush(&c->tp, now);
+	return work;
+}
+
+uint64_t cluster_idle_ns(struct tallyd *d)
+{
+	struct cluster *c = d->cluster;
+	uint64_t hb = (uint64_t)d->cfg.heartbeat_ms * 1000000ull / 2;
+	bool busy = (c->worker && tly_worker_active(c->worker)) ||
+		    (c->agg && tly_agg_slots_busy(c->agg));
+	bool has_fd = c->tp_open && c->tp.ops->wait_fd &&
+		      c->tp.ops->wait_fd(&c->tp) >= 0;
+
+	/* Timers of work in flight need us soon; a transport without a
+	 * wakeup fd (DPDK) must be polled; otherwise sleep until a packet,
+	 * a client or the next heartbeat. */
+	if (busy || (!has_fd && c->tp_open))
+		return busy ? 200000 : 1000000;
+	return hb;
+}
+
+void cluster_event(struct tallyd *d, uint64_t tag)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	membership_event(&d->cluster->mb, tag,
+			 (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec /
+			 1000000);
+}
+
+void cluster_tick(struct tallyd *d, uint64_t now_ms)
+{
+	struct cluster *c = d->cluster;
+
+	if (now_ms < c->next_tick_ms)
+		return;
+	c->next_tick_ms = now_ms + (uint64_t)d->cfg.heartbeat_ms / 2;
+	membership_tick(&c->mb, now_ms);
+}
+
+void cluster_local_abort(struct tallyd *d)
+{
+	struct cluster *c = d->cluster;
+
+	/* Nothing may point into client memory once it goes away. */
+	engine_destroy(c);
+	fail_network_ops(d, -TALLY_EPEERLOST);
+	c->have_roster = false;
+	membership_abort(&c->mb);
+}
+
+void cluster_log_counters(struct tallyd *d)
+{
+	struct cluster *c = d->cluster;
+	uint64_t sent = c->bytes_sent, recv = c->bytes_recv;
+
+	if (c->worker) {
+		sent += tly_worker_counters(c->worker)->tx_bytes;
+		recv += tly_worker_counters(c->worker)->rx_bytes;
+	}
+	log_info("wire: worker sent %llu bytes, received %llu bytes "
+		 "(tally header + payload)", (unsigned long long)sent,
+		 (unsigned long long)recv);
+}
+
+int cluster_start(struct tallyd *d)
+{
+	struct cluster *c = calloc(1, sizeof(*c));
+	struct membership_cfg mc = {
+		.self = {
+			.rank = (uint16_t)d->cfg.rank,
+			.role = (uint8_t)d->cfg.role,
+			.local_size = d->cfg.role == ROLE_AGGREGATOR ? 0 :
+				      (uint8_t)d->cfg.local_size,
+			.ip = d->cfg.address.ip,
+			.port = d->cfg.address.port,
+		},
+		.world = (uint16_t)d->cfg.world,
+		.algorithm = (uint8_t)d->cfg.algorithm,
+		.job_key = d->cfg.job_key,
+		.k = (uint16_t)d->cfg.k,
+		.pool_slots = (uint32_t)d->cfg.pool_slots,
+		.coord_ip = d->cfg.coordinator.ip,
+		.coord_port = d->cfg.coordinator.port,
+		.heartbeat_ms = (uint32_t)d->cfg.heartbeat_ms,
+		.peer_timeout_ms = (uint32_t)d->cfg.peer_timeout_ms,
+		.connect_timeout_ms = (uint32_t)d->cfg.connect_timeout_ms,
+	};
+	struct membership_ops ops = { on_roster, on_peer_down, on_lost, d };
+
+	if (!c)
+		return -1;
+	c->ops = calloc(d->groups.n_pool, sizeof(*c->ops));
+	if (!c->ops) {
+		free(c);
+		return -1;
+	}
+	c->queue_head = c->queue_tail = OP_NONE;
+	memcpy(mc.self.mac, d->cfg.mac, 6);
+	d->cluster = c;
+	if (membership_start(&c->mb, &mc, &ops, d->epoll_fd))
+		return -1;
+	return 0;
+}
+
+void cluster_stop(struct tallyd *d)
+{
+	struct cluster *c = d->cluster;
+
+	if (!c)
+		return;
+	cluster_log_counters(d);
+	engine_destroy(c);
+	fail_network_ops(d, -TALLY_EPEERLOST);
+	membership_stop(&c->mb);
+	if (c->tp_open)
+		transport_close(&c->tp);
+	free(c->ops);
+	free(c);
+	d->cluster = NULL;
+}

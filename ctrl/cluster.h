@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cluster.h - tallyd in a multi-host job: the membership, the transport
+ * and the aggregation engine, glued to the local groups.
+ *
+ * A local group that is ready is reduced once into its first member's
+ * receive buffer (the staging buffer), handed to the engine's worker as one
+ * or more tensors (partitions of at most 65536 chunks), and all-reduced
+ * with the other hosts in place; when every partition is back, one pass
+ * copies the result (scaled for AVG) into every member's receive buffer.
+ *
+ * Every roster change (a member lost, a local job aborted anywhere) starts
+ * a new epoch: the engine is rebuilt, every operation in flight fails with
+ * TALLY_EPEERLOST, and the local job is aborted until its clients leave.
+ */
+#ifndef TALLY_CTRL_CLUSTER_H
+#define TALLY_CTRL_CLUSTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ctrl/local_group.h"
+
+struct tallyd;
+struct cluster;
+
+/* Join the job described by d->cfg (blocks until the coordinator answers
+ * our registration, at most connect_timeout_ms).  0 or -1. */
+int cluster_start(struct tallyd *d);
+void cluster_stop(struct tallyd *d);
+
+/* A ready local group enters the network phase. */
+void cluster_submit_group(struct tallyd *d, struct lg_group *g);
+
+/* Receive, run timers, transmit.  Returns the work done (0 when idle). */
+int cluster_poll(struct tallyd *d, uint64_t now_ns);
+
+/* How long the event loop may sleep, in ns (0: keep polling). */
+uint64_t cluster_idle_ns(struct tallyd *d);
+
+/* Events on the cluster's sockets; membership timers. */
+void cluster_event(struct tallyd *d, uint64_t tag);
+void cluster_tick(struct tallyd *d, uint64_t now_ms);
+
+/* Our local job broke: every host must fail its pending operations. */
+void cluster_local_abort(struct tallyd *d);
+
+/* Per-host wire counters (payload bytes sent and received by the worker). */
+void cluster_log_counters(struct tallyd *d);
+
+#endif /* TALLY_CTRL_CLUSTER_H */

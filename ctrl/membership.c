@@ -1,0 +1,488 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * membership.c - registration, roster, heartbeats and failure detection
+ * (see membership.h).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctrl/log.h"
+#include "ctrl/loop_tags.h"
+#include "ctrl/membership.h"
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void conn_close(struct membership *m, struct mb_conn *c)
+{
+	if (c->fd >= 0) {
+		epoll_ctl(m->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+	}
+	c->fd = -1;
+	c->rank = -1;
+	c->rlen = 0;
+}
+
+static int conn_send(struct mb_conn *c, const struct boot_msg *msg,
+		     uint64_t now)
+{
+	uint8_t buf[BOOT_MAX_MSG];
+	int len = boot_encode(msg, buf, sizeof(buf));
+
+	/* Control messages are small and rare: a peer whose socket buffer
+	 * is full is not reading, and counts as gone. */
+	if (len < 0 || send(c->fd, buf, (size_t)len,
+			    MSG_DONTWAIT | MSG_NOSIGNAL) != len)
+		return -1;
+	c->last_tx_ms = now;
+	return 0;
+}
+
+static void set_sock_opts(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static void conn_watch(struct membership *m, struct mb_conn *c)
+{
+	struct epoll_event ev = {
+		.events = EPOLLIN | EPOLLRDHUP,
+		.data.u64 = TAG_BOOT | (uint64_t)(c - m->conn),
+	};
+
+	epoll_ctl(m->epoll_fd, EPOLL_CTL_ADD, c->fd, &ev);
+}
+
+/* ---- coordinator ------------------------------------------------------ */
+
+/* Workers (and co-located members) first, by rank, then aggregators: the
+ * engine numbers workers 0..n-1.  Without any aggregator left, workers
+ * aggregate themselves (co-located shards). */
+static void build_roster(struct membership *m, struct boot_msg *r)
+{
+	bool have_agg = false;
+	uint16_t n = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->type = BOOT_ROSTER;
+	r->epoch = m->epoch;
+	r->roster.job_key = m->cfg.job_key;
+	r->roster.k = m->cfg.k;
+	r->roster.pool_slots = m->cfg.pool_slots;
+	r->roster.algorithm = m->cfg.algorithm;
+	for (int i = 0; i < BOOT_MAX_MEMBERS; i++)
+		if (m->present[i] && m->reg[i].role != ROLE_WORKER)
+			have_agg = true;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < BOOT_MAX_MEMBERS; i++) {
+			struct boot_member e = m->reg[i];
+
+			if (!m->present[i] ||
+			    (pass == 0) != (e.role != ROLE_AGGREGATOR))
+				continue;
+			if (!have_agg && e.role == ROLE_WORKER &&
+			    m->cfg.algorithm == ALGO_AGGREGATE)
+				e.role = ROLE_COLOCATED;
+			r->roster.m[n++] = e;
+		}
+	}
+	r->roster.n = n;
+}
+
+static void send_roster(struct membership *m, uint64_t now)
+{
+	struct boot_msg r;
+
+	m->epoch++;
+	build_roster(m, &r);
+	log_info("roster epoch %u: %u members", r.epoch, r.roster.n);
+	for (int i = 0; i < MB_MAX_CONNS; i++) {
+		struct mb_conn *c = &m->conn[i];
+
+		if (c->fd >= 0 && c->rank >= 0 && conn_send(c, &r, now))
+			log_warn("rank %d: roster not sent", c->rank);
+	}
+	m->formed = true;
+	m->ops.roster(m->ops.ctx, &r);
+}
+
+static int count_present(const struct membership *m)
+{
+	int n = 0;
+
+	for (int i = 0; i < BOOT_MAX_MEMBERS; i++)
+		n += m->present[i];
+	return n;
+}
+
+/* A member left: tell the others, then give them a roster without it. */
+static void member_gone(struct membership *m, struct mb_conn *c,
+			const char *why, uint64_t now)
+{
+	int rank = c->rank;
+	struct boot_msg down = { .type = BOOT_PEER_DOWN };
+
+	conn_close(m, c);
+	if (rank < 0)
+		return;
+	m->present[rank] = false;
+	log_warn("rank %d %s", rank, why);
+	if (!m->formed)
+		return;		/* it may register again before the start */
+	down.epoch = m->epoch;
+	down.peer.rank = (uint16_t)rank;
+	for (int i = 0; i < MB_MAX_CONNS; i++)
+		if (m->conn[i].fd >= 0 && m->conn[i].rank >= 0)
+			conn_send(&m->conn[i], &down, now);
+	m->ops.peer_down(m->ops.ctx, rank, why);
+	send_roster(m, now);
+}
+
+static void refuse(struct mb_conn *c, enum boot_refusal why, uint64_t now)
+{
+	struct boot_msg r = { .type = BOOT_REFUSE, .refuse.reason = why };
+
+	conn_send(c, &r, now);
+}
+
+static void on_register(struct membership *m, struct mb_conn *c,
+			const struct boot_msg *msg, uint64_t now)
+{
+	const struct boot_member *e = &msg->reg.self;
+
+	if (msg->reg.job_key != m->cfg.job_key) {
+		log_warn("registration of rank %u refused: wrong job key",
+			 e->rank);
+		refuse(c, REFUSE_JOB_KEY, now);
+		conn_close(m, c);
+		return;
+	}
+	if (msg->reg.world != m->cfg.world ||
+	    msg->reg.algorithm != m->cfg.algorithm) {
+		log_warn("registration of rank %u refused: world %u algorithm "
+			 "%u, ours %u %u", e->rank, msg->reg.world,
+			 msg->reg.algorithm, m->cfg.world, m->cfg.algorithm);
+		refuse(c, REFUSE_CONFIG, now);
+		conn_close(m, c);
+		return;
+	}
+	if (c->rank >= 0 || e->rank >= m->cfg.world || m->present[e->rank]) {
+		log_warn("registration of rank %u refused: rank taken",
+			 e->rank);
+		refuse(c, REFUSE_RANK, now);
+		conn_close(m, c);
+		return;
+	}
+	c->rank = e->rank;
+	m->reg[e->rank] = *e;
+	m->present[e->rank] = true;
+	log_info("rank %u registered as %s", e->rank,
+		 boot_role_name(e->role));
+	if (m->formed || count_present(m) == m->cfg.world)
+		send_roster(m, now);
+}
+
+static void coordinator_accept(struct membership *m, uint64_t now)
+{
+	for (;;) {
+		int fd = accept4(m->listen_fd, NULL, NULL,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct mb_conn *c = NULL;
+
+		if (fd < 0)
+			return;
+		for (int i = 1; i < MB_MAX_CONNS && !c; i++)
+			if (m->conn[i].fd < 0)
+				c = &m->conn[i];
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		set_sock_opts(fd);
+		c->fd = fd;
+		c->rank = -1;
+		c->rlen = 0;
+		c->last_rx_ms = c->last_tx_ms = now;
+		conn_watch(m, c);
+	}
+}
+
+/* ---- member ----------------------------------------------------------- */
+
+static void member_lost(struct membership *m, const char *why)
+{
+	if (m->dead)
+		return;
+	m->dead = true;
+	conn_close(m, &m->conn[0]);
+	log_err("job lost: %s", why);
+	m->ops.lost(m->ops.ctx, why);
+}
+
+static int member_connect(struct membership *m)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+		.sin_port = htons(m->cfg.coord_port),
+		.sin_addr.s_addr = htonl(m->cfg.coord_ip) };
+	uint64_t end = mono_ms() + m->cfg.connect_timeout_ms;
+	struct mb_conn *c = &m->conn[0];
+	struct boot_msg reg = { .type = BOOT_REGISTER };
+
+	for (;;) {
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa,
+				       sizeof(sa)) == 0) {
+			c->fd = fd;
+			break;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (mono_ms() > end) {
+			log_err("coordinator %s:%u unreachable",
+				inet_ntoa(sa.sin_addr), m->cfg.coord_port);
+			return -1;
+		}
+		usleep(100000);
+	}
+	set_sock_opts(c->fd);
+	reg.reg.self = m->cfg.self;
+	reg.reg.job_key = m->cfg.job_key;
+	reg.reg.world = m->cfg.world;
+	reg.reg.algorithm = m->cfg.algorithm;
+	c->rank = 0;
+	c->last_rx_ms = mono_ms();
+	if (conn_send(c, &reg, c->last_rx_ms)) {
+		log_err("cannot register with the coordinator");
+		return -1;
+	}
+	/* non-blocking from here on: the event loop reads it */
+	if (fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK))
+		return -1;
+	conn_watch(m, c);
+	return 0;
+}
+
+/* ---- both ------------------------------------------------------------- */
+
+static void handle_msg(struct membership *m, struct mb_conn *c,
+		       const struct boot_msg *msg, uint64_t now)
+{
+	if (m->coordinator) {
+		if (msg->type == BOOT_REGISTER) {
+			on_register(m, c, msg, now);
+		} else if (msg->type == BOOT_ABORT && c->rank >= 0) {
+			log_warn("rank %d aborted its local job", c->rank);
+			m->ops.peer_down(m->ops.ctx, c->rank,
+					 "aborted its local job");
+			if (m->formed)
+				send_roster(m, now);
+		} else if (msg->type != BOOT_HEARTBEAT) {
+			member_gone(m, c, "sent an unexpected message", now);
+		}
+		return;
+	}
+	switch (msg->type) {
+	case BOOT_ROSTER:
+		if (msg->roster.job_key != m->cfg.job_key) {
+			member_lost(m, "roster of another job");
+			return;
+		}
+		m->epoch = msg->epoch;
+		m->formed = true;
+		m->ops.roster(m->ops.ctx, msg);
+		break;
+	case BOOT_PEER_DOWN:
+		m->ops.peer_down(m->ops.ctx, msg->peer.rank, "left the job");
+		break;
+	case BOOT_REFUSE:
+		member_lost(m, msg->refuse.reason == REFUSE_JOB_KEY ?
+			       "refused: wrong job key" :
+			       msg->refuse.reason == REFUSE_RANK ?
+			       "refused: rank taken or out of range" :
+			       "refused: configuration differs from rank 0's");
+		break;
+	case BOOT_HEARTBEAT:
+		break;
+	default:
+		member_lost(m, "unexpected message from the coordinator");
+		break;
+	}
+}
+
+static void conn_read(struct membership *m, struct mb_conn *c, uint64_t now)
+{
+	for (;;) {
+		ssize_t n = recv(c->fd, c->rbuf + c->rlen,
+				 sizeof(c->rbuf) - c->rlen, MSG_DONTWAIT);
+		size_t off = 0;
+
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			if (m->coordinator)
+				member_gone(m, c, "closed its connection", now);
+			else
+				member_lost(m, "coordinator closed the "
+					       "connection");
+			return;
+		}
+		if (n < 0)
+			return;
+		c->rlen += (size_t)n;
+		c->last_rx_ms = now;
+		while (c->fd >= 0) {
+			struct boot_msg msg;
+			int len = boot_decode(c->rbuf + off, c->rlen - off,
+					      &msg);
+
+			if (len == 0)
+				break;
+			if (len < 0) {
+				log_warn("control connection: %s",
+					 boot_error_str(len));
+				if (m->coordinator)
+					member_gone(m, c, "sent a malformed "
+						    "message", now);
+				else
+					member_lost(m, boot_error_str(len));
+				return;
+			}
+			off += (size_t)len;
+			handle_msg(m, c, &msg, now);
+		}
+		if (c->fd < 0)
+			return;
+		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+		c->rlen -= off;
+	}
+}
+
+static int listen_on(struct membership *m)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+		.sin_port = htons(m->cfg.coord_port),
+		.sin_addr.s_addr = htonl(m->cfg.coord_ip) };
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.u64 = TAG_BOOT_LISTEN };
+	int one = 1;
+
+	m->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK |
+			      SOCK_CLOEXEC, 0);
+	if (m->listen_fd < 0)
+		return -1;
+	setsockopt(m->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(m->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    listen(m->listen_fd, 64)) {
+		log_err("coordinator: cannot listen on %s:%u: %s",
+			inet_ntoa(sa.sin_addr), m->cfg.coord_port,
+			strerror(errno));
+		return -1;
+	}
+	return epoll_ctl(m->epoll_fd, EPOLL_CTL_ADD, m->listen_fd, &ev);
+}
+
+int membership_start(struct membership *m, const struct membership_cfg *cfg,
+		     const struct membership_ops *ops, int epoll_fd)
+{
+	memset(m, 0, sizeof(*m));
+	m->cfg = *cfg;
+	m->ops = *ops;
+	m->epoll_fd = epoll_fd;
+	m->listen_fd = -1;
+	for (int i = 0; i < MB_MAX_CONNS; i++) {
+		m->conn[i].fd = -1;
+		m->conn[i].rank = -1;
+	}
+	m->coordinator = cfg->self.rank == 0;
+	if (!m->coordinator)
+		return member_connect(m);
+	if (listen_on(m))
+		return -1;
+	m->reg[0] = cfg->self;
+	m->present[0] = true;
+	if (cfg->world == 1)
+		send_roster(m, mono_ms());
+	return 0;
+}
+
+void membership_stop(struct membership *m)
+{
+	for (int i = 0; i < MB_MAX_CONNS; i++)
+		if (m->conn[i].fd >= 0)
+			conn_close(m, &m->conn[i]);
+	if (m->listen_fd >= 0)
+		close(m->listen_fd);
+	m->listen_fd = -1;
+}
+
+void membership_event(struct membership *m, uint64_t tag, uint64_t now_ms)
+{
+	if (TAG_KIND(tag) == TAG_BOOT_LISTEN) {
+		coordinator_accept(m, now_ms);
+		return;
+	}
+	if (TAG_RANK(tag) < MB_MAX_CONNS && m->conn[TAG_RANK(tag)].fd >= 0)
+		conn_read(m, &m->conn[TAG_RANK(tag)], now_ms);
+}
+
+void membership_tick(struct membership *m, uint64_t now)
+{
+	struct boot_msg hb = { .type = BOOT_HEARTBEAT };
+
+	if (m->dead)
+		return;
+	hb.epoch = m->epoch;
+	hb.peer.rank = m->cfg.self.rank;
+	for (int i = 0; i < MB_MAX_CONNS; i++) {
+		struct mb_conn *c = &m->conn[i];
+
+		if (c->fd < 0)
+			continue;
+		if (now - c->last_rx_ms > m->cfg.peer_timeout_ms) {
+			if (m->coordinator)
+				member_gone(m, c, "stopped answering", now);
+			else
+				member_lost(m, "coordinator stopped "
+					       "answering");
+			continue;
+		}
+		if (now - c->last_tx_ms >= m->cfg.heartbeat_ms &&
+		    conn_send(c, &hb, now)) {
+			if (m->coordinator)
+				member_gone(m, c, "cannot be written to", now);
+			else
+				member_lost(m, "cannot write to the "
+					       "coordinator");
+		}
+	}
+}
+
+void membership_abort(struct membership *m)
+{
+	struct boot_msg a = { .type = BOOT_ABORT };
+
+	a.epoch = m->epoch;
+	a.peer.rank = m->cfg.self.rank;
+	if (m->coordinator) {
+		if (m->formed)
+			send_roster(m, mono_ms());
+	} else if (m->conn[0].fd >= 0) {
+		conn_send(&m->conn[0], &a, mono_ms());
+	}
+}

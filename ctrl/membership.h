@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * membership.h - who is in the job: registration with the coordinator
+ * (rank 0), the roster, heartbeats and failure detection, over one TCP
+ * connection per member (see bootstrap.h for the messages).
+ *
+ * Runs inside tallyd's event loop: its sockets are in the daemon's epoll
+ * set (tags TAG_BOOT | slot) and membership_tick() runs at least every
+ * heartbeat interval.  Nothing blocks except the first connection to the
+ * coordinator at start-up, which retries until connect_timeout_ms.
+ *
+ * Failure rules: a member whose connection closes, or that is silent for
+ * peer_timeout_ms, is dropped by the coordinator, which announces it
+ * (PEER_DOWN) and sends the survivors a new roster (next epoch).  A member
+ * that loses the coordinator the same way reports it through on_lost and
+ * has no job any more (the coordinator is the job's single point of
+ * failure, like a PMIx server or a Gloo store).  A rank may register again
+ * later (a restarted daemon): it joins the next epoch.
+ */
+#ifndef TALLY_CTRL_MEMBERSHIP_H
+#define TALLY_CTRL_MEMBERSHIP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ctrl/bootstrap.h"
+
+#define MB_MAX_CONNS (BOOT_MAX_MEMBERS + 8)
+
+struct membership_cfg {
+	struct boot_member self;	/* rank, role, local size, data addr */
+	uint16_t world;			/* members in the job */
+	uint8_t algorithm;
+	uint32_t job_key;
+	uint16_t k;
+	uint32_t pool_slots;
+	uint32_t coord_ip;		/* host byte order */
+	uint16_t coord_port;
+	uint32_t heartbeat_ms;
+	uint32_t peer_timeout_ms;
+	uint32_t connect_timeout_ms;
+};
+
+struct mb_conn {
+	int fd;				/* -1: unused */
+	int rank;			/* -1 until it registered */
+	uint64_t last_rx_ms, last_tx_ms;
+	size_t rlen;
+	uint8_t rbuf[BOOT_MAX_MSG];
+};
+
+struct membership_ops {
+	/* a (new) roster: every member, workers first; epoch increases */
+	void (*roster)(void *ctx, const struct boot_msg *roster);
+	/* the member of @rank left or broke its job (why: for the log) */
+	void (*peer_down)(void *ctx, int rank, const char *why);
+	/* we lost the coordinator or were refused: no job any more */
+	void (*lost)(void *ctx, const char *why);
+	void *ctx;
+};
+
+struct membership {
+	struct membership_cfg cfg;
+	struct membership_ops ops;
+	int epoll_fd;
+	bool coordinator;
+	int listen_fd;
+	uint32_t epoch;
+	bool formed;			/* a roster was sent at least once */
+	bool dead;			/* lost the job */
+	struct boot_member reg[BOOT_MAX_MEMBERS];
+	bool present[BOOT_MAX_MEMBERS];
+	struct mb_conn conn[MB_MAX_CONNS];	/* coordinator: members;
+						 * member: conn[0] = up */
+};
+
+/* Start: the coordinator listens, a member connects and registers.
+ * 0, or -1 with a message logged. */
+int membership_start(struct membership *m, const struct membership_cfg *cfg,
+		     const struct membership_ops *ops, int epoll_fd);
+void membership_stop(struct membership *m);
+
+/* An epoll event on one of our sockets (tag from the event's data). */
+void membership_event(struct membership *m, uint64_t tag, uint64_t now_ms);
+/* Heartbeats and timeouts. */
+void membership_tick(struct membership *m, uint64_t now_ms);
+/* Tell the coordinator our local job broke (every host must fail it). */
+void membership_abort(struct membership *m);
+
+#endif /* TALLY_CTRL_MEMBERSHIP_H */
