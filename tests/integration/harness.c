@@ -39,9 +39,15 @@ static int can_connect(const char *path)
 
 int daemon_start(struct test_daemon *d, int n, const char *const *extra)
 {
+	return daemon_start_in(d, n, extra, NULL);
+}
+
+int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
+		    const char *netns)
+{
 	const char *bin = getenv("TALLYD");
 	char nbuf[16];
-	const char *argv[32];
+	const char *argv[48];
 	int argc = 0;
 
 	memset(d, 0, sizeof(*d));
@@ -55,6 +61,12 @@ int daemon_start(struct test_daemon *d, int n, const char *const *extra)
 	snprintf(d->sock, sizeof(d->sock), "%s/tallyd.sock", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/tallyd.log", d->dir);
 	snprintf(nbuf, sizeof(nbuf), "%d", n);
+	if (netns) {	/* the client socket is a path: visible from here */
+		argv[argc++] = "/usr/bin/ip";
+		argv[argc++] = "netns";
+		argv[argc++] = "exec";
+		argv[argc++] = netns;
+	}
 	argv[argc++] = bin;
 	argv[argc++] = "--socket";
 	argv[argc++] = d->sock;
@@ -62,7 +74,7 @@ int daemon_start(struct test_daemon *d, int n, const char *const *extra)
 	argv[argc++] = nbuf;
 	argv[argc++] = "--reduce-threads";
 	argv[argc++] = "2";
-	for (int i = 0; extra && extra[i] && argc < 30; i++)
+	for (int i = 0; extra && extra[i] && argc < 46; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
 
@@ -75,7 +87,7 @@ int daemon_start(struct test_daemon *d, int n, const char *const *extra)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		execv(bin, (char *const *)argv);
+		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
 	for (int i = 0; i < 500; i++) {	/* up to 5 s */

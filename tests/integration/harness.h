@@ -20,6 +20,9 @@ struct test_daemon {
 /* Start $TALLYD with --local-size @n (and @extra args, may be NULL) and
  * wait until its socket accepts.  0 or -1. */
 int daemon_start(struct test_daemon *d, int n, const char *const *extra);
+/* The same, run inside network namespace @netns when it is not NULL. */
+int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
+		    const char *netns);
 /* SIGTERM, reap, remove the directory.  Returns the daemon's exit status,
  * or -1 if it had died of a signal (a crash). */
 int daemon_stop(struct test_daemon *d);

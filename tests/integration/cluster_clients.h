@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cluster_clients.h - the training processes of the multi-host tests:
+ * every client of every host all-reduces the same sequence of tensors and
+ * checks the result against the exact sum over all processes.
+ */
+#ifndef TALLY_TESTS_CLUSTER_CLIENTS_H
+#define TALLY_TESTS_CLUSTER_CLIENTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cluster_harness.h"
+
+struct client_job {
+	const char *sock;	/* its host's daemon */
+	int host;		/* index among the worker hosts */
+	int hosts;		/* worker hosts in the job */
+	bool float_types;	/* also float16 and bfloat16 */
+	int rounds;		/* how many times the sequence repeats */
+	uint64_t first_iteration;
+	int expect_error;	/* 0, or the error every op must end with */
+	int go_fd;		/* -1, or read one byte before starting */
+};
+
+/* Fork one client per local rank of every worker host; wait for all.
+ * Returns the number of clients that failed. */
+int run_cluster_clients(struct test_cluster *tc, int hosts,
+			struct client_job proto, int timeout_ms);
+
+int client_job_main(void *arg);
+
+#endif /* TALLY_TESTS_CLUSTER_CLIENTS_H */

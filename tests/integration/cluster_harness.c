@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * cluster_harness.c - start and stop a job of several tallyd daemons.
+ *
+ * Over UDP every daemon runs on the loopback with its own data port; the
+ * coordinator (rank 0) listens on another.  Ports come from the test's
+ * pid so concurrent runs do not collide.  Over DPDK each daemon runs in
+ * the network namespace the spec names.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cluster_harness.h"
+
+#define ARGS_MAX 40
+
+int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
+{
+	int base = 20000 + (getpid() % 2000) * 16;
+	const char *ip0 = spec->ip[0] ? spec->ip[0] : "127.0.0.1";
+	char coord[64], addr[CL_MAX_DAEMONS][64], rank[CL_MAX_DAEMONS][8];
+	char world[8], key[16];
+
+	memset(tc, 0, sizeof(*tc));
+	tc->n = spec->workers + spec->aggregators;
+	snprintf(coord, sizeof(coord), "%s:%d", ip0, base);
+	snprintf(world, sizeof(world), "%d", tc->n);
+	snprintf(key, sizeof(key), "%d", 1000 + getpid() % 1000);
+	for (int r = 0; r < tc->n; r++) {
+		bool agg = r >= spec->workers;
+		const char *argv[ARGS_MAX];
+		int argc = 0;
+
+		snprintf(rank[r], sizeof(rank[r]), "%d", r);
+		snprintf(addr[r], sizeof(addr[r]), "%s:%d",
+			 spec->ip[r] ? spec->ip[r] : "127.0.0.1",
+			 base + 1 + r);
+		argv[argc++] = "--rank";
+		argv[argc++] = rank[r];
+		argv[argc++] = "--world";
+		argv[argc++] = world;
+		argv[argc++] = "--role";
+		argv[argc++] = agg ? "aggregator" : spec->role;
+		argv[argc++] = "--algorithm";
+		argv[argc++] = spec->algorithm;
+		argv[argc++] = "--coordinator";
+		argv[argc++] = coord;
+		argv[argc++] = "--job-key";
+		argv[argc++] = key;
+		argv[argc++] = "--address";
+		argv[argc++] = addr[r];
+		argv[argc++] = "--transport";
+		argv[argc++] = spec->transport ? spec->transport : "udp";
+		argv[argc++] = "--log-level";
+		argv[argc++] = "info";
+		if (spec->eal_args[r]) {
+			argv[argc++] = "--eal-args";
+			argv[argc++] = spec->eal_args[r];
+		}
+		if (spec->mac[r]) {
+			argv[argc++] = "--mac";
+			argv[argc++] = spec->mac[r];
+		}
+		for (int i = 0; spec->extra && spec->extra[i] &&
+				argc < ARGS_MAX - 1; i++)
+			argv[argc++] = spec->extra[i];
+		argv[argc] = NULL;
+		if (daemon_start_in(&tc->d[r], CL_LOCAL, argv,
+				    spec->netns[r])) {
+			fprintf(stderr, "daemon rank %d did not start\n", r);
+			tc->n = r;
+			cluster_down(tc);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int cluster_down(struct test_cluster *tc)
+{
+	int bad = 0;
+
+	for (int r = tc->n - 1; r >= 0; r--)
+		if (tc->d[r].pid && daemon_stop(&tc->d[r]))
+			bad++;
+	return bad;
+}

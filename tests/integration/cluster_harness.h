@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cluster_harness.h - several tallyd daemons forming one job, and client
+ * processes on each of them, for the multi-host integration tests.
+ */
+#ifndef TALLY_TESTS_CLUSTER_HARNESS_H
+#define TALLY_TESTS_CLUSTER_HARNESS_H
+
+#include "harness.h"
+
+#define CL_MAX_DAEMONS 8
+#define CL_LOCAL 2		/* clients per worker host */
+
+struct cluster_spec {
+	int workers;			/* hosts with clients */
+	int aggregators;		/* dedicated aggregator daemons */
+	const char *role;		/* of the workers */
+	const char *algorithm;
+	const char *transport;		/* udp (default) or dpdk */
+	const char *const *extra;	/* more tallyd arguments, NULL-ended */
+	/* dpdk: per daemon, run inside this netns with these EAL args */
+	const char *netns[CL_MAX_DAEMONS];
+	const char *eal_args[CL_MAX_DAEMONS];
+	const char *ip[CL_MAX_DAEMONS];	/* data/coordinator addresses */
+	const char *mac[CL_MAX_DAEMONS];
+};
+
+struct test_cluster {
+	int n;
+	struct test_daemon d[CL_MAX_DAEMONS];
+};
+
+/* Start every daemon (rank 0 first) and wait until each client socket
+ * accepts.  0 or -1. */
+int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec);
+/* Stop all; returns the number of daemons that did not exit cleanly. */
+int cluster_down(struct test_cluster *tc);
+
+#endif /* TALLY_TESTS_CLUSTER_HARNESS_H */
