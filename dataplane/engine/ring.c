@@ -216,11 +216,18 @@ static void ring_ack(struct tly_worker *w, const struct tly_hdr *in,
 	p->count = 1;
 }
 
+/*
+ * Whether @id is among the ring tensors this worker finished.  Only the
+ * entries written so far count: the table starts as zeros, and 0 is a
+ * valid id (tly_tensor_id(0, 0, 0)), so scanning all of it would take a
+ * hop for an unsubmitted tensor 0 as a stale one and acknowledge it: the
+ * sender would drop the hop and the ring would never complete.
+ */
 static int retired(const struct tly_worker *w, uint32_t id)
 {
 	uint32_t i;
 
-	for (i = 0; i < RETIRED; i++)
+	for (i = 0; i < w->retired_n; i++)
 		if (w->retired[i] == id)
 			return 1;
 	return 0;

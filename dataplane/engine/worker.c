@@ -229,6 +229,8 @@ void worker_finish(struct tly_worker *w, struct wtensor *t)
 	if (d.algo == TLY_ALGO_RING) {
 		w->retired[w->retired_pos] = d.id;
 		w->retired_pos = (w->retired_pos + 1) % RETIRED;
+		if (w->retired_n < RETIRED)
+			w->retired_n++;
 	}
 	tensor_free(t);
 	w->c.completions++;

@@ -90,7 +90,8 @@ struct tly_worker {
 	struct confirm_batch *cb;	/* one per aggregator */
 	uint16_t *aggs;
 	uint32_t retired[RETIRED];	/* ring: ids of finished tensors */
-	uint32_t retired_pos;
+	uint32_t retired_pos;		/* next entry to overwrite */
+	uint32_t retired_n;		/* entries filled, up to RETIRED */
 	struct ring_ack_range ack;
 };
 
