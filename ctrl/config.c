@@ -34,8 +34,8 @@ void config_defaults(struct tally_config *cfg)
 	cfg->mbufs = 8192;
 	cfg->k = 256;
 	cfg->pool_slots = 4096;
-	cfg->window = 256;
-	cfg->rto_us = 2000;
+	cfg->window = 64;
+	cfg->rto_us = 10000;
 	cfg->emu_seed = 1;
 }
 

@@ -43,6 +43,7 @@ struct bench_opts {
 	bool csv;
 	bool memory_bound;
 	bool inplace;		/* recvbuf == sendbuf, as gradients are */
+	int hosts;		/* hosts running this same benchmark */
 	const char *socket;
 };
 
@@ -123,10 +124,11 @@ static long verify(const void *buf, const struct bench_opts *o, size_t count)
 	for (size_t i = 0; i < count; i++) {
 		double want = 0, got = value_at(buf, o->dtype, i);
 
+		/* every host runs the same ranks with the same pattern */
 		for (int r = 0; r < o->nclients; r++)
-			want += pattern(r, i);
+			want += o->hosts * pattern(r, i);
 		if (o->op == TALLY_AVG) {
-			want /= o->nclients;
+			want /= o->nclients * o->hosts;
 			if (o->dtype == TALLY_INT32)
 				want = trunc(want);
 		}
@@ -277,7 +279,8 @@ static double memory_bound_us(int n, size_t bytes)
 static void report(const struct bench_opts *o, const struct bench_shared *sh,
 		   const double *membound)
 {
-	double bus = 2.0 * (o->nclients - 1) / o->nclients;
+	int members = o->nclients * o->hosts;
+	double bus = 2.0 * (members - 1) / members;
 
 	if (o->csv)
 		printf("size,count,type,op,time_us,algbw_gbps,busbw_gbps,"
@@ -342,6 +345,8 @@ static void usage(void)
 		"                   [-d float|half|bfloat16|int32] [-o sum|avg]\n"
 		"                   [-w warmup] [-i iters] [--check] [--csv]\n"
 		"                   [--memory-bound] [--inplace] [--socket PATH]\n"
+		"                   [--hosts H]  (H hosts run the same benchmark:\n"
+		"                                 --check expects their sum)\n"
 		"Sizes take K/M/G suffixes.  The tallyd serving the socket must\n"
 		"have --local-size equal to -n.\n");
 	exit(2);
@@ -354,13 +359,14 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 		{ "csv", no_argument, NULL, 'C' },
 		{ "memory-bound", no_argument, NULL, 'M' },
 		{ "inplace", no_argument, NULL, 'I' },
+		{ "hosts", required_argument, NULL, 'H' },
 		{ "socket", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
 	*o = (struct bench_opts){ .nclients = 4, .min_bytes = 4096,
-		.max_bytes = 64u << 20, .factor = 4, .warmup = 5 };
+		.max_bytes = 64u << 20, .factor = 4, .warmup = 5, .hosts = 1 };
 	while ((c = getopt_long(argc, argv, "n:b:e:f:d:o:w:i:h", lo,
 				NULL)) != -1) {
 		switch (c) {
@@ -374,6 +380,7 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 		case 'C': o->csv = true; break;
 		case 'M': o->memory_bound = true; break;
 		case 'I': o->inplace = true; break;
+		case 'H': o->hosts = atoi(optarg); break;
 		case 's': o->socket = optarg; break;
 		case 'o':
 			o->op = !strcmp(optarg, "avg") ? TALLY_AVG : TALLY_SUM;
@@ -387,7 +394,8 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 		}
 	}
 	if (o->nclients < 1 || o->nclients > MAX_CLIENTS || o->factor < 2 ||
-	    o->min_bytes < 4 || o->max_bytes < o->min_bytes || o->warmup < 0)
+	    o->min_bytes < 4 || o->max_bytes < o->min_bytes || o->warmup < 0 ||
+	    o->hosts < 1)
 		usage();
 }
 
