@@ -21,8 +21,8 @@ int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
 {
 	int base = 20000 + (getpid() % 2000) * 16;
 	const char *ip0 = spec->ip[0] ? spec->ip[0] : "127.0.0.1";
-	char coord[64], addr[CL_MAX_DAEMONS][64], rank[CL_MAX_DAEMONS][8];
-	char world[8], key[16];
+	char coord[64], addr[CL_MAX_DAEMONS][64], rank[CL_MAX_DAEMONS][16];
+	char world[16], key[16];
 
 	memset(tc, 0, sizeof(*tc));
 	tc->n = spec->workers + spec->aggregators;
