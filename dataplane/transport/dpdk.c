@@ -45,6 +45,10 @@ struct dpdk_priv {
 	struct rte_mempool *pool;
 	struct rte_mbuf *txq[DPDK_TXQ];
 	uint32_t txq_n;
+	/* Frames to ourselves (a co-located worker's shard): a port does not
+	 * hand its own transmissions back, so they are looped here. */
+	struct rte_mbuf *loopq[DPDK_TXQ];
+	uint32_t loop_head, loop_n;
 	uint8_t mac[6];
 	uint32_t max_frame;	/* what the port and our mbufs can take */
 	uint32_t ip;		/* ours, network byte order */
@@ -148,6 +152,10 @@ static void dpdk_close(struct transport *tp)
 	if (!d)
 		return;
 	rte_pktmbuf_free_bulk(d->txq, d->txq_n);
+	for (; d->loop_n; d->loop_n--) {
+		rte_pktmbuf_free(d->loopq[d->loop_head]);
+		d->loop_head = (d->loop_head + 1) % DPDK_TXQ;
+	}
 	rte_eth_dev_stop(d->port);
 	rte_eth_dev_close(d->port);
 	rte_mempool_free(d->pool);
@@ -259,9 +267,18 @@ static void dpdk_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
 	struct dpdk_priv *d = tp->priv;
 	struct rte_mbuf *m = *mbuf_slot(frame);
 
-	(void)dst;	/* the engine wrote the addresses into the frame */
+	/* the engine wrote the addresses into the frame */
 	m->data_len = (uint16_t)len;
 	m->pkt_len = (uint32_t)len;
+	if (dst == tp->cfg.self) {
+		if (d->loop_n == DPDK_TXQ) {
+			tp->stats.tx_drops++;
+			rte_pktmbuf_free(m);
+			return;
+		}
+		d->loopq[(d->loop_head + d->loop_n++) % DPDK_TXQ] = m;
+		return;
+	}
 	if (d->txq_n == DPDK_TXQ)
 		dpdk_tx_flush(tp);
 	if (d->txq_n == DPDK_TXQ) {
@@ -298,7 +315,12 @@ static int dpdk_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 
 	if (n > TRANSPORT_RX_BURST)
 		n = TRANSPORT_RX_BURST;
-	got = rte_eth_rx_burst(d->port, 0, m, (uint16_t)n);
+	for (got = 0; got < n && d->loop_n; got++) {
+		m[got] = d->loopq[d->loop_head];
+		d->loop_head = (d->loop_head + 1) % DPDK_TXQ;
+		d->loop_n--;
+	}
+	got += rte_eth_rx_burst(d->port, 0, m + got, (uint16_t)(n - got));
 	for (i = 0; i < got; i++) {
 		const uint8_t *p = rte_pktmbuf_mtod(m[i], const uint8_t *);
 

@@ -21,7 +21,8 @@ struct cluster_spec {
 	/* dpdk: per daemon, run inside this netns with these EAL args */
 	const char *netns[CL_MAX_DAEMONS];
 	const char *eal_args[CL_MAX_DAEMONS];
-	const char *ip[CL_MAX_DAEMONS];	/* data/coordinator addresses */
+	const char *ip[CL_MAX_DAEMONS];	/* data addresses (default loopback) */
+	const char *coord_ip;		/* default: ip[0] */
 	const char *mac[CL_MAX_DAEMONS];
 };
 

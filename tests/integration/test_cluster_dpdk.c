@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_cluster_dpdk.c - 4 hosts x 2 clients with DPDK ports: every host is
+ * a network namespace of a netlab (tools/netlab), its daemon drives the
+ * namespace's eth0 through net_af_packet or net_af_xdp, and the daemons'
+ * control connections use the lab's management network (af_xdp takes
+ * every frame of its queue, TCP included).  Dedicated aggregator,
+ * co-located shards and ring, clean and lossy, and a daemon killed
+ * mid-run.  Needs root, as CI has.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <tally/tally.h>
+#include "cluster_clients.h"
+
+#define HOSTS 4
+#define LAB_HOSTS 5		/* + a dedicated aggregator */
+
+static char lab[16];
+static char ip[LAB_HOSTS][32], mac[LAB_HOSTS][32], ns[LAB_HOSTS][32];
+static char coord[32];
+static char eal[2][LAB_HOSTS][256];	/* [af_packet, af_xdp][host] */
+
+static const char *const lossy[] = {
+	"--set", "emulator.loss_ppm=10000",
+	"--set", "emulator.reorder_ppm=50000",
+	"--set", "emulator.reorder_us=300",
+	NULL,
+};
+
+static int netlab(const char *args, char *out, size_t cap)
+{
+	char cmd[512];
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s %s --name %s", getenv("NETLAB"), args,
+		 lab);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	if (out) {
+		if (!fgets(out, (int)cap, p))
+			out[0] = '\0';
+		out[strcspn(out, "\n")] = '\0';
+	}
+	while (fgetc(p) != EOF)	/* let it finish writing */
+		;
+	st = pclose(p);
+	return st == 0 ? 0 : -1;
+}
+
+static int lab_up(void **state)
+{
+	char cmd[64];
+
+	(void)state;
+	if (geteuid() != 0) {
+		fprintf(stderr, "DPDK cluster tests need root (namespaces)\n");
+		return -1;
+	}
+	snprintf(lab, sizeof(lab), "td%d", getpid() % 100000);
+	if (netlab("up 5 --mgmt --subnet 10.79.0 --force", NULL, 0))
+		return -1;
+	for (int i = 0; i < LAB_HOSTS; i++) {
+		snprintf(cmd, sizeof(cmd), "ip %d", i);
+		netlab(cmd, ip[i], sizeof(ip[i]));
+		snprintf(cmd, sizeof(cmd), "mac %d", i);
+		netlab(cmd, mac[i], sizeof(mac[i]));
+		snprintf(cmd, sizeof(cmd), "ns %d", i);
+		netlab(cmd, ns[i], sizeof(ns[i]));
+		for (int x = 0; x < 2; x++)
+			snprintf(eal[x][i], sizeof(eal[x][i]),
+				 "-l %d --no-huge -m 128 --no-shconf "
+				 "--no-telemetry --no-pci --file-prefix=%s_%d%s "
+				 "--vdev=%s", i % 2, lab, i, x ? "x" : "p",
+				 x ? "net_af_xdp0,iface=eth0" :
+				     "net_af_packet0,iface=eth0");
+	}
+	return netlab("mgmt-ip 0", coord, sizeof(coord));
+}
+
+static int lab_down(void **state)
+{
+	(void)state;
+	return netlab("down", NULL, 0);
+}
+
+static void make_spec(struct cluster_spec *s, int xdp, int aggs)
+{
+	s->transport = "dpdk";
+	s->coord_ip = coord;
+	for (int i = 0; i < HOSTS + aggs; i++) {
+		s->netns[i] = ns[i];
+		s->ip[i] = ip[i];
+		s->mac[i] = mac[i];
+		s->eal_args[i] = eal[xdp][i];
+	}
+}
+
+static void run_job(int xdp, int aggs, const char *role, const char *algo,
+		    const char *const *extra, bool floats)
+{
+	struct cluster_spec s = { .workers = HOSTS, .aggregators = aggs,
+				  .role = role, .algorithm = algo,
+				  .extra = extra };
+	struct client_job job = { .hosts = HOSTS, .rounds = 1,
+				  .float_types = floats, .go_fd = -1 };
+	struct test_cluster tc;
+	int failed, bad;
+
+	make_spec(&s, xdp, aggs);
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	failed = run_cluster_clients(&tc, HOSTS, job, 180000);
+	bad = cluster_down(&tc);
+	assert_int_equal(failed, 0);
+	assert_int_equal(bad, 0);
+}
+
+static void test_af_packet_dedicated(void **state)
+{
+	(void)state;
+	run_job(0, 1, "worker", "aggregate", NULL, true);
+}
+
+static void test_af_packet_colocated_lossy(void **state)
+{
+	(void)state;
+	run_job(0, 0, "worker+aggregator", "aggregate", lossy, false);
+}
+
+static void test_af_packet_ring(void **state)
+{
+	(void)state;
+	run_job(0, 0, "worker", "ring", NULL, false);
+}
+
+static void test_af_xdp_colocated(void **state)
+{
+	(void)state;
+	run_job(1, 0, "worker+aggregator", "aggregate", NULL, true);
+}
+
+static void test_af_xdp_dedicated_lossy(void **state)
+{
+	(void)state;
+	run_job(1, 1, "worker", "aggregate", lossy, false);
+}
+
+static void test_af_xdp_ring_lossy(void **state)
+{
+	(void)state;
+	run_job(1, 0, "worker", "ring", lossy, false);
+}
+
+/* A daemon killed mid-run: the others' clients fail, nothing hangs, the
+ * survivors run a new job. */
+static void test_af_xdp_daemon_killed(void **state)
+{
+	struct cluster_spec s = { .workers = HOSTS, .role = "worker+aggregator",
+				  .algorithm = "aggregate" };
+	struct client_job job = { .hosts = HOSTS, .rounds = 1000000,
+				  .expect_error = -TALLY_EPEERLOST,
+				  .go_fd = -1 };
+	struct client_job after = { .hosts = HOSTS - 1, .rounds = 1,
+				    .first_iteration = 1u << 30, .go_fd = -1 };
+	struct client_job jobs[HOSTS];
+	pid_t pid[HOSTS * CL_LOCAL];
+	struct test_cluster tc;
+	int n = 0, failed = 0, bad;
+
+	(void)state;
+	make_spec(&s, 1, 0);
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	for (int h = 0; h < HOSTS; h++) {
+		jobs[h] = job;
+		jobs[h].sock = tc.d[h].sock;
+		jobs[h].host = h;
+		if (h == HOSTS - 1)
+			jobs[h].expect_error = -TALLY_EDAEMONLOST;
+		for (int l = 0; l < CL_LOCAL; l++)
+			pid[n++] = child_start(client_job_main, &jobs[h]);
+	}
+	usleep(2000000);
+	kill(tc.d[HOSTS - 1].pid, SIGKILL);
+	for (int i = 0; i < n; i++)
+		failed += child_wait(pid[i], 15000) != 0;
+	daemon_stop(&tc.d[HOSTS - 1]);
+	tc.d[HOSTS - 1].pid = 0;
+	if (!failed)
+		failed = run_cluster_clients(&tc, HOSTS - 1, after, 120000);
+	bad = cluster_down(&tc);
+	assert_int_equal(failed, 0);
+	assert_int_equal(bad, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_af_packet_dedicated),
+		cmocka_unit_test(test_af_packet_colocated_lossy),
+		cmocka_unit_test(test_af_packet_ring),
+		cmocka_unit_test(test_af_xdp_colocated),
+		cmocka_unit_test(test_af_xdp_dedicated_lossy),
+		cmocka_unit_test(test_af_xdp_ring_lossy),
+		cmocka_unit_test(test_af_xdp_daemon_killed),
+	};
+
+	return cmocka_run_group_tests(tests, lab_up, lab_down);
+}
