@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sched.h - which gradient goes to the network next: the study's
+ * scheduling policies as pure logic (no clock, no I/O, no engine calls),
+ * so they are unit-tested deterministically.
+ *
+ * The daemon tells the scheduler when a gradient is ready (sched_ready:
+ * the local group of that tensor is complete and reduced), asks it what to
+ * send (sched_next: a unit = one or more segments of ready gradients, sent
+ * as one network tensor), and tells it when a unit's all-reduce completed
+ * (sched_unit_done).  Policies:
+ *
+ *  BSP           nothing leaves until the iteration's last gradient is
+ *                ready (the item flagged last); then every gradient goes,
+ *                one unit each, in the order they became ready.
+ *  WFBP          each gradient leaves as soon as it is ready, one unit
+ *                each, in ready order (FIFO).
+ *  MGWFBP        like WFBP, but gradients that become ready while the
+ *                network is busy are merged with the ones already waiting,
+ *                when the cost model says merging lowers the iteration time
+ *                (Shi et al., INFOCOM'19: all-reduce time = a + b * bytes):
+ *                a unit is released when the network goes idle, or when
+ *                holding it longer would cost more than the startup a it
+ *                saves.
+ *  BYTESCHEDULER gradients are cut into partitions of partition_bytes;
+ *                each partition has its gradient's priority (0 = most
+ *                urgent: layers nearest the input, which the next forward
+ *                pass needs first); a credit window limits the bytes in
+ *                flight; a more urgent partition overtakes every less
+ *                urgent one not yet sent (preemption at partition
+ *                boundaries); with autotune the credit is adjusted online.
+ *
+ * Units never mix iterations.  Memory is bounded by max_items.
+ */
+#ifndef TALLY_DATAPLANE_SCHED_H
+#define TALLY_DATAPLANE_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum sched_policy {
+	SCHED_BSP = 1,
+	SCHED_WFBP = 2,
+	SCHED_MGWFBP = 3,
+	SCHED_BYTESCHEDULER = 4,
+};
+
+#define SCHED_MAX_SEGMENTS 64	/* segments one (merged) unit may hold */
+
+struct sched_cfg {
+	enum sched_policy policy;
+	uint32_t max_items;		/* gradients pending at once */
+	/* MG-WFBP cost model: time(bytes) = a_ns + bytes * b_ns_per_byte */
+	double a_ns;
+	double b_ns_per_byte;
+	/* ByteScheduler */
+	uint64_t partition_bytes;	/* 0: whole tensors */
+	uint64_t credit_bytes;		/* bytes in flight at most */
+	bool autotune;			/* adjust credit_bytes online */
+	uint64_t credit_min, credit_max;	/* autotune bounds */
+};
+
+/* A gradient that became ready. */
+struct sched_item {
+	uint64_t key;
+	uint64_t iteration;
+	uint32_t priority;		/* 0 most urgent */
+	uint64_t bytes;
+	bool last;			/* the iteration's last gradient (BSP) */
+	void *user;			/* the caller's handle */
+};
+
+/* One piece of a gradient inside a unit. */
+struct sched_segment {
+	void *user;			/* the item's handle */
+	uint64_t offset;		/* bytes into the gradient */
+	uint64_t bytes;
+	bool item_last_piece;		/* this completes the item's sending */
+};
+
+/* What to send next, as one network tensor. */
+struct sched_unit {
+	uint64_t id;			/* for sched_unit_done() */
+	uint32_t priority;
+	uint64_t bytes;			/* sum of the segments */
+	uint32_t n_segments;
+	struct sched_segment seg[SCHED_MAX_SEGMENTS];
+};
+
+struct sched_stats {
+	uint64_t units, merged_items, partitions, preemptions;
+	uint64_t bytes_in_flight, credit_bytes;
+};
+
+struct sched;
+
+struct sched *sched_create(const struct sched_cfg *cfg);
+void sched_destroy(struct sched *s);
+
+/* A gradient is ready.  0, or -ENOSPC when max_items are pending. */
+int sched_ready(struct sched *s, const struct sched_item *it, uint64_t now_ns);
+
+/* The next unit to send now, if the policy releases one: 1 and *u filled,
+ * or 0.  Call until it returns 0. */
+int sched_next(struct sched *s, uint64_t now_ns, struct sched_unit *u);
+
+/* A unit's all-reduce completed (frees its credit, feeds autotune and the
+ * MG-WFBP model's view of the network). */
+void sched_unit_done(struct sched *s, uint64_t unit_id, uint64_t now_ns);
+
+/* Earliest time sched_next() may release something without another event
+ * (MG-WFBP holding a merge); UINT64_MAX if none. */
+uint64_t sched_next_deadline(const struct sched *s);
+
+/* Forget everything pending (the job was aborted). */
+void sched_reset(struct sched *s);
+
+const struct sched_stats *sched_stats(const struct sched *s);
+const char *sched_policy_name(enum sched_policy p);
+int sched_policy_parse(const char *name);	/* -1 if unknown */
+
+#endif /* TALLY_DATAPLANE_SCHED_H */
