@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <tally/tally.h>
+#include "ctrl/bootstrap.h"
 #include "ctrl/config.h"
 #include "ctrl/log.h"
 
@@ -115,6 +116,97 @@ static void test_config_valid_file(void **state)
 	assert_int_equal(cfg.idle_spin_us, 0);
 	assert_int_equal(cfg.reduce_threads, 16);
 	assert_int_equal(cfg.log_level, LOG_DEBUG);
+}
+
+/* A cluster member's file: every section and value type. */
+static void test_config_cluster_file(void **state)
+{
+	struct cfg_file *f = *state;
+	struct tally_config cfg;
+	char err[256] = "";
+
+	write_file(f,
+		   "[daemon]\nlocal_size = 2\n"
+		   "[cluster]\nrank = 3\nworld = 5\nrole = worker+aggregator\n"
+		   "algorithm = ring\ncoordinator = 10.77.0.1:7700\n"
+		   "job_key = 0xdeadbeef\nheartbeat_ms = 100\n"
+		   "[dataplane]\ntransport = dpdk\naddress = 10.77.0.4:7701\n"
+		   "mac = 02:0a:4d:00:00:04\neal_args = -l 0 --no-pci\n"
+		   "k = 64\nwindow = 32\n"
+		   "[emulator]\nrate_bps = 10000000000\nloss_ppm = 10000\n"
+		   "seed = 0x10\n");
+	config_defaults(&cfg);
+	assert_int_equal(config_load_file(&cfg, f->path, err, sizeof(err)),
+			 0);
+	assert_int_equal(cfg.rank, 3);
+	assert_int_equal(cfg.world, 5);
+	assert_int_equal(cfg.role, ROLE_COLOCATED);
+	assert_int_equal(cfg.algorithm, ALGO_RING);
+	assert_int_equal(cfg.coordinator.ip, 0x0a4d0001u);
+	assert_int_equal(cfg.coordinator.port, 7700);
+	assert_int_equal(cfg.job_key, 0xdeadbeefu);
+	assert_string_equal(cfg.transport, "dpdk");
+	assert_int_equal(cfg.address.ip, 0x0a4d0004u);
+	assert_int_equal(cfg.mac[5], 4);
+	assert_string_equal(cfg.eal_args, "-l 0 --no-pci");
+	assert_int_equal(cfg.k, 64);
+	assert_int_equal(cfg.window, 32);
+	assert_true(cfg.emu_rate_bps == 10000000000ull);
+	assert_int_equal(cfg.emu_loss_ppm, 10000);
+	assert_true(cfg.emu_seed == 16);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+}
+
+/* Each malformed value of the new types names its file and line. */
+static void test_config_cluster_bad_values(void **state)
+{
+	expect_error(*state, "[cluster]\nrole = switch\n", 2, "cluster.role");
+	expect_error(*state, "[cluster]\nalgorithm = tree\n", 2,
+		     "cluster.algorithm");
+	expect_error(*state, "[cluster]\ncoordinator = 10.77.0.1\n", 2,
+		     "cluster.coordinator");
+	expect_error(*state, "[cluster]\ncoordinator = 10.77.0.300:1\n", 2,
+		     "cluster.coordinator");
+	expect_error(*state, "[cluster]\ncoordinator = 10.0.0.1:70000\n", 2,
+		     "cluster.coordinator");
+	expect_error(*state, "[cluster]\njob_key = -1\n", 2,
+		     "cluster.job_key");
+	expect_error(*state, "[dataplane]\nmac = 02:0a:4d:00:00\n", 2,
+		     "dataplane.mac");
+	expect_error(*state, "[dataplane]\nmac = 02:0a:4d:00:00:1ff\n", 2,
+		     "dataplane.mac");
+	expect_error(*state, "[dataplane]\ntransport = tcp\n", 2,
+		     "dataplane.transport");
+	expect_error(*state, "[dataplane]\nk = 4\n", 2, "dataplane.k");
+	expect_error(*state, "[emulator]\nloss_ppm = 2000000\n", 2,
+		     "emulator.loss_ppm");
+	expect_error(*state, "[emulator]\nbogus = 1\n", 2,
+		     "unknown key 'bogus'");
+}
+
+/* Cross-key rules: a cluster needs a coordinator and an address. */
+static void test_config_check_cluster(void **state)
+{
+	struct tally_config cfg;
+	char err[256];
+
+	(void)state;
+	config_defaults(&cfg);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	cfg.world = 4;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "coordinator"));
+	cfg.coordinator.ip = 1;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "address"));
+	cfg.address.ip = 1;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	cfg.rank = 4;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	cfg.rank = 0;
+	snprintf(cfg.transport, sizeof(cfg.transport), "dpdk");
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "eal_args"));
 }
 
 static void test_config_file_keeps_unset_values(void **state)
@@ -408,6 +500,9 @@ int main(void)
 		T(test_config_error_line_number),
 		T(test_config_first_error_wins),
 		T(test_config_long_line),
+		T(test_config_cluster_file),
+		T(test_config_cluster_bad_values),
+		cmocka_unit_test(test_config_check_cluster),
 		cmocka_unit_test(test_config_missing_file),
 		T(test_config_error_message_truncated_safely),
 		cmocka_unit_test(test_config_set_override),
