@@ -279,6 +279,9 @@ static int open_transport(struct tallyd *d)
 		.mtu = (uint32_t)(TLY_L2L4_LEN + TLY_HDR_LEN + 4 * d->cfg.k),
 		.eal_args = d->cfg.eal_args,
 		.mbufs = (uint32_t)d->cfg.mbufs,
+		.rdma_device = d->cfg.rdma_device,
+		.rdma_port = (uint8_t)d->cfg.rdma_port,
+		.rdma_gid_index = d->cfg.rdma_gid_index,
 		.emu = {
 			.rate_bps = d->cfg.emu_rate_bps,
 			.delay_ns = (uint64_t)d->cfg.emu_delay_us * 1000,
@@ -571,6 +574,23 @@ int cluster_start(struct tallyd *d)
 	c->queue_head = c->queue_tail = OP_NONE;
 	memcpy(mc.self.mac, d->cfg.mac, 6);
 	d->cluster = c;
+	/*
+	 * rdma: the peers need our queue pair's number, known only once the
+	 * transport is open: open it on a table of ourselves before
+	 * registering, and register the address it gives (rosters then
+	 * arrive through transport_set_nodes).
+	 */
+	if (!strcmp(d->cfg.transport, "rdma")) {
+		c->addrs[0] = (struct tly_addr){ .ip = d->cfg.address.ip,
+						 .port = d->cfg.address.port };
+		memcpy(c->addrs[0].mac, d->cfg.mac, 6);
+		c->self_node = 0;
+		c->n_nodes = 1;
+		if (open_transport(d))
+			return -1;
+		if (c->tp.has_local_mac)
+			memcpy(mc.self.mac, c->tp.local_mac, 6);
+	}
 	if (membership_start(&c->mb, &mc, &ops, d->epoll_fd))
 		return -1;
 	return 0;

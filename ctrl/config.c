@@ -32,6 +32,8 @@ void config_defaults(struct tally_config *cfg)
 	cfg->connect_timeout_ms = 30000;
 	snprintf(cfg->transport, sizeof(cfg->transport), "udp");
 	cfg->mbufs = 8192;
+	cfg->rdma_port = 1;
+	cfg->rdma_gid_index = 1;
 	cfg->k = 256;
 	cfg->pool_slots = 4096;
 	cfg->window = 64;
@@ -81,6 +83,9 @@ static const struct key_spec keys[] = {
 	{ "dataplane", "mac", K_MAC, F(mac), 0, 0, 0 },
 	STR("dataplane", "eal_args", eal_args),
 	{ "dataplane", "mbufs", K_INT, F(mbufs), 512, 1 << 20, 0 },
+	STR("dataplane", "rdma_device", rdma_device),
+	{ "dataplane", "rdma_port", K_INT, F(rdma_port), 1, 255, 0 },
+	{ "dataplane", "rdma_gid_index", K_INT, F(rdma_gid_index), 0, 255, 0 },
 	{ "dataplane", "k", K_INT, F(k), TLY_K_MIN, 366, 0 },
 	{ "dataplane", "pool_slots", K_INT, F(pool_slots), 1, 65535, 0 },
 	{ "dataplane", "window", K_INT, F(window), 1, 65536, 0 },

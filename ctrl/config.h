@@ -37,11 +37,14 @@ struct tally_config {
 	int peer_timeout_ms;
 	int connect_timeout_ms;
 	/* [dataplane] */
-	char transport[16];		/* udp | dpdk */
+	char transport[16];		/* udp | dpdk | rdma */
 	struct config_addr address;	/* this daemon's data address */
 	uint8_t mac[6];
 	char eal_args[512];
 	int mbufs;
+	char rdma_device[64];		/* "": the first verbs device */
+	int rdma_port;
+	int rdma_gid_index;		/* the port's RoCEv2 IPv4 GID */
 	int k;
 	int pool_slots;
 	int window;

@@ -32,6 +32,8 @@ static const struct transport_ops *transport_find(const char *kind)
 		return &transport_udp_ops;
 	if (!strcmp(kind, "dpdk"))
 		return &transport_dpdk_ops;
+	if (!strcmp(kind, "rdma"))
+		return &transport_rdma_ops;
 	return NULL;
 }
 
@@ -54,7 +56,7 @@ int transport_open(struct transport *tp, const struct transport_config *cfg)
 
 	memset(tp, 0, sizeof(*tp));
 	if (!ops) {
-		fprintf(stderr, "transport: unknown kind '%s' (udp, dpdk)\n",
+		fprintf(stderr, "transport: unknown kind '%s' (udp, dpdk, rdma)\n",
 			cfg->kind);
 		return -EINVAL;
 	}

@@ -52,6 +52,11 @@ struct transport_config {
 	const char *eal_args;
 	uint16_t port_id;
 	uint32_t mbufs;			/* mbuf pool size */
+	/* rdma: device name (NULL or "": the first), port (0: 1) and the
+	 * GID index of the port's RoCEv2 IPv4 GID (unused on InfiniBand) */
+	const char *rdma_device;
+	uint8_t rdma_port;
+	int rdma_gid_index;
 	/*
 	 * Link emulator, applied under any transport (all 0: off).  It models
 	 * this node's NIC port on a switch: rate_bps limits egress (one
@@ -112,6 +117,13 @@ struct transport {
 	struct transport_stats stats;
 	struct link_emu *emu;		/* NULL when the emulator is off */
 	void *priv;
+	/*
+	 * Set by open when peers must put local_mac in their address table's
+	 * mac for us (rdma: 02:LID:QPN, see rdma.c); the daemon registers it
+	 * in the roster instead of its configured MAC.
+	 */
+	bool has_local_mac;
+	uint8_t local_mac[6];
 };
 
 /* buffers in the emulator's pool, and the frame size when cfg->mtu is 0 */
@@ -162,5 +174,6 @@ int transport_tx_pending(struct transport *tp);
 /* the backends (transport_open() picks one by cfg->kind) */
 extern const struct transport_ops transport_udp_ops;
 extern const struct transport_ops transport_dpdk_ops;
+extern const struct transport_ops transport_rdma_ops;
 
 #endif /* TALLY_DATAPLANE_TRANSPORT_H */
