@@ -19,121 +19,7 @@
 #include "dataplane/reduce.h"
 #include "dataplane/transport/transport.h"
 
-#define OP_NONE UINT32_MAX
-
-/* A local group in the network phase; ops[i] belongs to groups.pool[i]. */
-struct net_op {
-	bool used;
-	uint32_t parts, parts_submitted, parts_done;
-	uint32_t next;			/* submission queue link */
-};
-
-struct cluster {
-	struct membership mb;
-	struct transport tp;
-	bool tp_open;
-	bool have_roster;
-	uint32_t epoch;
-	struct tly_addr addrs[BOOT_MAX_MEMBERS];
-	uint16_t n_nodes, self_node, n_workers, n_aggs;
-	uint16_t agg_nodes[BOOT_MAX_MEMBERS];
-	int total_procs;		/* AVG divides by this */
-	struct tly_worker *worker;
-	struct tly_agg *agg;
-	struct net_op *ops;
-	uint32_t queue_head, queue_tail;	/* ops with parts to submit */
-	uint64_t next_tick_ms;
-	uint64_t bytes_sent, bytes_recv;	/* totals over past epochs */
-};
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static enum tly_dtype to_engine_dtype(uint8_t t)
-{
-	switch (t) {
-	case TALLY_FLOAT16: return TLY_DT_F16;
-	case TALLY_BFLOAT16: return TLY_DT_BF16;
-	case TALLY_INT32: return TLY_DT_I32;
-	default: return TLY_DT_F32;
-	}
-}
-
-static size_t part_elems(const struct tallyd *d)
-{
-	return (size_t)65536 * (size_t)d->cfg.k;
-}
-
-static uint32_t group_index(struct tallyd *d, struct lg_group *g)
-{
-	return (uint32_t)(g - d->groups.pool);
-}
-
-/* ---- finishing -------------------------------------------------------- */
-
-static void release_members(struct tallyd *d, struct lg_group *g, int res)
-{
-	for (unsigned int r = 0; r < d->groups.size; r++) {
-		daemon_seg_put(g->m[r].send_ref);
-		daemon_seg_put(g->m[r].recv_ref);
-		if (d->clients[r].active)
-			daemon_complete(d, &d->clients[r], g->m[r].user_data,
-					res);
-	}
-	local_group_release(&d->groups, g);
-}
-
-/* Every partition is back: one pass writes (and scales) every output. */
-static void finish_op(struct tallyd *d, uint32_t idx)
-{
-	struct cluster *c = d->cluster;
-	struct lg_group *g = &d->groups.pool[idx];
-	void *out[CONFIG_MAX_LOCAL_SIZE];
-	const void *in[1] = { g->m[0].recv };
-	struct reduce_args a;
-	int res;
-
-	for (unsigned int r = 0; r < d->groups.size; r++)
-		out[r] = g->m[r].recv;
-	res = reduce_prepare(&a, g->op.dtype, g->op.redop, in, 1, out,
-			     d->groups.size, g->op.count,
-			     (unsigned int)c->total_procs);
-	if (!res)
-		reduce_pool_run(d->reducer, &a);
-	c->ops[idx].used = false;
-	release_members(d, g, res);
-}
-
-static void tensor_done(void *ctx, const struct tly_tensor_desc *desc)
-{
-	struct tallyd *d = ctx;
-	uint32_t idx = (uint32_t)(uintptr_t)desc->user;
-	struct net_op *op = &d->cluster->ops[idx];
-
-	if (!op->used)
-		return;
-	if (++op->parts_done == op->parts)
-		finish_op(d, idx);
-}
-
-/* Fail every operation in the network phase (the engine is gone). */
-static void fail_network_ops(struct tallyd *d, int res)
-{
-	struct cluster *c = d->cluster;
-
-	for (uint32_t i = 0; i < d->groups.n_pool; i++) {
-		if (!c->ops[i].used)
-			continue;
-		c->ops[i].used = false;
-		release_members(d, &d->groups.pool[i], res);
-	}
-	c->queue_head = c->queue_tail = OP_NONE;
-}
+#include "ctrl/cluster_internal.h"
 
 /* What the engine of an epoch did, for the log (and for debugging). */
 static void log_engine(const struct cluster *c)
@@ -175,95 +61,6 @@ static void engine_destroy(struct cluster *c)
 		tly_agg_destroy(c->agg);
 	c->worker = NULL;
 	c->agg = NULL;
-}
-
-/* ---- submission ------------------------------------------------------- */
-
-static void queue_push(struct cluster *c, uint32_t idx)
-{
-	c->ops[idx].next = OP_NONE;
-	if (c->queue_tail == OP_NONE)
-		c->queue_head = idx;
-	else
-		c->ops[c->queue_tail].next = idx;
-	c->queue_tail = idx;
-}
-
-/* Hand queued partitions to the engine while it takes them. */
-static int submit_queued(struct tallyd *d, uint64_t now)
-{
-	struct cluster *c = d->cluster;
-	int n = 0;
-
-	while (c->worker && c->queue_head != OP_NONE) {
-		uint32_t idx = c->queue_head;
-		struct net_op *op = &c->ops[idx];
-		struct lg_group *g = &d->groups.pool[idx];
-		size_t esz = tally_dtype_size(g->op.dtype);
-		size_t first = op->parts_submitted * part_elems(d);
-		size_t left = g->op.count - first;
-		struct tly_tensor_desc t = {
-			.id = tly_tensor_id(g->op.key, (uint32_t)g->op.iteration,
-					    op->parts_submitted),
-			.dtype = to_engine_dtype(g->op.dtype),
-			.algo = d->cfg.algorithm == ALGO_RING ? TLY_ALGO_RING :
-								TLY_ALGO_AGG,
-			.src = (char *)g->m[0].recv + first * esz,
-			.dst = (char *)g->m[0].recv + first * esz,
-			.count = left < part_elems(d) ? left : part_elems(d),
-			.prio = g->op.priority > 7 ? 7 : (uint8_t)g->op.priority,
-			.user = (void *)(uintptr_t)idx,
-		};
-		int ret = tly_worker_submit(c->worker, &t, now);
-
-		if (ret == -EBUSY)
-			break;		/* the engine is full: later */
-		if (ret) {
-			log_err("engine refused tensor key %llu: %d",
-				(unsigned long long)g->op.key, ret);
-			c->queue_head = op->next;
-			if (c->queue_head == OP_NONE)
-				c->queue_tail = OP_NONE;
-			op->used = false;
-			release_members(d, g, -TALLY_EINVAL);
-			continue;
-		}
-		n++;
-		if (++op->parts_submitted == op->parts) {
-			c->queue_head = op->next;
-			if (c->queue_head == OP_NONE)
-				c->queue_tail = OP_NONE;
-		}
-	}
-	return n;
-}
-
-void cluster_submit_group(struct tallyd *d, struct lg_group *g)
-{
-	struct cluster *c = d->cluster;
-	uint32_t idx = group_index(d, g);
-	const void *in[CONFIG_MAX_LOCAL_SIZE];
-	void *out[1] = { g->m[0].recv };
-	struct reduce_args a;
-	int res;
-
-	for (unsigned int r = 0; r < d->groups.size; r++)
-		in[r] = g->m[r].send;
-	/* the local sum, into the first member's receive buffer */
-	res = reduce_prepare(&a, g->op.dtype, TALLY_SUM, in, d->groups.size,
-			     out, 1, g->op.count, 1);
-	if (res || c->mb.dead) {
-		release_members(d, g, res ? res : -TALLY_EPEERLOST);
-		return;
-	}
-	reduce_pool_run(d->reducer, &a);
-	c->ops[idx] = (struct net_op){
-		.used = true,
-		.parts = (uint32_t)((g->op.count + part_elems(d) - 1) /
-				    part_elems(d)),
-	};
-	queue_push(c, idx);
-	submit_queued(d, mono_ns());
 }
 
 /* ---- rosters ---------------------------------------------------------- */
@@ -340,7 +137,7 @@ static int build_engine(struct tallyd *d, const struct boot_member *me)
 			.confirm_ns = 200000, .confirm_batch = 64,
 			.chunk_rotate = 0,
 			.net = net, .ops = tx,
-			.done = tensor_done, .done_ctx = d,
+			.done = cluster_ops_tensor_done, .done_ctx = d,
 		};
 
 		c->worker = tly_worker_create(&w);
@@ -374,7 +171,7 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 	if (c->have_roster) {
 		/* membership changed under running operations */
 		engine_destroy(c);
-		fail_network_ops(d, -TALLY_EPEERLOST);
+		cluster_ops_fail_all(d, -TALLY_EPEERLOST);
 		daemon_abort_job(d, "the job's membership changed");
 	}
 	c->epoch = r->epoch;
@@ -417,7 +214,7 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 		return;
 	}
 	c->have_roster = true;
-	submit_queued(d, mono_ns());	/* what waited for the first roster */
+	cluster_ops_pump(d, transport_now_ns());	/* what waited for the first roster */
 	log_info("epoch %u: %u workers, %u aggregators, %d processes; this "
 		 "daemon is node %u (%s)", c->epoch, c->n_workers, c->n_aggs,
 		 c->total_procs, c->self_node, boot_role_name(me->role));
@@ -436,7 +233,7 @@ static void on_lost(void *ctx, const char *why)
 
 	log_err("no job any more: %s", why);
 	engine_destroy(c);
-	fail_network_ops(d, -TALLY_EPEERLOST);
+	cluster_ops_fail_all(d, -TALLY_EPEERLOST);
 	c->have_roster = false;
 	daemon_abort_job(d, why);
 }
@@ -469,7 +266,7 @@ int cluster_poll(struct tallyd *d, uint64_t now)
 	work += n;
 	if (c->worker) {
 		tly_worker_poll(c->worker, now);
-		work += submit_queued(d, now);
+		work += cluster_ops_pump(d, now);
 	}
 	if (c->agg)
 		tly_agg_poll(c->agg, now);
@@ -520,7 +317,7 @@ void cluster_local_abort(struct tallyd *d)
 
 	/* Nothing may point into client memory once it goes away. */
 	engine_destroy(c);
-	fail_network_ops(d, -TALLY_EPEERLOST);
+	cluster_ops_fail_all(d, -TALLY_EPEERLOST);
 	c->have_roster = false;
 	membership_abort(&c->mb);
 }
@@ -566,14 +363,10 @@ int cluster_start(struct tallyd *d)
 
 	if (!c)
 		return -1;
-	c->ops = calloc(d->groups.n_pool, sizeof(*c->ops));
-	if (!c->ops) {
-		free(c);
-		return -1;
-	}
-	c->queue_head = c->queue_tail = OP_NONE;
 	memcpy(mc.self.mac, d->cfg.mac, 6);
 	d->cluster = c;
+	if (cluster_ops_init(d))
+		return -1;
 	/*
 	 * rdma: the peers need our queue pair's number, known only once the
 	 * transport is open: open it on a table of ourselves before
@@ -604,11 +397,11 @@ void cluster_stop(struct tallyd *d)
 		return;
 	cluster_log_counters(d);
 	engine_destroy(c);
-	fail_network_ops(d, -TALLY_EPEERLOST);
+	cluster_ops_fail_all(d, -TALLY_EPEERLOST);
 	membership_stop(&c->mb);
 	if (c->tp_open)
 		transport_close(&c->tp);
-	free(c->ops);
+	cluster_ops_fini(d);
 	free(c);
 	d->cluster = NULL;
 }

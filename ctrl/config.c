@@ -15,6 +15,7 @@
 #include "ctrl/bootstrap.h"
 #include "ctrl/config.h"
 #include "dataplane/engine/wire.h"
+#include "dataplane/sched/sched.h"
 #include "ctrl/log.h"
 
 void config_defaults(struct tally_config *cfg)
@@ -30,6 +31,9 @@ void config_defaults(struct tally_config *cfg)
 	cfg->heartbeat_ms = 200;
 	cfg->peer_timeout_ms = 1000;
 	cfg->connect_timeout_ms = 30000;
+	cfg->schedule = SCHED_WFBP;
+	cfg->partition_kib = 1024;
+	cfg->credit_kib = 4096;
 	snprintf(cfg->transport, sizeof(cfg->transport), "udp");
 	cfg->mbufs = 8192;
 	cfg->rdma_port = 1;
@@ -42,7 +46,7 @@ void config_defaults(struct tally_config *cfg)
 }
 
 enum key_type { K_INT, K_U64, K_U32, K_STR, K_LOG, K_ROLE, K_ALGO, K_ADDR,
-		K_MAC, K_TRANSPORT };
+		K_MAC, K_TRANSPORT, K_SCHED };
 
 struct key_spec {
 	const char *section;
@@ -77,6 +81,10 @@ static const struct key_spec keys[] = {
 	  600000, 0 },
 	{ "cluster", "connect_timeout_ms", K_INT, F(connect_timeout_ms), 0,
 	  3600000, 0 },
+	{ "cluster", "schedule", K_SCHED, F(schedule), 0, 0, 0 },
+	{ "cluster", "partition_kib", K_INT, F(partition_kib), 4, 1 << 20, 0 },
+	{ "cluster", "credit_kib", K_INT, F(credit_kib), 4, 1 << 22, 0 },
+	{ "cluster", "credit_autotune", K_INT, F(credit_autotune), 0, 1, 0 },
 	{ "dataplane", "transport", K_TRANSPORT, F(transport), 0, 0,
 	  sizeof(((struct tally_config *)0)->transport) },
 	{ "dataplane", "address", K_ADDR, F(address), 0, 0, 0 },
@@ -189,6 +197,9 @@ static int set_value(struct tally_config *cfg, const struct key_spec *k,
 		break;
 	case K_ROLE:
 		e = boot_role_parse(v);
+		break;
+	case K_SCHED:
+		e = sched_policy_parse(v);
 		break;
 	case K_ALGO:
 		e = !strcmp(v, "aggregate") ? ALGO_AGGREGATE :

@@ -36,6 +36,10 @@ struct tally_config {
 	int heartbeat_ms;
 	int peer_timeout_ms;
 	int connect_timeout_ms;
+	int schedule;			/* enum sched_policy */
+	int partition_kib;		/* bytescheduler partitions */
+	int credit_kib;			/* bytescheduler credit */
+	int credit_autotune;
 	/* [dataplane] */
 	char transport[16];		/* udp | dpdk | rdma */
 	struct config_addr address;	/* this daemon's data address */

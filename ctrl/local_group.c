@@ -116,6 +116,7 @@ enum lg_result local_group_add(struct local_group *lg, unsigned int rank,
 	}
 	if (op->priority < g->op.priority)	/* most urgent member wins */
 		g->op.priority = op->priority;
+	g->op.last |= op->last;
 	return g->arrived == lg_all(lg) ? LG_READY : LG_WAITING;
 }
 

@@ -25,6 +25,8 @@ struct lg_op {
 	uint8_t dtype;
 	uint8_t redop;
 	uint32_t priority;
+	uint16_t group;		/* mgwfbp merge group */
+	bool last;		/* the iteration's last gradient */
 };
 
 struct lg_member {

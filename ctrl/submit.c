@@ -105,7 +105,7 @@ static int check_sqe(const struct tally_sqe *s, uint64_t *bytes)
 	size_t esz = tally_dtype_size((enum tally_dtype)s->dtype);
 
 	if (s->opcode != TALLY_OP_ALLREDUCE || esz == 0 ||
-	    s->redop >= TALLY_OP_MAX)
+	    s->redop >= TALLY_OP_MAX || (s->flags & ~TALLY_F_ALL))
 		return -TALLY_EBADOP;
 	if (s->count == 0 || s->count > UINT64_MAX / esz)
 		return -TALLY_EINVAL;
@@ -117,7 +117,8 @@ static void handle_sqe(struct tallyd *d, struct daemon_client *cl,
 		       const struct tally_sqe *s)
 {
 	struct lg_op op = { s->key, s->iteration, s->count, s->dtype,
-			    s->redop, s->priority };
+			    s->redop, s->priority, s->group,
+			    (s->flags & TALLY_F_LAST_OF_ITERATION) != 0 };
 	struct lg_member m = { .user_data = s->user_data };
 	struct daemon_seg *sref = NULL, *rref = NULL;
 	struct lg_group *g;

@@ -36,6 +36,7 @@ static void usage(FILE *f)
 		"cluster (world > 1):\n"
 		"      --rank R --world N --role worker|aggregator|"
 		"worker+aggregator\n"
+		"      --schedule bsp|wfbp|mgwfbp|bytescheduler\n"
 		"      --algorithm aggregate|ring --coordinator IP:PORT "
 		"--job-key KEY\n"
 		"      --transport udp|dpdk --address IP:PORT --mac MAC "
@@ -89,6 +90,7 @@ static int parse_args(struct tally_config *cfg, int argc, char **argv)
 		{ "mac", required_argument, NULL, 'm' },
 		{ "eal-args", required_argument, NULL, 'E' },
 		{ "set", required_argument, NULL, 'S' },
+		{ "schedule", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -108,6 +110,7 @@ static int parse_args(struct tally_config *cfg, int argc, char **argv)
 		['a'] = { "dataplane", "address" },
 		['m'] = { "dataplane", "mac" },
 		['E'] = { "dataplane", "eal_args" },
+		['D'] = { "cluster", "schedule" },
 	};
 	char err[512];
 	int c;

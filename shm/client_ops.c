@@ -99,7 +99,8 @@ static int check_args(const struct tally_allreduce_args *a, uint64_t *bytes)
 
 	if (!a || (unsigned int)a->dtype >= TALLY_DTYPE_MAX ||
 	    (unsigned int)a->op >= TALLY_OP_MAX || a->count == 0 ||
-	    !a->sendbuf || !a->recvbuf)
+	    !a->sendbuf || !a->recvbuf || (a->flags & ~TALLY_F_ALL) ||
+	    a->group > UINT16_MAX)
 		return -TALLY_EINVAL;
 	esz = tally_dtype_size(a->dtype);
 	if (a->count > UINT64_MAX / esz)
@@ -133,7 +134,10 @@ int tally_allreduce(struct tally_client *c,
 		return -TALLY_EINVAL;
 	sqe.dtype = (uint8_t)a->dtype;
 	sqe.redop = (uint8_t)a->op;
-	sqe.priority = a->priority;
+	sqe.priority = a->priority > UINT16_MAX ? UINT16_MAX :
+		       (uint16_t)a->priority;
+	sqe.group = (uint16_t)a->group;
+	sqe.flags = (uint8_t)a->flags;
 	sqe.key = a->key;
 	sqe.iteration = a->iteration;
 	sqe.count = a->count;

@@ -67,8 +67,9 @@ struct tally_sqe {
 	uint8_t opcode;
 	uint8_t dtype;
 	uint8_t redop;
-	uint8_t flags;
-	uint32_t priority;
+	uint8_t flags;		/* TALLY_F_* */
+	uint16_t priority;
+	uint16_t group;
 	uint64_t key;
 	uint64_t iteration;
 	uint64_t count;

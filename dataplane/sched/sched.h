@@ -68,6 +68,7 @@ struct sched_item {
 	uint32_t priority;		/* 0 most urgent */
 	uint64_t bytes;
 	bool last;			/* the iteration's last gradient (BSP) */
+	uint32_t group;			/* MGWFBP merge group, 0 = none */
 	void *user;			/* the caller's handle */
 };
 

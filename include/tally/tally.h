@@ -97,8 +97,18 @@ struct tally_allreduce_args {
 	uint64_t count;		/* elements, not bytes */
 	enum tally_dtype dtype;
 	enum tally_op op;
-	uint32_t priority;	/* 0 is most urgent (input-side layers) */
+	uint32_t priority;	/* 0 is most urgent (input-side layers);
+				 * values above 65535 count as 65535 */
+	uint32_t group;		/* merge group for the mgwfbp schedule: the
+				 * consecutive gradients of one group travel
+				 * as one message; 0 = none (<= 65535) */
+	uint32_t flags;		/* TALLY_F_* */
 };
+
+/* The iteration's last gradient: the bsp schedule starts communicating
+ * when it arrives. */
+#define TALLY_F_LAST_OF_ITERATION 0x1u
+#define TALLY_F_ALL 0x1u
 
 /*
  * tally_connect - connect to the host's daemon.

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cluster_internal.h - state shared by cluster.c (membership, engine,
+ * transport) and cluster_ops.c (operations through the scheduler).
+ */
+#ifndef TALLY_CTRL_CLUSTER_INTERNAL_H
+#define TALLY_CTRL_CLUSTER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ctrl/membership.h"
+#include "dataplane/engine/agg.h"
+#include "dataplane/engine/worker.h"
+#include "dataplane/sched/sched.h"
+#include "dataplane/transport/transport.h"
+
+struct tallyd;
+
+#define CLUSTER_MAX_UNITS 4096
+
+/* A local group in the network phase; ops[i] belongs to groups.pool[i]. */
+struct net_op {
+	bool used;
+	uint64_t bytes, bytes_done;
+};
+
+/* A scheduler unit in the network: one or more engine tensors. */
+struct net_unit {
+	bool used;
+	struct sched_unit u;
+	uint8_t dtype;
+	void *merged;			/* staging of a multi-segment unit */
+	uint64_t iteration, key;	/* of its first segment: tensor ids */
+	uint32_t parts, parts_submitted, parts_done;
+	uint32_t next;			/* submission queue link */
+};
+
+struct cluster {
+	struct membership mb;
+	struct transport tp;
+	bool tp_open;
+	bool have_roster;
+	uint32_t epoch;
+	struct tly_addr addrs[BOOT_MAX_MEMBERS];
+	uint16_t n_nodes, self_node, n_workers, n_aggs;
+	uint16_t agg_nodes[BOOT_MAX_MEMBERS];
+	int total_procs;		/* AVG divides by this */
+	struct tly_worker *worker;
+	struct tly_agg *agg;
+	struct sched *sched;
+	struct net_op *ops;
+	struct net_unit *units;		/* [CLUSTER_MAX_UNITS] */
+	uint32_t queue_head, queue_tail;	/* units with parts to submit */
+	uint64_t next_tick_ms;
+	uint64_t bytes_sent, bytes_recv;	/* totals over past epochs */
+};
+
+/* cluster_ops.c */
+int cluster_ops_init(struct tallyd *d);
+void cluster_ops_fini(struct tallyd *d);
+/* Give the engine what the scheduler releases; returns tensors submitted. */
+int cluster_ops_pump(struct tallyd *d, uint64_t now_ns);
+/* Fail everything in the network phase (the engine is gone). */
+void cluster_ops_fail_all(struct tallyd *d, int res);
+/* The engine's completion callback. */
+void cluster_ops_tensor_done(void *ctx, const struct tly_tensor_desc *t);
+
+#endif /* TALLY_CTRL_CLUSTER_INTERNAL_H */

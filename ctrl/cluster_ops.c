@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * cluster_ops.c - operations of a multi-host job: a ready local group is
+ * reduced into its staging buffer and handed to the scheduler; what the
+ * scheduler releases becomes engine tensors; when all of a gradient's
+ * bytes are back, every member's output is written in one pass.
+ *
+ * A unit of one segment is all-reduced in place in the staging buffer; a
+ * merged unit (mgwfbp) is gathered into a buffer of its own first and
+ * scattered back after.  Engine tensor ids are derived from the unit's
+ * first (key, iteration) and the element offset of each engine part, so
+ * every host, which forms the same units, names them alike.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tally/tally.h>
+#include "ctrl/cluster_internal.h"
+#include "ctrl/daemon.h"
+#include "ctrl/log.h"
+#include "dataplane/reduce.h"
+
+#define UNIT_NONE UINT32_MAX
+
+static size_t part_elems(const struct tallyd *d)
+{
+	return (size_t)65536 * (size_t)d->cfg.k;
+}
+
+static enum tly_dtype to_engine_dtype(uint8_t t)
+{
+	switch (t) {
+	case TALLY_FLOAT16: return TLY_DT_F16;
+	case TALLY_BFLOAT16: return TLY_DT_BF16;
+	case TALLY_INT32: return TLY_DT_I32;
+	default: return TLY_DT_F32;
+	}
+}
+
+static uint32_t op_index(const void *user)
+{
+	return (uint32_t)(uintptr_t)user;
+}
+
+static char *staging(struct tallyd *d, uint32_t idx)
+{
+	return d->groups.pool[idx].m[0].recv;
+}
+
+/* ---- finishing -------------------------------------------------------- */
+
+static void release_members(struct tallyd *d, struct lg_group *g, int res)
+{
+	for (unsigned int r = 0; r < d->groups.size; r++) {
+		daemon_seg_put(g->m[r].send_ref);
+		daemon_seg_put(g->m[r].recv_ref);
+		if (d->clients[r].active)
+			daemon_complete(d, &d->clients[r], g->m[r].user_data,
+					res);
+	}
+	local_group_release(&d->groups, g);
+}
+
+/* All of a gradient is back: one pass writes (and scales) every output. */
+static void finish_op(struct tallyd *d, uint32_t idx)
+{
+	struct cluster *c = d->cluster;
+	struct lg_group *g = &d->groups.pool[idx];
+	void *out[CONFIG_MAX_LOCAL_SIZE];
+	const void *in[1] = { g->m[0].recv };
+	struct reduce_args a;
+	int res;
+
+	for (unsigned int r = 0; r < d->groups.size; r++)
+		out[r] = g->m[r].recv;
+	res = reduce_prepare(&a, g->op.dtype, g->op.redop, in, 1, out,
+			     d->groups.size, g->op.count,
+			     (unsigned int)c->total_procs);
+	if (!res)
+		reduce_pool_run(d->reducer, &a);
+	c->ops[idx].used = false;
+	release_members(d, g, res);
+}
+
+static void unit_free(struct net_unit *nu)
+{
+	free(nu->merged);
+	nu->merged = NULL;
+	nu->used = false;
+}
+
+void cluster_ops_tensor_done(void *ctx, const struct tly_tensor_desc *t)
+{
+	struct tallyd *d = ctx;
+	struct cluster *c = d->cluster;
+	struct net_unit *nu = &c->units[(uint32_t)(uintptr_t)t->user];
+	uint64_t off = 0;
+
+	if (!nu->used || ++nu->parts_done < nu->parts)
+		return;
+	for (uint32_t s = 0; s < nu->u.n_segments; s++) {
+		const struct sched_segment *seg = &nu->u.seg[s];
+		uint32_t idx = op_index(seg->user);
+		struct net_op *op = &c->ops[idx];
+
+		if (nu->merged)		/* scatter the merged result back */
+			memcpy(staging(d, idx) + seg->offset,
+			       (char *)nu->merged + off, seg->bytes);
+		off += seg->bytes;
+		op->bytes_done += seg->bytes;
+		if (op->used && op->bytes_done == op->bytes)
+			finish_op(d, idx);
+	}
+	sched_unit_done(c->sched, nu->u.id, transport_now_ns());
+	unit_free(nu);
+}
+
+void cluster_ops_fail_all(struct tallyd *d, int res)
+{
+	struct cluster *c = d->cluster;
+
+	for (uint32_t i = 0; i < CLUSTER_MAX_UNITS; i++)
+		if (c->units[i].used)
+			unit_free(&c->units[i]);
+	c->queue_head = c->queue_tail = UNIT_NONE;
+	sched_reset(c->sched);
+	for (uint32_t i = 0; i < d->groups.n_pool; i++) {
+		if (!c->ops[i].used)
+			continue;
+		c->ops[i].used = false;
+		release_members(d, &d->groups.pool[i], res);
+	}
+}
+
+/* ---- submission ------------------------------------------------------- */
+
+static void queue_push(struct cluster *c, uint32_t ui)
+{
+	c->units[ui].next = UNIT_NONE;
+	if (c->queue_tail == UNIT_NONE)
+		c->queue_head = ui;
+	else
+		c->units[c->queue_tail].next = ui;
+	c->queue_tail = ui;
+}
+
+static void queue_pop(struct cluster *c)
+{
+	c->queue_head = c->units[c->queue_head].next;
+	if (c->queue_head == UNIT_NONE)
+		c->queue_tail = UNIT_NONE;
+}
+
+/* Turn a released unit into a unit record (gathering a merged one). */
+static int unit_start(struct tallyd *d, const struct sched_unit *u)
+{
+	struct cluster *c = d->cluster;
+	const struct lg_group *g0 = &d->groups.pool[op_index(u->seg[0].user)];
+	size_t esz = tally_dtype_size(g0->op.dtype);
+	struct net_unit *nu = NULL;
+	uint32_t ui;
+
+	for (ui = 0; ui < CLUSTER_MAX_UNITS; ui++)
+		if (!c->units[ui].used) {
+			nu = &c->units[ui];
+			break;
+		}
+	if (!nu)
+		return -ENOSPC;
+	*nu = (struct net_unit){ .used = true, .u = *u,
+				 .dtype = g0->op.dtype,
+				 .iteration = g0->op.iteration,
+				 .key = g0->op.key };
+	if (u->n_segments > 1) {
+		uint64_t off = 0;
+
+		nu->merged = malloc(u->bytes);
+		if (!nu->merged) {
+			nu->used = false;
+			return -ENOMEM;
+		}
+		for (uint32_t s = 0; s < u->n_segments; s++) {
+			const struct sched_segment *seg = &u->seg[s];
+
+			memcpy((char *)nu->merged + off,
+			       staging(d, op_index(seg->user)) +
+			       seg->offset, seg->bytes);
+			off += seg->bytes;
+		}
+	}
+	nu->parts = (uint32_t)((u->bytes / esz + part_elems(d) - 1) /
+			       part_elems(d));
+	queue_push(c, ui);
+	return 0;
+}
+
+/* Hand queued units' parts to the engine while it takes them. */
+static int submit_parts(struct tallyd *d, uint64_t now)
+{
+	struct cluster *c = d->cluster;
+	int n = 0;
+
+	while (c->worker && c->queue_head != UNIT_NONE) {
+		uint32_t ui = c->queue_head;
+		struct net_unit *nu = &c->units[ui];
+		size_t esz = tally_dtype_size(nu->dtype);
+		uint64_t seg0 = nu->u.seg[0].offset / esz;
+		size_t first = nu->parts_submitted * part_elems(d);
+		size_t left = nu->u.bytes / esz - first;
+		char *base = nu->merged ? nu->merged :
+			     staging(d, op_index(nu->u.seg[0].user)) +
+			     nu->u.seg[0].offset;
+		struct tly_tensor_desc t = {
+			.id = tly_tensor_id(nu->key, (uint32_t)nu->iteration,
+					    (uint32_t)(seg0 + first)),
+			.dtype = to_engine_dtype(nu->dtype),
+			.algo = d->cfg.algorithm == ALGO_RING ? TLY_ALGO_RING :
+								TLY_ALGO_AGG,
+			.src = base + first * esz,
+			.dst = base + first * esz,
+			.count = left < part_elems(d) ? left : part_elems(d),
+			.prio = nu->u.priority > 7 ? 7 : (uint8_t)nu->u.priority,
+			.user = (void *)(uintptr_t)ui,
+		};
+		int ret = tly_worker_submit(c->worker, &t, now);
+
+		if (ret == -EBUSY)
+			break;		/* the engine is full: later */
+		if (ret) {
+			log_err("engine refused tensor key %llu: %d",
+				(unsigned long long)nu->key, ret);
+			cluster_ops_fail_all(d, -TALLY_EINVAL);
+			return n;
+		}
+		n++;
+		if (++nu->parts_submitted == nu->parts)
+			queue_pop(c);
+	}
+	return n;
+}
+
+int cluster_ops_pump(struct tallyd *d, uint64_t now)
+{
+	struct cluster *c = d->cluster;
+	struct sched_unit u;
+
+	if (!c->worker)
+		return 0;
+	while (sched_next(c->sched, now, &u) == 1) {
+		int ret = unit_start(d, &u);
+
+		if (ret) {
+			log_err("cannot start a unit: %s", strerror(-ret));
+			cluster_ops_fail_all(d, -TALLY_ENOMEM);
+			return 0;
+		}
+	}
+	return submit_parts(d, now);
+}
+
+void cluster_submit_group(struct tallyd *d, struct lg_group *g)
+{
+	struct cluster *c = d->cluster;
+	uint32_t idx = (uint32_t)(g - d->groups.pool);
+	const void *in[CONFIG_MAX_LOCAL_SIZE];
+	void *out[1] = { g->m[0].recv };
+	struct sched_item it = {
+		.key = g->op.key, .iteration = g->op.iteration,
+		.priority = g->op.priority,
+		.bytes = g->op.count * tally_dtype_size(g->op.dtype),
+		.last = g->op.last, .group = g->op.group,
+		.user = (void *)(uintptr_t)idx,
+	};
+	struct reduce_args a;
+	int res;
+
+	for (unsigned int r = 0; r < d->groups.size; r++)
+		in[r] = g->m[r].send;
+	/* the local sum, into the first member's receive buffer */
+	res = reduce_prepare(&a, g->op.dtype, TALLY_SUM, in, d->groups.size,
+			     out, 1, g->op.count, 1);
+	if (res || c->mb.dead) {
+		release_members(d, g, res ? res : -TALLY_EPEERLOST);
+		return;
+	}
+	reduce_pool_run(d->reducer, &a);
+	c->ops[idx] = (struct net_op){ .used = true, .bytes = it.bytes };
+	if (sched_ready(c->sched, &it, transport_now_ns())) {
+		c->ops[idx].used = false;
+		release_members(d, g, -TALLY_EAGAIN);
+		return;
+	}
+	cluster_ops_pump(d, transport_now_ns());
+}
+
+int cluster_ops_init(struct tallyd *d)
+{
+	struct cluster *c = d->cluster;
+	struct sched_cfg sc = {
+		.policy = (enum sched_policy)d->cfg.schedule,
+		.max_items = d->groups.n_pool,
+		.partition_bytes = (uint64_t)d->cfg.partition_kib << 10,
+		.credit_bytes = (uint64_t)d->cfg.credit_kib << 10,
+		.autotune = d->cfg.credit_autotune,
+		.credit_min = 64u << 10,
+		.credit_max = 256u << 20,
+		.a_ns = 100000, .b_ns_per_byte = 1,
+	};
+
+	c->queue_head = c->queue_tail = UNIT_NONE;
+	c->ops = calloc(d->groups.n_pool, sizeof(*c->ops));
+	c->units = calloc(CLUSTER_MAX_UNITS, sizeof(*c->units));
+	c->sched = sched_create(&sc);
+	if (!c->ops || !c->units || !c->sched) {
+		cluster_ops_fini(d);
+		return -1;
+	}
+	return 0;
+}
+
+void cluster_ops_fini(struct tallyd *d)
+{
+	struct cluster *c = d->cluster;
+
+	if (c->units)
+		for (uint32_t i = 0; i < CLUSTER_MAX_UNITS; i++)
+			if (c->units[i].used)
+				unit_free(&c->units[i]);
+	sched_destroy(c->sched);
+	free(c->units);
+	free(c->ops);
+	c->sched = NULL;
+	c->units = NULL;
+	c->ops = NULL;
+}
