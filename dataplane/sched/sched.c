@@ -358,11 +358,48 @@ static uint64_t mg_deadline(const struct sched *s)
 	return d < s->busy_until ? UINT64_MAX : d;
 }
 
+/*
+ * MG-WFBP with a merge plan: the items carry the plan's group numbers
+ * (computed by every process from the same profile and cost model), and a
+ * group leaves as one unit once it is closed: an item of another group (or
+ * iteration) is ready behind it, or the iteration's last item is in it.
+ * Decided by the items alone, so every host forms the same units, which a
+ * multi-host all-reduce needs (timing differs between hosts).
+ */
+static int next_mg_group(struct sched *s, uint64_t now, struct sched_unit *u)
+{
+	const struct sched_item *h = &s->items[s->head].it;
+	uint32_t i, n = 0;
+	bool closed = false;
+
+	for (i = s->head; i != NIL; i = s->items[i].next) {
+		const struct sched_item *it = &s->items[i].it;
+
+		if (it->iteration != h->iteration || it->group != h->group) {
+			closed = true;
+			break;
+		}
+		n++;
+		if (it->last || n == SCHED_MAX_SEGMENTS) {
+			closed = true;
+			break;
+		}
+	}
+	if (!closed)
+		return 0;
+	while (n--)
+		unit_add(s, u, s->head, s->items[s->head].it.bytes);
+	return unit_commit(s, u, now);
+}
+
 static int next_mgwfbp(struct sched *s, uint64_t now, struct sched_unit *u)
 {
-	uint32_t i, nx, n = mg_waiting(s);
+	uint32_t i, nx, n;
 	uint64_t iter;
 
+	if (s->head != NIL && s->items[s->head].it.group)
+		return next_mg_group(s, now, u);
+	n = mg_waiting(s);
 	if (n == 0)
 		return 0;
 	if (s->n_units > 0 && n < SCHED_MAX_SEGMENTS && now < mg_deadline(s))

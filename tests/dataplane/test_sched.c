@@ -569,6 +569,53 @@ static void test_units_bounded(void **state)
 	sched_destroy(s);
 }
 
+static int rdy_group(struct sched *s, uint64_t key, uint64_t iter,
+		     uint32_t group, uint64_t bytes, bool last, uint64_t now)
+{
+	struct sched_item it = {
+		.key = key, .iteration = iter, .bytes = bytes, .last = last,
+		.group = group, .user = (void *)(uintptr_t)(key + 1),
+	};
+
+	return sched_ready(s, &it, now);
+}
+
+/*
+ * With a merge plan, units follow the groups alone, whatever the timing:
+ * a group leaves once closed (another group behind it, or the iteration's
+ * last item), idle network or not.
+ */
+static void test_mgwfbp_plan_groups(void **state)
+{
+	struct sched *s = mk(SCHED_MGWFBP, 16);
+	struct sched_unit u;
+
+	(void)state;
+	assert_int_equal(rdy_group(s, 0, 0, 1, 100, false, 0), 0);
+	expect_none(s, 0);		/* idle, but group 1 may grow */
+	expect_none(s, 1000 * US);	/* nor does time close it */
+	assert_int_equal(rdy_group(s, 1, 0, 1, 200, false, 1000 * US), 0);
+	assert_int_equal(rdy_group(s, 2, 0, 2, 300, false, 1000 * US), 0);
+	assert_int_equal(sched_next(s, 1000 * US, &u), 1);
+	assert_int_equal(u.n_segments, 2);	/* keys 0 and 1 */
+	assert_int_equal(KEY(u.seg[0].user), 0);
+	assert_int_equal(KEY(u.seg[1].user), 1);
+	assert_int_equal(u.bytes, 300);
+	expect_none(s, 1000 * US);	/* group 2 is still open */
+	assert_int_equal(rdy_group(s, 3, 0, 2, 400, true, 2000 * US), 0);
+	assert_int_equal(sched_next(s, 2000 * US, &u), 1);
+	assert_int_equal(u.n_segments, 2);	/* keys 2 and 3, closed by last */
+	assert_int_equal(u.bytes, 700);
+	expect_none(s, 2000 * US);
+	/* a new iteration closes the old one's group too */
+	assert_int_equal(rdy_group(s, 0, 1, 1, 100, false, 3000 * US), 0);
+	assert_int_equal(rdy_group(s, 0, 2, 1, 100, false, 3000 * US), 0);
+	assert_int_equal(sched_next(s, 3000 * US, &u), 1);
+	assert_int_equal(u.n_segments, 1);
+	expect_none(s, 3000 * US);
+	sched_destroy(s);
+}
+
 static void test_reset(void **state)
 {
 	struct sched *s = mk_bs(100, 1000, 4);
@@ -611,6 +658,7 @@ int main(void)
 		cmocka_unit_test(test_mgwfbp_deadline),
 		cmocka_unit_test(test_mgwfbp_never_mixes_iterations),
 		cmocka_unit_test(test_mgwfbp_segment_cap),
+		cmocka_unit_test(test_mgwfbp_plan_groups),
 		cmocka_unit_test(test_bs_partition_sizes),
 		cmocka_unit_test(test_bs_priority_order),
 		cmocka_unit_test(test_bs_credit),
