@@ -30,7 +30,10 @@
  *                urgent one not yet sent (preemption at partition
  *                boundaries); with autotune the credit is adjusted online.
  *
- * Units never mix iterations.  Memory is bounded by max_items.
+ * Units never mix iterations.  Memory is bounded by max_items: that many
+ * pending gradients and that many units in flight (sched_next() releases
+ * nothing while max_items units are in flight).  The exact rules are in
+ * docs/scheduling.md.
  */
 #ifndef TALLY_DATAPLANE_SCHED_H
 #define TALLY_DATAPLANE_SCHED_H
@@ -89,6 +92,9 @@ struct sched_unit {
 	struct sched_segment seg[SCHED_MAX_SEGMENTS];
 };
 
+/* merged_items: gradients that went in a unit with at least one other;
+ * preemptions: ready events that overtook a less urgent gradient not yet
+ * completely released (ByteScheduler). */
 struct sched_stats {
 	uint64_t units, merged_items, partitions, preemptions;
 	uint64_t bytes_in_flight, credit_bytes;
@@ -111,10 +117,12 @@ int sched_next(struct sched *s, uint64_t now_ns, struct sched_unit *u);
 void sched_unit_done(struct sched *s, uint64_t unit_id, uint64_t now_ns);
 
 /* Earliest time sched_next() may release something without another event
- * (MG-WFBP holding a merge); UINT64_MAX if none. */
+ * (MG-WFBP holding a merge; 0: due now); UINT64_MAX if none. */
 uint64_t sched_next_deadline(const struct sched *s);
 
-/* Forget everything pending (the job was aborted). */
+/* Forget everything pending and in flight (the job was aborted); later
+ * sched_unit_done() calls for old units are ignored.  The counters and an
+ * autotuned credit are kept. */
 void sched_reset(struct sched *s);
 
 const struct sched_stats *sched_stats(const struct sched *s);
