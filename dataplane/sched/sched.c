@@ -28,6 +28,8 @@
  *    start (busy_until) plus a; after that no later gradient can pay for
  *    the wait, and the daemon is only waiting for a late completion.
  *    sched_next_deadline() reports busy_until + a.
+ *  - With a merge plan (items carry group numbers) timing plays no part:
+ *    see next_mg_group(); sched_next_deadline() reports UINT64_MAX.
  *
  * ByteScheduler autotune (hill climbing, deterministic): each credit
  * value is measured on units released under it only (an epoch; units
@@ -539,6 +541,8 @@ uint64_t sched_next_deadline(const struct sched *s)
 {
 	if (!s || s->cfg.policy != SCHED_MGWFBP || s->head == NIL)
 		return UINT64_MAX;
+	if (s->items[s->head].it.group)
+		return UINT64_MAX;	/* a plan's group: only items close it */
 	if (s->n_units == 0 || mg_waiting(s) >= SCHED_MAX_SEGMENTS)
 		return 0;	/* due now */
 	return mg_deadline(s);

@@ -593,6 +593,7 @@ static void test_mgwfbp_plan_groups(void **state)
 	(void)state;
 	assert_int_equal(rdy_group(s, 0, 0, 1, 100, false, 0), 0);
 	expect_none(s, 0);		/* idle, but group 1 may grow */
+	assert_int_equal(sched_next_deadline(s), UINT64_MAX);
 	expect_none(s, 1000 * US);	/* nor does time close it */
 	assert_int_equal(rdy_group(s, 1, 0, 1, 200, false, 1000 * US), 0);
 	assert_int_equal(rdy_group(s, 2, 0, 2, 300, false, 1000 * US), 0);
