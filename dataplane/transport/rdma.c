@@ -36,7 +36,7 @@
 #include "dataplane/transport/transport.h"
 
 #define RDMA_TX_BUFS	1024
-#define RDMA_RX_BUFS	512
+#define RDMA_RX_BUFS	4096	/* the burst a peer may send unread */
 #define RDMA_SQ_DEPTH	256
 #define RDMA_POST_BATCH	32
 #define RDMA_GRH	40
@@ -312,7 +312,7 @@ static int rdma_set_nodes(struct transport *tp)
 	struct rdma_priv *r = tp->priv;
 	struct rdma_peer peers[TRANSPORT_MAX_NODES] = { 0 };
 	uint16_t lid;
-	uint32_t qpn, i;
+	uint32_t qpn, i, missing = 0;
 
 	if (cfg->addrs[cfg->self].ip != r->self_ip) {
 		fprintf(stderr, "transport rdma: our address changed: reopen the transport\n");
@@ -323,8 +323,7 @@ static int rdma_set_nodes(struct transport *tp)
 			lid = r->lid;
 			qpn = r->qp->qp_num;
 		} else if (!rdma_addr_decode(cfg->addrs[i].mac, &lid, &qpn)) {
-			fprintf(stderr, "transport rdma: node %u has no verbs address (is it on the rdma transport?)\n",
-				i);
+			missing++;
 			continue;	/* frames to it are dropped */
 		}
 		peers[i].ah = ah_get(tp, cfg->addrs[i].ip, lid);
@@ -332,6 +331,9 @@ static int rdma_set_nodes(struct transport *tp)
 			return -ENOMEM;
 		peers[i].qpn = qpn;
 	}
+	if (missing)
+		fprintf(stderr, "transport rdma: %u of %u nodes have no verbs address (not on the rdma transport?): frames to them are dropped\n",
+			missing, cfg->n_nodes);
 	memcpy(r->peers, peers, sizeof(peers));
 	return 0;
 }

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_cluster_rdma.c - the multi-host tests of test_cluster_udp.c over
+ * the verbs transport: 3 worker hosts x 2 clients (and a dedicated
+ * aggregator: 4 daemons) on one soft-RoCE port inside the QEMU guest of
+ * tests/rdma/run-qemu.sh.  Co-located shards, the dedicated aggregator and
+ * ring all-reduce under 1 % emulated loss, and a daemon killed mid-run.
+ * Results are exact (see cluster_clients.c).  The data address of every
+ * daemon is $TALLY_RDMA_IP (default 10.0.0.1): its RoCEv2 GID.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <tally/tally.h>
+#include "cluster_clients.h"
+
+#define HOSTS 3
+
+static const char *rdma_ip;
+
+static const char *const plain[] = {
+	"--set", "dataplane.rdma_device=rxe0",
+	"--set", "dataplane.rdma_gid_index=1",
+	"--set", "cluster.peer_timeout_ms=3000",
+	NULL,
+};
+
+static const char *const lossy[] = {
+	"--set", "dataplane.rdma_device=rxe0",
+	"--set", "dataplane.rdma_gid_index=1",
+	"--set", "cluster.peer_timeout_ms=3000",
+	"--set", "emulator.loss_ppm=10000",
+	NULL,
+};
+
+static void spec_init(struct cluster_spec *s, int aggs, const char *role,
+		      const char *algo, const char *const *extra)
+{
+	memset(s, 0, sizeof(*s));
+	s->workers = HOSTS;
+	s->aggregators = aggs;
+	s->role = role;
+	s->algorithm = algo;
+	s->transport = "rdma";
+	s->extra = extra;
+	for (int i = 0; i < HOSTS + aggs; i++)
+		s->ip[i] = rdma_ip;
+}
+
+static void run_job(const struct cluster_spec *spec, bool float_types)
+{
+	struct test_cluster tc;
+	struct client_job job = { .hosts = HOSTS, .rounds = 1,
+				  .float_types = float_types, .go_fd = -1 };
+	int failed, bad;
+
+	assert_int_equal(cluster_up(&tc, spec), 0);
+	failed = run_cluster_clients(&tc, HOSTS, job, 150000);
+	bad = cluster_down(&tc);
+	assert_int_equal(failed, 0);
+	assert_int_equal(bad, 0);
+}
+
+static void test_colocated_shards(void **state)
+{
+	struct cluster_spec s;
+
+	(void)state;
+	spec_init(&s, 0, "worker+aggregator", "aggregate", plain);
+	run_job(&s, true);
+}
+
+static void test_dedicated_aggregator_lossy(void **state)
+{
+	struct cluster_spec s;
+
+	(void)state;
+	spec_init(&s, 1, "worker", "aggregate", lossy);
+	run_job(&s, false);
+}
+
+static void test_ring_lossy(void **state)
+{
+	struct cluster_spec s;
+
+	(void)state;
+	spec_init(&s, 0, "worker", "ring", lossy);
+	run_job(&s, false);
+}
+
+/*
+ * Kill one daemon while every client has work in flight: the clients of
+ * the other hosts get TALLY_EPEERLOST, nothing hangs, and the survivors
+ * run a new job among themselves.
+ */
+static void test_daemon_killed_mid_run(void **state)
+{
+	struct cluster_spec s;
+	struct test_cluster tc;
+	struct client_job job = { .hosts = HOSTS, .rounds = 1000000,
+				  .expect_error = -TALLY_EPEERLOST,
+				  .go_fd = -1 };
+	struct client_job after = { .hosts = HOSTS - 1, .rounds = 1,
+				    .first_iteration = 1u << 30, .go_fd = -1 };
+	pid_t pid[HOSTS * CL_LOCAL];
+	struct client_job jobs[HOSTS];
+	int n = 0, failed = 0, bad;
+	uint64_t t0;
+
+	(void)state;
+	spec_init(&s, 0, "worker+aggregator", "aggregate", plain);
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	for (int h = 0; h < HOSTS; h++) {
+		jobs[h] = job;
+		jobs[h].sock = tc.d[h].sock;
+		jobs[h].host = h;
+		if (h == HOSTS - 1)	/* they see their daemon die instead */
+			jobs[h].expect_error = -TALLY_EDAEMONLOST;
+		for (int l = 0; l < CL_LOCAL; l++)
+			pid[n++] = child_start(client_job_main, &jobs[h]);
+	}
+	sleep(4);		/* well into the run, even emulated */
+	kill(tc.d[HOSTS - 1].pid, SIGKILL);
+	t0 = test_now_ms();
+	for (int i = 0; i < n; i++)
+		failed += child_wait(pid[i], 30000) != 0;
+	print_message("survivors' clients returned %llu ms after the kill\n",
+		      (unsigned long long)(test_now_ms() - t0));
+	assert_true(test_now_ms() - t0 < 20000);
+	daemon_stop(&tc.d[HOSTS - 1]);
+	tc.d[HOSTS - 1].pid = 0;
+
+	if (!failed)
+		failed = run_cluster_clients(&tc, HOSTS - 1, after, 120000);
+	bad = cluster_down(&tc);
+	assert_int_equal(failed, 0);
+	assert_int_equal(bad, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_colocated_shards),
+		cmocka_unit_test(test_dedicated_aggregator_lossy),
+		cmocka_unit_test(test_ring_lossy),
+		cmocka_unit_test(test_daemon_killed_mid_run),
+	};
+
+	rdma_ip = getenv("TALLY_RDMA_IP") ? getenv("TALLY_RDMA_IP") :
+					    "10.0.0.1";
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
