@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * test_cluster_rdma.c - the multi-host tests of test_cluster_udp.c over
- * the verbs transport: 3 worker hosts x 2 clients (and a dedicated
- * aggregator: 4 daemons) on one soft-RoCE port inside the QEMU guest of
- * tests/rdma/run-qemu.sh.  Co-located shards, the dedicated aggregator and
- * ring all-reduce under 1 % emulated loss, and a daemon killed mid-run.
+ * the verbs transport: 4 worker hosts x 2 clients (and a dedicated
+ * aggregator: 5 daemons) on one soft-RoCE port inside the QEMU guest of
+ * tests/rdma/run-qemu.sh.  A dedicated aggregator, co-located shards,
+ * ring all-reduce, the same under 1 % emulated loss with duplication and
+ * reordering, and a daemon killed mid-run.
  * Results are exact (see cluster_clients.c).  The data address of every
  * daemon is $TALLY_RDMA_IP (default 10.0.0.1): its RoCEv2 GID.
  */
@@ -21,7 +22,7 @@
 #include <tally/tally.h>
 #include "cluster_clients.h"
 
-#define HOSTS 3
+#define HOSTS 4
 
 static const char *rdma_ip;
 
@@ -37,6 +38,9 @@ static const char *const lossy[] = {
 	"--set", "dataplane.rdma_gid_index=1",
 	"--set", "cluster.peer_timeout_ms=3000",
 	"--set", "emulator.loss_ppm=10000",
+	"--set", "emulator.dup_ppm=5000",
+	"--set", "emulator.reorder_ppm=50000",
+	"--set", "emulator.reorder_us=300",
 	NULL,
 };
 
@@ -66,6 +70,24 @@ static void run_job(const struct cluster_spec *spec, bool float_types)
 	bad = cluster_down(&tc);
 	assert_int_equal(failed, 0);
 	assert_int_equal(bad, 0);
+}
+
+static void test_dedicated_aggregator(void **state)
+{
+	struct cluster_spec s;
+
+	(void)state;
+	spec_init(&s, 1, "worker", "aggregate", plain);
+	run_job(&s, true);
+}
+
+static void test_ring_allreduce(void **state)
+{
+	struct cluster_spec s;
+
+	(void)state;
+	spec_init(&s, 0, "worker", "ring", plain);
+	run_job(&s, false);
 }
 
 static void test_colocated_shards(void **state)
@@ -147,7 +169,9 @@ static void test_daemon_killed_mid_run(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dedicated_aggregator),
 		cmocka_unit_test(test_colocated_shards),
+		cmocka_unit_test(test_ring_allreduce),
 		cmocka_unit_test(test_dedicated_aggregator_lossy),
 		cmocka_unit_test(test_ring_lossy),
 		cmocka_unit_test(test_daemon_killed_mid_run),
