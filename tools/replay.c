@@ -156,13 +156,16 @@ static int measure_model(struct tally_client *c, struct profile *p,
 	for (int i = 0; i < 5; i++) {
 		double t0 = now_us();
 
-		ret = allreduce(c, &small, key, (uint64_t)i, 0, true);
+		/* each its own iteration's last: bsp holds nothing back */
+		ret = allreduce(c, &small, key, (uint64_t)i,
+				TALLY_F_LAST_OF_ITERATION, true);
 		if (ret)
 			return ret;
 		if (now_us() - t0 < t_small)
 			t_small = now_us() - t0;
 		t0 = now_us();
-		ret = allreduce(c, &big, key + 1, (uint64_t)i, 0, true);
+		ret = allreduce(c, &big, key + 1, (uint64_t)i,
+				TALLY_F_LAST_OF_ITERATION, true);
 		if (ret)
 			return ret;
 		if (now_us() - t0 < t_big)
@@ -170,7 +173,7 @@ static int measure_model(struct tally_client *c, struct profile *p,
 	}
 	res.buf[0] = (float)t_small;
 	res.buf[1] = (float)((t_big - t_small) / (double)(big.elements * 4));
-	ret = allreduce(c, &res, key + 2, 0, 0, true);
+	ret = allreduce(c, &res, key + 2, 0, TALLY_F_LAST_OF_ITERATION, true);
 	*a_us = res.buf[0];
 	*b_us_per_byte = res.buf[1];
 	tally_free(c, small.buf);
@@ -348,9 +351,15 @@ int main(int argc, char **argv)
 		for (int i = 0; i < p.n; i++)
 			for (uint64_t e = 0; e < p.t[i].elements; e++)
 				p.t[i].buf[e] = (float)(e % 5);
+		/* the whole step at once, as bsp needs its last gradient */
 		for (int i = 0; i < p.n && !ret; i++)
-			ret = allreduce(c, &p.t[i], (uint64_t)i, 1u << 30, 0,
-					true);
+			ret = allreduce(c, &p.t[i], (uint64_t)i, 1u << 30,
+					i == p.n - 1 ?
+					TALLY_F_LAST_OF_ITERATION : 0, false);
+		for (int i = 0; i < p.n && !ret; i++) {
+			p.t[i].pending = false;
+			ret = tally_wait(c, p.t[i].req, 600000);
+		}
 		for (int i = 0; i < p.n && !ret; i++)
 			for (uint64_t e = 0; e < p.t[i].elements; e++)
 				if (p.t[i].buf[e] != (float)(e % 5)) {
