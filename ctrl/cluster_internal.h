@@ -18,6 +18,8 @@
 struct tallyd;
 
 #define CLUSTER_MAX_UNITS 4096
+/* No unit completed for this long: see sched_allow_over_credit(). */
+#define CLUSTER_STALL_NS (50 * 1000000ull)
 
 /* A local group in the network phase; ops[i] belongs to groups.pool[i]. */
 struct net_op {
@@ -53,6 +55,7 @@ struct cluster {
 	struct net_unit *units;		/* [CLUSTER_MAX_UNITS] */
 	uint32_t queue_head, queue_tail;	/* units with parts to submit */
 	uint64_t next_tick_ms;
+	uint64_t last_progress_ns;	/* a unit completed or started */
 	uint64_t bytes_sent, bytes_recv;	/* totals over past epochs */
 };
 

@@ -145,6 +145,8 @@ static int measure_model(struct tally_client *c, struct profile *p,
 	struct tensor small = { .elements = 1 }, big = { .elements = 1 << 20 };
 	struct tensor res = { .elements = 2 };
 	uint64_t key = (uint64_t)p->n + 1000;
+	/* iterations of their own: bsp remembers which iterations ended */
+	uint64_t iter0 = 1ull << 31;
 	double t_small = 1e30, t_big = 1e30;
 	int ret;
 
@@ -157,14 +159,14 @@ static int measure_model(struct tally_client *c, struct profile *p,
 		double t0 = now_us();
 
 		/* each its own iteration's last: bsp holds nothing back */
-		ret = allreduce(c, &small, key, (uint64_t)i,
+		ret = allreduce(c, &small, key, iter0 + 2 * (uint64_t)i,
 				TALLY_F_LAST_OF_ITERATION, true);
 		if (ret)
 			return ret;
 		if (now_us() - t0 < t_small)
 			t_small = now_us() - t0;
 		t0 = now_us();
-		ret = allreduce(c, &big, key + 1, (uint64_t)i,
+		ret = allreduce(c, &big, key + 1, iter0 + 2 * (uint64_t)i + 1,
 				TALLY_F_LAST_OF_ITERATION, true);
 		if (ret)
 			return ret;
@@ -173,7 +175,8 @@ static int measure_model(struct tally_client *c, struct profile *p,
 	}
 	res.buf[0] = (float)t_small;
 	res.buf[1] = (float)((t_big - t_small) / (double)(big.elements * 4));
-	ret = allreduce(c, &res, key + 2, 0, TALLY_F_LAST_OF_ITERATION, true);
+	ret = allreduce(c, &res, key + 2, iter0 + 100,
+			TALLY_F_LAST_OF_ITERATION, true);
 	*a_us = res.buf[0];
 	*b_us_per_byte = res.buf[1];
 	tally_free(c, small.buf);
@@ -302,6 +305,8 @@ int main(int argc, char **argv)
 	struct tally_client *c;
 	struct profile p;
 	double a = 0, b = 0, iter_us, compute_us = 0, samples;
+	uint64_t total = 0, used = 0;
+	char *arena;
 	int ch, ret, groups = 0, procs;
 
 	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -329,12 +334,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	procs = o.hosts * tally_size(c);
+	/* one shared buffer for the whole model (a client has a bounded
+	 * number of segments), each tensor 64-byte aligned inside it */
+	for (int i = 0; i < p.n; i++)
+		total += (p.t[i].elements * 4 + 63) & ~(uint64_t)63;
+	arena = tally_alloc(c, total);
+	if (!arena) {
+		fprintf(stderr, "replay: cannot share %lu bytes\n", total);
+		return 1;
+	}
 	for (int i = 0; i < p.n; i++) {
-		p.t[i].buf = tally_alloc(c, p.t[i].elements * 4);
-		if (!p.t[i].buf) {
-			fprintf(stderr, "replay: out of shared memory\n");
-			return 1;
-		}
+		p.t[i].buf = (float *)(arena + used);
+		used += (p.t[i].elements * 4 + 63) & ~(uint64_t)63;
 		compute_us += p.t[i].fwd_us + p.t[i].bwd_us;
 	}
 	fill(&p, tally_rank(c));

@@ -71,6 +71,7 @@ struct unit_rec {
 
 struct sched {
 	struct sched_cfg cfg;
+	bool over_credit;	/* one partition may pass the credit */
 	struct pending *items;
 	uint32_t head, tail, free_head, n_items;
 	struct unit_rec *units;
@@ -431,9 +432,10 @@ static int next_bytescheduler(struct sched *s, uint64_t now,
 	bytes = p->it.bytes - p->released;
 	if (part && bytes > part)
 		bytes = part;
-	if (s->n_units > 0 &&
+	if (s->n_units > 0 && !s->over_credit &&
 	    s->st.bytes_in_flight + bytes > s->cfg.credit_bytes)
 		return 0;
+	s->over_credit = false;
 	unit_add(s, u, best, bytes);
 	s->st.partitions++;
 	return unit_commit(s, u, now);
@@ -546,6 +548,12 @@ uint64_t sched_next_deadline(const struct sched *s)
 	if (s->n_units == 0 || mg_waiting(s) >= SCHED_MAX_SEGMENTS)
 		return 0;	/* due now */
 	return mg_deadline(s);
+}
+
+void sched_allow_over_credit(struct sched *s)
+{
+	if (s)
+		s->over_credit = true;
 }
 
 void sched_reset(struct sched *s)

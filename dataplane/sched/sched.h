@@ -125,6 +125,16 @@ uint64_t sched_next_deadline(const struct sched *s);
  * autotuned credit are kept. */
 void sched_reset(struct sched *s);
 
+/*
+ * Let the next ByteScheduler partition go past the credit.  For ring
+ * all-reduce, whose partitions complete only when every host has sent them:
+ * hosts whose ready sets differed may have filled their credits with
+ * different partitions, each waiting for the others; the daemon calls this
+ * when nothing completed for a while, which breaks such a wait.  (The
+ * original uses a global readiness signal for all-reduce instead.)
+ */
+void sched_allow_over_credit(struct sched *s);
+
 const struct sched_stats *sched_stats(const struct sched *s);
 const char *sched_policy_name(enum sched_policy p);
 int sched_policy_parse(const char *name);	/* -1 if unknown */
