@@ -154,15 +154,10 @@ static int req_finish(struct tally_client *c, struct client_req *r)
 	return r->res;
 }
 
-int tally_test(struct tally_client *c, uint64_t req)
+/* One look at a request: its result (its slot freed), or
+ * -TALLY_EINPROGRESS. */
+static int req_check(struct tally_client *c, struct client_req *r)
 {
-	struct client_req *r;
-
-	if (!c)
-		return -TALLY_EINVAL;
-	r = req_lookup(c, req);
-	if (!r)
-		return -TALLY_ENOENT;
 	if (r->state == REQ_PENDING)
 		reap(c);
 	if (r->state == REQ_DONE)
@@ -172,6 +167,18 @@ int tally_test(struct tally_client *c, uint64_t req)
 		return req_finish(c, r);
 	}
 	return -TALLY_EINPROGRESS;
+}
+
+int tally_test(struct tally_client *c, uint64_t req)
+{
+	struct client_req *r;
+
+	if (!c)
+		return -TALLY_EINVAL;
+	r = req_lookup(c, req);
+	if (!r)
+		return -TALLY_ENOENT;
+	return req_check(c, r);
 }
 
 /* Sleep until the daemon rings the doorbell, the socket says it is gone,
@@ -222,6 +229,7 @@ int tally_wait(struct tally_client *c, uint64_t req, int timeout_ms)
 {
 	uint64_t start = now_ns(), deadline = 0, spin_end;
 	struct client_req *r;
+	int ret;
 
 	if (!c)
 		return -TALLY_EINVAL;
@@ -232,18 +240,9 @@ int tally_wait(struct tally_client *c, uint64_t req, int timeout_ms)
 		deadline = start + (uint64_t)timeout_ms * 1000000ull + 1;
 	spin_end = start + spin_budget(c);
 
-	for (;;) {
-		uint64_t now;
+	while ((ret = req_check(c, r)) == -TALLY_EINPROGRESS) {
+		uint64_t now = now_ns();
 
-		if (r->state == REQ_PENDING)
-			reap(c);
-		if (r->state == REQ_DONE)
-			break;
-		if (c->daemon_lost) {
-			r->res = -TALLY_EDAEMONLOST;
-			break;
-		}
-		now = now_ns();
 		if (deadline && now >= deadline)
 			return -TALLY_ETIMEDOUT;
 		if (now < spin_end)
@@ -253,5 +252,5 @@ int tally_wait(struct tally_client *c, uint64_t req, int timeout_ms)
 	}
 	/* remember how long waits take: 7/8 old + 1/8 new */
 	c->spin_ewma_ns = (7 * c->spin_ewma_ns + (now_ns() - start)) / 8;
-	return req_finish(c, r);
+	return ret;
 }

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -142,5 +143,40 @@ int run_cluster_clients(struct test_cluster *tc, int hosts,
 	}
 	for (int i = 0; i < n; i++)
 		failed += child_wait(pid[i], timeout_ms) != 0;
+	return failed;
+}
+
+int kill_mid_run(struct test_cluster *tc, int hosts, int run_ms,
+		 uint64_t *took_ms)
+{
+	struct client_job job = { .hosts = hosts, .rounds = 1000000,
+				  .expect_error = -TALLY_EPEERLOST,
+				  .go_fd = -1 };
+	struct client_job after = { .hosts = hosts - 1, .rounds = 1,
+				    .first_iteration = 1u << 30, .go_fd = -1 };
+	struct client_job jobs[CL_MAX_DAEMONS];
+	pid_t pid[CL_MAX_DAEMONS * CL_LOCAL];
+	int n = 0, failed = 0;
+	uint64_t t0;
+
+	for (int h = 0; h < hosts; h++) {
+		jobs[h] = job;
+		jobs[h].sock = tc->d[h].sock;
+		jobs[h].host = h;
+		if (h == hosts - 1)	/* they see their daemon die instead */
+			jobs[h].expect_error = -TALLY_EDAEMONLOST;
+		for (int l = 0; l < CL_LOCAL; l++)
+			pid[n++] = child_start(client_job_main, &jobs[h]);
+	}
+	usleep((useconds_t)run_ms * 1000);
+	kill(tc->d[hosts - 1].pid, SIGKILL);
+	t0 = test_now_ms();
+	for (int i = 0; i < n; i++)
+		failed += child_wait(pid[i], 30000) != 0;
+	*took_ms = test_now_ms() - t0;
+	daemon_stop(&tc->d[hosts - 1]);
+	tc->d[hosts - 1].pid = 0;
+	if (!failed)	/* the survivors serve a new job */
+		failed = run_cluster_clients(tc, hosts - 1, after, 120000);
 	return failed;
 }

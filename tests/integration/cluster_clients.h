@@ -30,4 +30,15 @@ int run_cluster_clients(struct test_cluster *tc, int hosts,
 
 int client_job_main(void *arg);
 
+/*
+ * Kill the last host's daemon @run_ms into a run in which every client
+ * has work in flight.  The other hosts' clients must end with
+ * TALLY_EPEERLOST and the victim's with TALLY_EDAEMONLOST, nothing may
+ * hang; then the survivors run a new job, checked.  Returns the number of
+ * clients that failed (0: all good); *took_ms is how long after the kill
+ * the last client returned.
+ */
+int kill_mid_run(struct test_cluster *tc, int hosts, int run_ms,
+		 uint64_t *took_ms);
+
 #endif /* TALLY_TESTS_CLUSTER_CLIENTS_H */

@@ -98,49 +98,18 @@ static void test_daemon_killed_mid_run(void **state)
 	struct cluster_spec s = { .workers = HOSTS, .role = "worker+aggregator",
 				  .algorithm = "aggregate" };
 	struct test_cluster tc;
-	struct client_job job = { .hosts = HOSTS, .rounds = 1000000,
-				  .expect_error = -TALLY_EPEERLOST,
-				  .go_fd = -1 };
-	struct client_job after = { .hosts = HOSTS - 1, .rounds = 1,
-				    .first_iteration = 1u << 30, .go_fd = -1 };
-	pid_t pid[HOSTS * CL_LOCAL];
-	struct client_job jobs[HOSTS];
-	int n = 0, failed = 0, bad;
-	uint64_t t0;
+	uint64_t took;
+	int failed, bad;
 
 	(void)state;
 	assert_int_equal(cluster_up(&tc, &s), 0);
-	for (int h = 0; h < HOSTS - 1; h++) {
-		jobs[h] = job;
-		jobs[h].sock = tc.d[h].sock;
-		jobs[h].host = h;
-		for (int l = 0; l < CL_LOCAL; l++)
-			pid[n++] = child_start(client_job_main, &jobs[h]);
-	}
-	/* the victim's own clients would see their daemon die instead */
-	jobs[HOSTS - 1] = job;
-	jobs[HOSTS - 1].sock = tc.d[HOSTS - 1].sock;
-	jobs[HOSTS - 1].host = HOSTS - 1;
-	jobs[HOSTS - 1].expect_error = -TALLY_EDAEMONLOST;
-	for (int l = 0; l < CL_LOCAL; l++)
-		pid[n++] = child_start(client_job_main, &jobs[HOSTS - 1]);
-
-	usleep(1500000);		/* well into the run */
-	kill(tc.d[HOSTS - 1].pid, SIGKILL);
-	t0 = test_now_ms();
-	for (int i = 0; i < n; i++)
-		failed += child_wait(pid[i], 10000) != 0;
-	/* every survivor's client returned: within 2 s of the kill (plus
-	 * what the slowest client took to notice it was told) */
-	assert_true(test_now_ms() - t0 < 5000);
-	daemon_stop(&tc.d[HOSTS - 1]);
-	tc.d[HOSTS - 1].pid = 0;
-
-	if (!failed)	/* the survivors serve a new job */
-		failed = run_cluster_clients(&tc, HOSTS - 1, after, 60000);
+	failed = kill_mid_run(&tc, HOSTS, 1500, &took);
 	bad = cluster_down(&tc);
 	assert_int_equal(failed, 0);
 	assert_int_equal(bad, 0);
+	/* within 2 s of the kill, plus what the slowest client took to see
+	 * it was told */
+	assert_true(took < 5000);
 }
 
 int main(void)
