@@ -112,6 +112,65 @@ static void test_daemon_killed_mid_run(void **state)
 	assert_true(took < 5000);
 }
 
+/*
+ * A daemon of another job registers: the coordinator refuses it, it says
+ * why, and its clients' operations fail instead of waiting for a job that
+ * will never form.
+ */
+static int foreign_client(void *arg)
+{
+	struct test_daemon *d = arg;
+	struct tally_client *c;
+	struct tally_allreduce_args a = { .count = 1 };
+	uint64_t req;
+	float *buf;
+
+	CHECK(tally_connect(d->sock, &c) == 0, 2);
+	buf = tally_alloc(c, 64);
+	a.sendbuf = a.recvbuf = buf;
+	for (int i = 0; i < 200; i++) {		/* until the refusal came */
+		CHECK(tally_allreduce(c, &a, &req) == 0, 3);
+		a.iteration++;
+		if (tally_wait(c, req, 100) == -TALLY_EPEERLOST) {
+			tally_disconnect(c);
+			return 0;
+		}
+	}
+	return 4;
+}
+
+static void test_wrong_job_key_refused(void **state)
+{
+	int base = 23000 + getpid() % 500 * 4;
+	char coord[32], a0[32], a1[32];
+	const char *r0[] = { "--rank", "0", "--world", "2", "--job-key", "1",
+			     "--coordinator", coord, "--address", a0, NULL };
+	const char *r1[] = { "--rank", "1", "--world", "2", "--job-key", "2",
+			     "--coordinator", coord, "--address", a1, NULL };
+	struct test_daemon d0, d1;
+	char line[256];
+	bool said = false;
+	FILE *log;
+	int ret;
+
+	(void)state;
+	snprintf(coord, sizeof(coord), "127.0.0.1:%d", base);
+	snprintf(a0, sizeof(a0), "127.0.0.1:%d", base + 1);
+	snprintf(a1, sizeof(a1), "127.0.0.1:%d", base + 2);
+	assert_int_equal(daemon_start(&d0, CL_LOCAL, r0), 0);
+	assert_int_equal(daemon_start(&d1, 1, r1), 0);
+	ret = child_wait(child_start(foreign_client, &d1), 30000);
+	log = fopen(d1.log, "r");
+	while (log && fgets(line, sizeof(line), log))
+		said |= strstr(line, "wrong job key") != NULL;
+	if (log)
+		fclose(log);
+	assert_int_equal(daemon_stop(&d1), 0);
+	assert_int_equal(daemon_stop(&d0), 0);
+	assert_int_equal(ret, 0);
+	assert_true(said);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -121,6 +180,7 @@ int main(void)
 		cmocka_unit_test(test_dedicated_aggregator_lossy),
 		cmocka_unit_test(test_ring_lossy),
 		cmocka_unit_test(test_daemon_killed_mid_run),
+		cmocka_unit_test(test_wrong_job_key_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
