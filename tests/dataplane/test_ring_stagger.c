@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "expect.h"
 #include "dataplane/half.h"
 
 #define MAX_T		3
@@ -53,7 +54,16 @@ struct run {
 	struct cluster *cl;
 	void *in[TLY_MAX_WORKERS][MAX_T];
 	void *out[TLY_MAX_WORKERS][MAX_T];
+	const void *col[TLY_MAX_WORKERS];	/* one tensor's inputs */
 };
+
+/* the n workers' inputs of tensor t, as expect.h wants them */
+static const void *const *gather(struct run *r, uint32_t t)
+{
+	for (uint16_t w = 0; w < r->sc->cl.n_workers; w++)
+		r->col[w] = r->in[w][t];
+	return r->col;
+}
 
 static uint32_t tensor_id(uint32_t t)
 {
@@ -66,46 +76,6 @@ static size_t dsize(enum tly_dtype dt)
 	return dt == TLY_DT_F16 || dt == TLY_DT_BF16 ? 2 : 4;
 }
 
-static float as_float(enum tly_dtype dt, const void *buf, size_t i)
-{
-	switch (dt) {
-	case TLY_DT_F16:
-		return half_to_float(((const uint16_t *)buf)[i]);
-	case TLY_DT_BF16:
-		return bf16_to_float(((const uint16_t *)buf)[i]);
-	default:
-		return ((const float *)buf)[i];
-	}
-}
-
-static void fill(enum tly_dtype dt, void *buf, size_t n, uint64_t *rng)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		uint64_t r = fab_rand(rng);
-		int e = (int)((i / 50) % 24) - 12;
-		float x = ldexpf((float)((int64_t)(r >> 40) - (1 << 23)) /
-				 (float)(1 << 23), e);
-
-		if (r % 17 == 0)
-			x = 0;
-		switch (dt) {
-		case TLY_DT_F32:
-			((float *)buf)[i] = x;
-			break;
-		case TLY_DT_F16:
-			((uint16_t *)buf)[i] = float_to_half(x);
-			break;
-		case TLY_DT_BF16:
-			((uint16_t *)buf)[i] = float_to_bf16(x);
-			break;
-		case TLY_DT_I32:
-			((uint32_t *)buf)[i] = (uint32_t)r;
-			break;
-		}
-	}
-}
 
 static void run_setup(struct run *r, const struct scenario *sc)
 {
@@ -125,7 +95,7 @@ static void run_setup(struct run *r, const struct scenario *sc)
 			r->out[w][t] = malloc(bytes);
 			assert_non_null(r->in[w][t]);
 			assert_non_null(r->out[w][t]);
-			fill(sc->dtype, r->in[w][t], sc->sizes[t], &rng);
+			dp_fill(sc->dtype, r->in[w][t], sc->sizes[t], &rng);
 			memset(r->out[w][t], 0xa5, bytes);
 		}
 }
@@ -198,78 +168,6 @@ static void submit_staggered(struct run *r)
 	}
 }
 
-static int ceil_log2(unsigned int n)
-{
-	int l = 0;
-
-	while ((1u << l) < n)
-		l++;
-	return l;
-}
-
-/* the bound of docs/protocol.md (ring) or quant.h (aggregation) */
-static void check_float(struct run *r, uint32_t t)
-{
-	const struct scenario *sc = r->sc;
-	uint16_t n = sc->cl.n_workers, k = sc->cl.k, w;
-	size_t i, count = sc->sizes[t];
-	double out_rel = sc->dtype == TLY_DT_F16 ? 0x1p-11 :
-			 sc->dtype == TLY_DT_BF16 ? 0x1p-8 : 0;
-	int l = ceil_log2(n);
-
-	for (i = 0; i < count; i++) {
-		double ref = 0, mag = 0, got, bound;
-		size_t b0 = i / k * k, b1 = b0 + k < count ? b0 + k : count, j;
-		int e = -1000;
-
-		for (w = 0; w < n; w++) {
-			double x = as_float(sc->dtype, r->in[w][t], i);
-
-			ref += x;
-			mag += fabs(x);
-		}
-		got = as_float(sc->dtype, r->out[0][t], i);
-		if (sc->cl.role == CL_RING) {
-			bound = (n - 1) * 0x1p-24 * mag;
-		} else {
-			for (w = 0; w < n; w++)
-				for (j = b0; j < b1; j++) {
-					int ex;
-					float v = as_float(sc->dtype,
-							   r->in[w][t], j);
-
-					if (v != 0) {
-						frexpf(v, &ex);
-						e = ex > e ? ex : e;
-					}
-				}
-			bound = e == -1000 ? 0 : n * ldexp(1, e + l - 31);
-		}
-		bound += 0x1p-24 * fabs(ref) * 2 + out_rel * fabs(ref) +
-			 0x1p-24 + (sc->dtype == TLY_DT_F16 ? 0x1p-24 : 0);
-		if (fabs(got - ref) > bound)
-			fail_msg("tensor %u elem %zu: got %.9g want %.9g "
-				 "bound %.3g", t, i, got, ref, bound);
-	}
-}
-
-static void check_int(struct run *r, uint32_t t)
-{
-	const struct scenario *sc = r->sc;
-	size_t i;
-	uint16_t w;
-
-	for (i = 0; i < sc->sizes[t]; i++) {
-		uint32_t ref = 0;
-
-		for (w = 0; w < sc->cl.n_workers; w++)
-			ref += ((uint32_t *)r->in[w][t])[i];
-		if (((uint32_t *)r->out[0][t])[i] != ref)
-			fail_msg("tensor %u elem %zu: %u != %u", t, i,
-				 ((uint32_t *)r->out[0][t])[i], ref);
-	}
-}
-
 static void test_scenario(void **state)
 {
 	const struct scenario *sc = *state;
@@ -286,9 +184,12 @@ static void test_scenario(void **state)
 			assert_memory_equal(r.out[0][t], r.out[w][t],
 					    sc->sizes[t] * dsize(sc->dtype));
 		if (sc->dtype == TLY_DT_I32)
-			check_int(&r, t);
+			dp_check_int(sc->cl.n_workers, gather(&r, t), r.out[0][t],
+				     sc->sizes[t], t);
 		else
-			check_float(&r, t);
+			dp_check_float(sc->dtype, sc->cl.n_workers, sc->cl.k,
+				       sc->cl.role == CL_RING, gather(&r, t),
+				       r.out[0][t], sc->sizes[t], t);
 	}
 	for (w = 0; w < sc->cl.n_workers; w++) {
 		const struct tly_counters *c = tly_worker_counters(r.cl->w[w]);

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * expect.h - inputs and result checks shared by the engine's end-to-end
+ * tests (test_allreduce.c, test_ring_stagger.c).
+ */
+#ifndef TALLY_TESTS_DATAPLANE_EXPECT_H
+#define TALLY_TESTS_DATAPLANE_EXPECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dataplane/engine/worker.h"
+
+/* Values whose magnitude changes from block to block (some zeros). */
+void dp_fill(enum tly_dtype dt, void *buf, size_t n, uint64_t *rng);
+float dp_as_float(enum tly_dtype dt, const void *buf, size_t i);
+
+/*
+ * Worker 0's result @out of tensor @t against the exact sum of the n
+ * workers' inputs in[0..n-1], within the documented bound: docs/protocol.md
+ * for the ring, quant.h's per-block bound for aggregation, plus the output
+ * type's rounding.  int32: bit-exact (wrapping).  Fails the test if not.
+ */
+void dp_check_float(enum tly_dtype dt, uint16_t n, uint16_t k, bool ring,
+		    const void *const *in, const void *out, size_t count,
+		    uint32_t t);
+void dp_check_int(uint16_t n, const void *const *in, const void *out,
+		  size_t count, uint32_t t);
+
+#endif /* TALLY_TESTS_DATAPLANE_EXPECT_H */
