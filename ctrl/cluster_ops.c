@@ -278,7 +278,11 @@ void cluster_submit_group(struct tallyd *d, struct lg_group *g)
 		.key = g->op.key, .iteration = g->op.iteration,
 		.priority = g->op.priority,
 		.bytes = g->op.count * tally_dtype_size(g->op.dtype),
-		.last = g->op.last, .group = g->op.group,
+		/* one merged message holds one dtype: gradients of another
+		 * dtype in the same plan group form a group of their own */
+		.last = g->op.last,
+		.group = g->op.group ? ((uint32_t)g->op.group << 2 |
+					g->op.dtype) : 0,
 		.user = (void *)(uintptr_t)idx,
 	};
 	struct reduce_args a;
