@@ -48,7 +48,6 @@ static const void *const *gather(struct run *r, uint32_t t)
 	return r->col;
 }
 
-
 static size_t dsize(enum tly_dtype dt)
 {
 	return dt == TLY_DT_F16 || dt == TLY_DT_BF16 ? 2 : 4;

@@ -76,7 +76,6 @@ static size_t dsize(enum tly_dtype dt)
 	return dt == TLY_DT_F16 || dt == TLY_DT_BF16 ? 2 : 4;
 }
 
-
 static void run_setup(struct run *r, const struct scenario *sc)
 {
 	uint64_t rng = sc->cl.fab.seed * 104729 + 3;

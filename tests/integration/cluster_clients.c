@@ -146,6 +146,20 @@ int run_cluster_clients(struct test_cluster *tc, int hosts,
 	return failed;
 }
 
+int run_checked_job(const struct cluster_spec *spec, int rounds,
+		    bool float_types, int timeout_ms)
+{
+	struct client_job job = { .hosts = spec->workers, .rounds = rounds,
+				  .float_types = float_types, .go_fd = -1 };
+	struct test_cluster tc;
+	int failed;
+
+	if (cluster_up(&tc, spec))
+		return -1;
+	failed = run_cluster_clients(&tc, spec->workers, job, timeout_ms);
+	return failed + cluster_down(&tc);
+}
+
 int kill_mid_run(struct test_cluster *tc, int hosts, int run_ms,
 		 uint64_t *took_ms)
 {

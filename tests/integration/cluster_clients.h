@@ -31,6 +31,15 @@ int run_cluster_clients(struct test_cluster *tc, int hosts,
 int client_job_main(void *arg);
 
 /*
+ * Start the job of @spec, run @rounds of the checked tensor sequence on
+ * every worker host, stop the job.  Returns the number of clients that
+ * failed plus the number of daemons that did not exit cleanly (0: good),
+ * or -1 if the job did not start.
+ */
+int run_checked_job(const struct cluster_spec *spec, int rounds,
+		    bool float_types, int timeout_ms);
+
+/*
  * Kill the last host's daemon @run_ms into a run in which every client
  * has work in flight.  The other hosts' clients must end with
  * TALLY_EPEERLOST and the victim's with TALLY_EDAEMONLOST, nothing may

@@ -112,17 +112,9 @@ static void run_job(int xdp, int aggs, const char *role, const char *algo,
 	struct cluster_spec s = { .workers = HOSTS, .aggregators = aggs,
 				  .role = role, .algorithm = algo,
 				  .extra = extra };
-	struct client_job job = { .hosts = HOSTS, .rounds = 1,
-				  .float_types = floats, .go_fd = -1 };
-	struct test_cluster tc;
-	int failed, bad;
 
 	make_spec(&s, xdp, aggs);
-	assert_int_equal(cluster_up(&tc, &s), 0);
-	failed = run_cluster_clients(&tc, HOSTS, job, 180000);
-	bad = cluster_down(&tc);
-	assert_int_equal(failed, 0);
-	assert_int_equal(bad, 0);
+	assert_int_equal(run_checked_job(&s, 1, floats, 180000), 0);
 }
 
 static void test_af_packet_dedicated(void **state)

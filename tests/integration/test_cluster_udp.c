@@ -30,16 +30,7 @@ static const char *const lossy[] = {
 
 static void run_job(const struct cluster_spec *spec, bool float_types)
 {
-	struct test_cluster tc;
-	struct client_job job = { .hosts = HOSTS, .rounds = 2,
-				  .float_types = float_types, .go_fd = -1 };
-	int failed, bad;
-
-	assert_int_equal(cluster_up(&tc, spec), 0);
-	failed = run_cluster_clients(&tc, HOSTS, job, 120000);
-	bad = cluster_down(&tc);
-	assert_int_equal(failed, 0);
-	assert_int_equal(bad, 0);
+	assert_int_equal(run_checked_job(spec, 2, float_types, 120000), 0);
 }
 
 static void test_dedicated_aggregator(void **state)
