@@ -2,7 +2,6 @@
 /*
  * cluster.c - tallyd in a multi-host job (see cluster.h).
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -10,16 +9,10 @@
 
 #include <tally/tally.h>
 #include "ctrl/cluster.h"
+#include "ctrl/cluster_internal.h"
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
-#include "ctrl/membership.h"
-#include "dataplane/engine/agg.h"
-#include "dataplane/engine/worker.h"
-#include "dataplane/reduce.h"
-#include "dataplane/transport/transport.h"
-
-#include "ctrl/cluster_internal.h"
 
 /* What the engine of an epoch did, for the log (and for debugging). */
 static void log_engine(const struct cluster *c)

@@ -4,10 +4,11 @@
  * and the aggregation engine, glued to the local groups.
  *
  * A local group that is ready is reduced once into its first member's
- * receive buffer (the staging buffer), handed to the engine's worker as one
- * or more tensors (partitions of at most 65536 chunks), and all-reduced
- * with the other hosts in place; when every partition is back, one pass
- * copies the result (scaled for AVG) into every member's receive buffer.
+ * receive buffer (the staging buffer) and handed to the scheduler; the
+ * units it releases go to the engine's worker as tensors of at most 65536
+ * chunks and are all-reduced with the other hosts in place
+ * (cluster_ops.c); when all of a gradient is back, one pass copies the
+ * result (scaled for AVG) into every member's receive buffer.
  *
  * Every roster change (a member lost, a local job aborted anywhere) starts
  * a new epoch: the engine is rebuilt, every operation in flight fails with
