@@ -8,6 +8,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "dataplane/half.h"
@@ -124,4 +126,50 @@ void dp_check_int(uint16_t n, const void *const *in, const void *out,
 			fail_msg("tensor %u elem %zu: %u != %u", t, i,
 				 ((const uint32_t *)out)[i], ref);
 	}
+}
+
+size_t dp_dtype_size(enum tly_dtype dt)
+{
+	return dt == TLY_DT_F16 || dt == TLY_DT_BF16 ? 2 : 4;
+}
+
+void dp_tensors_alloc(struct dp_tensors *b, enum tly_dtype dt, uint16_t n,
+		      uint32_t n_tensors, const size_t *sizes,
+		      uint64_t rng_seed)
+{
+	uint64_t rng = rng_seed;
+	uint16_t w;
+	uint32_t t;
+
+	assert_true(n_tensors <= DP_MAX_TENSORS);
+	memset(b, 0, sizeof(*b));
+	b->n_workers = n;
+	b->n_tensors = n_tensors;
+	for (w = 0; w < n; w++)
+		for (t = 0; t < n_tensors; t++) {
+			size_t bytes = sizes[t] * dp_dtype_size(dt);
+
+			b->in[w][t] = malloc(bytes);
+			b->out[w][t] = malloc(bytes);
+			assert_non_null(b->in[w][t]);
+			assert_non_null(b->out[w][t]);
+			dp_fill(dt, b->in[w][t], sizes[t], &rng);
+			memset(b->out[w][t], 0xa5, bytes);
+		}
+}
+
+void dp_tensors_free(struct dp_tensors *b)
+{
+	for (uint16_t w = 0; w < b->n_workers; w++)
+		for (uint32_t t = 0; t < b->n_tensors; t++) {
+			free(b->in[w][t]);
+			free(b->out[w][t]);
+		}
+}
+
+const void *const *dp_tensor_inputs(struct dp_tensors *b, uint32_t t)
+{
+	for (uint16_t w = 0; w < b->n_workers; w++)
+		b->col[w] = b->in[w][t];
+	return b->col;
 }

@@ -12,6 +12,28 @@
 
 #include "dataplane/engine/worker.h"
 
+#define DP_MAX_TENSORS 4
+
+/* Every worker's input and output buffer of each tensor of a run. */
+struct dp_tensors {
+	uint16_t n_workers;
+	uint32_t n_tensors;
+	void *in[TLY_MAX_WORKERS][DP_MAX_TENSORS];
+	void *out[TLY_MAX_WORKERS][DP_MAX_TENSORS];
+	const void *col[TLY_MAX_WORKERS];	/* one tensor's inputs */
+};
+
+size_t dp_dtype_size(enum tly_dtype dt);
+
+/* Allocate them: inputs filled from @rng_seed (dp_fill), outputs
+ * poisoned, so a result never written shows. */
+void dp_tensors_alloc(struct dp_tensors *b, enum tly_dtype dt, uint16_t n,
+		      uint32_t n_tensors, const size_t *sizes,
+		      uint64_t rng_seed);
+void dp_tensors_free(struct dp_tensors *b);
+/* The n workers' inputs of tensor @t, as the checks below take them. */
+const void *const *dp_tensor_inputs(struct dp_tensors *b, uint32_t t);
+
 /* Values whose magnitude changes from block to block (some zeros). */
 void dp_fill(enum tly_dtype dt, void *buf, size_t n, uint64_t *rng);
 float dp_as_float(enum tly_dtype dt, const void *buf, size_t i);

@@ -35,57 +35,22 @@ struct scenario {
 struct run {
 	const struct scenario *sc;
 	struct cluster *cl;
-	void *in[TLY_MAX_WORKERS][MAX_T];
-	void *out[TLY_MAX_WORKERS][MAX_T];
-	const void *col[TLY_MAX_WORKERS];	/* one tensor's inputs */
+	struct dp_tensors b;
 };
-
-/* the n workers' inputs of tensor t, as expect.h wants them */
-static const void *const *gather(struct run *r, uint32_t t)
-{
-	for (uint16_t w = 0; w < r->sc->cl.n_workers; w++)
-		r->col[w] = r->in[w][t];
-	return r->col;
-}
-
-static size_t dsize(enum tly_dtype dt)
-{
-	return dt == TLY_DT_F16 || dt == TLY_DT_BF16 ? 2 : 4;
-}
 
 static void run_setup(struct run *r, const struct scenario *sc)
 {
-	uint64_t rng = sc->cl.fab.seed * 7919 + 1;
-	uint16_t w;
-	uint32_t t;
-
 	memset(r, 0, sizeof(*r));
 	r->sc = sc;
 	r->cl = cl_create(&sc->cl);
 	assert_non_null(r->cl);
-	for (w = 0; w < sc->cl.n_workers; w++)
-		for (t = 0; t < sc->n_tensors; t++) {
-			size_t bytes = sc->sizes[t] * dsize(sc->dtype);
-
-			r->in[w][t] = malloc(bytes);
-			r->out[w][t] = malloc(bytes);
-			assert_non_null(r->in[w][t]);
-			assert_non_null(r->out[w][t]);
-			dp_fill(sc->dtype, r->in[w][t], sc->sizes[t], &rng);
-			memset(r->out[w][t], 0xa5, bytes);
-		}
+	dp_tensors_alloc(&r->b, sc->dtype, sc->cl.n_workers, sc->n_tensors,
+			 sc->sizes, sc->cl.fab.seed * 7919 + 1);
 }
 
 static void run_teardown(struct run *r)
 {
-	uint16_t w;
-	uint32_t t;
-
-	for (w = 0; w < r->sc->cl.n_workers; w++)
-		for (t = 0; t < r->sc->n_tensors; t++) {
-			free(r->in[w][t]);
-			free(r->out[w][t]);
-		}
+	dp_tensors_free(&r->b);
 	cl_destroy(r->cl);
 }
 
@@ -104,7 +69,7 @@ static void submit_all(struct run *r)
 				.dtype = sc->dtype,
 				.algo = sc->cl.role == CL_RING ? TLY_ALGO_RING :
 								 TLY_ALGO_AGG,
-				.src = r->in[w][t], .dst = r->out[w][t],
+				.src = r->b.in[w][t], .dst = r->b.out[w][t],
 				.count = sc->sizes[t],
 				.prio = (uint8_t)((t * 3 + w) % 4),
 			};
@@ -165,15 +130,15 @@ static void test_scenario(void **state)
 	assert_int_equal(cl_run(r.cl, sc->n_tensors, 2000000000ull), 0);
 	for (t = 0; t < sc->n_tensors; t++) {
 		for (w = 1; w < sc->cl.n_workers; w++)
-			assert_memory_equal(r.out[0][t], r.out[w][t],
-					    sc->sizes[t] * dsize(sc->dtype));
+			assert_memory_equal(r.b.out[0][t], r.b.out[w][t],
+					    sc->sizes[t] * dp_dtype_size(sc->dtype));
 		if (sc->dtype == TLY_DT_I32)
-			dp_check_int(sc->cl.n_workers, gather(&r, t), r.out[0][t],
+			dp_check_int(sc->cl.n_workers, dp_tensor_inputs(&r.b, t), r.b.out[0][t],
 				     sc->sizes[t], t);
 		else
 			dp_check_float(sc->dtype, sc->cl.n_workers, sc->cl.k,
-				       sc->cl.role == CL_RING, gather(&r, t),
-				       r.out[0][t], sc->sizes[t], t);
+				       sc->cl.role == CL_RING, dp_tensor_inputs(&r.b, t),
+				       r.b.out[0][t], sc->sizes[t], t);
 	}
 	for (w = 0; w < sc->cl.n_workers; w++) {
 		assert_int_equal(tly_worker_inflight(r.cl->w[w]), 0);
