@@ -26,6 +26,7 @@
 #include <errno.h>
 
 #include "dataplane/transport/transport.h"
+#include "frames.h"
 
 #define MS 1000000ull
 #define N_NODES 3
@@ -83,83 +84,6 @@ static void open_nodes(struct transport *tp, int n,
 						     N_NODES, addrs), 0);
 }
 
-static size_t frame_len(uint32_t seq)
-{
-	return 20 + (seq * 37) % 1900;
-}
-
-static void frame_fill(uint8_t *p, uint32_t seq, uint16_t dst, size_t len)
-{
-	memcpy(p, &seq, 4);
-	memcpy(p + 4, &dst, 2);
-	for (size_t i = 6; i < len; i++)
-		p[i] = (uint8_t)(seq * 7 + i);
-}
-
-static int frame_check(const uint8_t *p, size_t len, uint16_t self,
-		       uint32_t *seq)
-{
-	uint16_t dst;
-
-	if (len < 6)
-		return -1;
-	memcpy(seq, p, 4);
-	memcpy(&dst, p + 4, 2);
-	if (dst != self || len != frame_len(*seq))
-		return -1;
-	for (size_t i = 6; i < len; i++)
-		if (p[i] != (uint8_t)(*seq * 7 + i))
-			return -1;
-	return 0;
-}
-
-static uint32_t send_frames(struct transport *tp, uint16_t dst,
-			    uint32_t first, uint32_t n)
-{
-	struct tly_tx_ops ops = transport_tx_ops(tp);
-	uint32_t ok = 0;
-
-	for (uint32_t i = first; i < first + n; i++) {
-		size_t len = frame_len(i);
-		uint8_t *f = ops.alloc(ops.ctx, len);
-
-		if (!f)
-			continue;
-		frame_fill(f, i, dst, len);
-		ops.send(ops.ctx, dst, f, len);
-		ok++;
-	}
-	return ok;
-}
-
-/* receive until @want came or @timeout_ns passed, flushing @peer */
-static uint32_t recv_frames(struct transport *tp, struct transport *peer,
-			    uint32_t *seq, uint32_t want, uint64_t timeout_ns)
-{
-	struct transport_rx rx[TRANSPORT_RX_BURST];
-	uint64_t end = transport_now_ns() + timeout_ns;
-	uint32_t got = 0;
-	int i, n;
-
-	while (got < want && transport_now_ns() < end) {
-		if (peer)
-			transport_tx_flush(peer, transport_now_ns());
-		n = transport_rx_burst(tp, rx, TRANSPORT_RX_BURST);
-		for (i = 0; i < n; i++) {
-			assert_true(got < want);
-			assert_int_equal(frame_check(rx[i].data, rx[i].len,
-						     tp->cfg.self, &seq[got]),
-					 0);
-			got++;
-		}
-		if (n > 0)
-			transport_rx_release(tp, rx, n);
-		else
-			transport_idle_wait(tp, transport_now_ns(), 5 * MS);
-	}
-	return got;
-}
-
 static void test_exchange(void **state)
 {
 	static struct transport tp[N_NODES];
@@ -171,13 +95,13 @@ static void test_exchange(void **state)
 	for (uint32_t round = 0; round < 6; round++) {
 		uint32_t f = round * 200;
 
-		assert_int_equal(send_frames(&tp[0], 1, f, 200), 200);
-		assert_int_equal(send_frames(&tp[0], 2, f, 200), 200);
-		assert_int_equal(send_frames(&tp[1], 0, f, 200), 200);
+		assert_int_equal(tp_send_frames(&tp[0], 1, f, 200), 200);
+		assert_int_equal(tp_send_frames(&tp[0], 2, f, 200), 200);
+		assert_int_equal(tp_send_frames(&tp[1], 0, f, 200), 200);
 		assert_int_equal(transport_tx_pending(&tp[0]), 400);
-		n1 += recv_frames(&tp[1], &tp[0], s1 + n1, 200, 20000 * MS);
-		n2 += recv_frames(&tp[2], &tp[0], s2 + n2, 200, 20000 * MS);
-		n0 += recv_frames(&tp[0], &tp[1], s0 + n0, 200, 20000 * MS);
+		n1 += tp_recv_frames(&tp[1], &tp[0], s1 + n1, 200, 20000 * MS);
+		n2 += tp_recv_frames(&tp[2], &tp[0], s2 + n2, 200, 20000 * MS);
+		n0 += tp_recv_frames(&tp[0], &tp[1], s0 + n0, 200, 20000 * MS);
 	}
 	assert_int_equal(n1, 1200);
 	assert_int_equal(n2, 1200);
@@ -203,8 +127,8 @@ static void test_self(void **state)
 
 	(void)state;
 	open_nodes(tp, 1, NULL);
-	assert_int_equal(send_frames(&tp[0], 0, 0, 100), 100);
-	assert_int_equal(recv_frames(&tp[0], &tp[0], s, 100, 20000 * MS),
+	assert_int_equal(tp_send_frames(&tp[0], 0, 0, 100), 100);
+	assert_int_equal(tp_recv_frames(&tp[0], &tp[0], s, 100, 20000 * MS),
 			 100);
 	close_all(NULL);
 }
@@ -220,7 +144,7 @@ static void test_backpressure_and_wakeup(void **state)
 	(void)state;
 	open_nodes(tp, 2, NULL);
 	/* the pool holds 1024 buffers; past that alloc says no */
-	queued = send_frames(&tp[0], 1, 0, 1100);
+	queued = tp_send_frames(&tp[0], 1, 0, 1100);
 	assert_int_equal(queued, 1024);
 	assert_null(transport_tx_ops(&tp[0]).alloc(tp, MTU + 1));
 	/* the send queue takes 256 at a time */
@@ -230,7 +154,7 @@ static void test_backpressure_and_wakeup(void **state)
 	pfd = (struct pollfd){ .fd = tp[1].ops->wait_fd(&tp[1]),
 			       .events = POLLIN };
 	assert_int_equal(poll(&pfd, 1, 20000), 1);
-	assert_int_equal(recv_frames(&tp[1], &tp[0], s, 1024, 60000 * MS),
+	assert_int_equal(tp_recv_frames(&tp[1], &tp[0], s, 1024, 60000 * MS),
 			 1024);
 	assert_int_equal(transport_tx_pending(&tp[0]), 0);
 	for (uint32_t i = 0; i < 1024; i++)
@@ -249,8 +173,8 @@ static void test_emulated_loss(void **state)
 	(void)state;
 	open_nodes(tp, 2, &emu);
 	for (uint32_t f = 0; f < 2000; f += 250)
-		assert_int_equal(send_frames(&tp[0], 1, f, 250), 250);
-	got = recv_frames(&tp[1], &tp[0], s, 2000, 5000 * MS);
+		assert_int_equal(tp_send_frames(&tp[0], 1, f, 250), 250);
+	got = tp_recv_frames(&tp[1], &tp[0], s, 2000, 5000 * MS);
 	print_message("10%% loss: %u of 2000 arrived, %llu lost\n", got,
 		      (unsigned long long)tp[0].stats.emu_lost);
 	assert_true(got >= 1600 && got <= 1900);
@@ -299,5 +223,6 @@ int main(void)
 	if (inet_pton(AF_INET, s ? s : "10.0.0.1", &a) != 1)
 		return 1;
 	ip = ntohl(a.s_addr);
+	tp_frames_init(1900, 5 * MS);	/* lengths within the MTU */
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,7 @@
 #include <errno.h>
 
 #include "dataplane/transport/transport.h"
+#include "frames.h"
 
 #define MS 1000000ull
 #define N_NODES 3
@@ -77,99 +78,6 @@ static void open_node(struct transport *tp, uint16_t self,
 	assert_true(tp->ops->wait_fd(tp) >= 0);
 }
 
-/* frame @seq for @dst: [seq][dst][len][pattern], 20..1400 bytes */
-static size_t frame_len(uint32_t seq)
-{
-	return 20 + (seq * 37) % 1380;
-}
-
-static void frame_fill(uint8_t *p, uint32_t seq, uint16_t dst, size_t len)
-{
-	size_t i;
-
-	memcpy(p, &seq, 4);
-	memcpy(p + 4, &dst, 2);
-	for (i = 6; i < len; i++)
-		p[i] = (uint8_t)(seq * 7 + i);
-}
-
-static int frame_check(const uint8_t *p, size_t len, uint16_t self,
-		       uint32_t *seq)
-{
-	uint16_t dst;
-	size_t i;
-
-	if (len < 6)
-		return -1;
-	memcpy(seq, p, 4);
-	memcpy(&dst, p + 4, 2);
-	if (dst != self || len != frame_len(*seq))
-		return -1;
-	for (i = 6; i < len; i++)
-		if (p[i] != (uint8_t)(*seq * 7 + i))
-			return -1;
-	return 0;
-}
-
-/* queue frames first .. first+n-1 to @dst; returns how many were queued */
-static uint32_t send_frames(struct transport *tp, uint16_t dst,
-			    uint32_t first, uint32_t n)
-{
-	struct tly_tx_ops ops = transport_tx_ops(tp);
-	uint32_t i, ok = 0;
-
-	for (i = first; i < first + n; i++) {
-		size_t len = frame_len(i);
-		uint8_t *f = ops.alloc(ops.ctx, len);
-
-		if (!f)
-			continue;
-		frame_fill(f, i, dst, len);
-		ops.send(ops.ctx, dst, f, len);
-		ok++;
-	}
-	return ok;
-}
-
-/*
- * Receive until @want frames came or @timeout_ns passed (flushing @peer's
- * emulator meanwhile); seqs land in @seq.  Bad contents fail the test.
- */
-static uint32_t recv_frames(struct transport *tp, struct transport *peer,
-			    uint32_t *seq, uint32_t want, uint64_t timeout_ns)
-{
-	struct transport_rx rx[TRANSPORT_RX_BURST];
-	uint64_t end = transport_now_ns() + timeout_ns;
-	uint32_t got = 0;
-	int i, n;
-
-	while (got < want && transport_now_ns() < end) {
-		if (peer)
-			transport_tx_flush(peer, transport_now_ns());
-		n = transport_rx_burst(tp, rx, TRANSPORT_RX_BURST);
-		for (i = 0; i < n; i++) {
-			assert_true(got < want);
-			assert_int_equal(frame_check(rx[i].data, rx[i].len,
-						     tp->cfg.self, &seq[got]),
-					 0);
-			got++;
-		}
-		if (n > 0)
-			transport_rx_release(tp, rx, n);
-		else
-			transport_idle_wait(tp, transport_now_ns(), 1 * MS);
-	}
-	return got;
-}
-
-static void assert_in_order(const uint32_t *seq, uint32_t n, uint32_t first)
-{
-	uint32_t i;
-
-	for (i = 0; i < n; i++)
-		assert_int_equal(seq[i], first + i);
-}
-
 static void test_exchange(void **state)
 {
 	static struct transport a, b, c;
@@ -184,25 +92,25 @@ static void test_exchange(void **state)
 	for (round = 0; round < 10; round++) {
 		uint32_t f = round * 300;
 
-		assert_int_equal(send_frames(&a, 1, f, 300), 300);
-		assert_int_equal(send_frames(&a, 2, f, 300), 300);
-		assert_int_equal(send_frames(&b, 0, f, 300), 300);
+		assert_int_equal(tp_send_frames(&a, 1, f, 300), 300);
+		assert_int_equal(tp_send_frames(&a, 2, f, 300), 300);
+		assert_int_equal(tp_send_frames(&b, 0, f, 300), 300);
 		assert_int_equal(transport_tx_pending(&a), 600);
 		assert_int_equal(transport_tx_flush(&a, transport_now_ns()),
 				 600);
 		assert_int_equal(transport_tx_flush(&b, transport_now_ns()),
 				 300);
 		assert_int_equal(transport_tx_pending(&a), 0);
-		nb += recv_frames(&b, NULL, sb + nb, 300, 2000 * MS);
-		nc += recv_frames(&c, NULL, sc + nc, 300, 2000 * MS);
-		na += recv_frames(&a, NULL, sa + na, 300, 2000 * MS);
+		nb += tp_recv_frames(&b, NULL, sb + nb, 300, 2000 * MS);
+		nc += tp_recv_frames(&c, NULL, sc + nc, 300, 2000 * MS);
+		na += tp_recv_frames(&a, NULL, sa + na, 300, 2000 * MS);
 	}
 	assert_int_equal(nb, 3000);
 	assert_int_equal(nc, 3000);
 	assert_int_equal(na, 3000);
-	assert_in_order(sb, nb, 0);
-	assert_in_order(sc, nc, 0);
-	assert_in_order(sa, na, 0);
+	tp_assert_in_order(sb, nb, 0);
+	tp_assert_in_order(sc, nc, 0);
+	tp_assert_in_order(sa, na, 0);
 	assert_int_equal(a.stats.tx_pkts, 6000);
 	assert_int_equal(b.stats.rx_pkts, 3000);
 	assert_int_equal(a.stats.tx_drops, 0);
@@ -223,7 +131,7 @@ static void test_queue_full(void **state)
 	open_node(&b, 1, NULL);
 	ops = transport_tx_ops(&a);
 	/* the tx queue holds 1024 frames; past that alloc says no */
-	queued = send_frames(&a, 1, 0, 1100);
+	queued = tp_send_frames(&a, 1, 0, 1100);
 	assert_int_equal(queued, 1024);
 	assert_int_equal(a.stats.tx_drops, 1100 - 1024);
 	assert_null(ops.alloc(ops.ctx, 100));
@@ -231,10 +139,10 @@ static void test_queue_full(void **state)
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 1024);
 	assert_null(ops.alloc(ops.ctx, 1501));
 	/* room again after the flush */
-	assert_int_equal(send_frames(&a, 1, 5000, 10), 10);
+	assert_int_equal(tp_send_frames(&a, 1, 5000, 10), 10);
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 10);
 	/* first 1024 frames (0..1023 as numbered by send_frames) */
-	assert_true(recv_frames(&b, NULL, sb, 1034, 500 * MS) > 0);
+	assert_true(tp_recv_frames(&b, NULL, sb, 1034, 500 * MS) > 0);
 	transport_close(&a);
 	transport_close(&b);
 }
@@ -255,14 +163,14 @@ static void test_send_error_drops(void **state)
 	track(&a);
 	assert_int_equal(transport_open(&a, &c), 0);
 	open_node(&b, 1, NULL);
-	send_frames(&a, 1, 0, 3);
-	send_frames(&a, 2, 3, 2);
-	send_frames(&a, 1, 5, 3);
+	tp_send_frames(&a, 1, 0, 3);
+	tp_send_frames(&a, 2, 3, 2);
+	tp_send_frames(&a, 1, 5, 3);
 	/* the bad frames are dropped and counted, the rest go out */
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 6);
 	assert_int_equal(a.stats.tx_drops, 2);
 	assert_int_equal(transport_tx_pending(&a), 0);
-	assert_int_equal(recv_frames(&b, NULL, sb, 6, 1000 * MS), 6);
+	assert_int_equal(tp_recv_frames(&b, NULL, sb, 6, 1000 * MS), 6);
 	assert_int_equal(sb[2], 2);
 	assert_int_equal(sb[3], 5);
 	transport_close(&a);
@@ -280,7 +188,7 @@ static void *late_sender(void *arg)
 	struct timespec ts = { 0, (long)ls->delay_ns };
 
 	nanosleep(&ts, NULL);
-	send_frames(ls->tp, 1, 0, 1);
+	tp_send_frames(ls->tp, 1, 0, 1);
 	transport_tx_flush(ls->tp, transport_now_ns());
 	return NULL;
 }
@@ -308,7 +216,7 @@ static void test_wait_fd_wakes(void **state)
 	dt = transport_now_ns() - t0;
 	pthread_join(th, NULL);
 	assert_in_range(dt, 40 * MS, 2000 * MS);
-	assert_int_equal(recv_frames(&b, NULL, &s, 1, 100 * MS), 1);
+	assert_int_equal(tp_recv_frames(&b, NULL, &s, 1, 100 * MS), 1);
 	transport_close(&a);
 	transport_close(&b);
 }
@@ -326,9 +234,9 @@ static void test_emu_loss(void **state)
 	assert_non_null(a.emu);
 	assert_null(b.emu);
 	for (round = 0; round < 10; round++) {
-		assert_int_equal(send_frames(&a, 1, round * 200, 200), 200);
+		assert_int_equal(tp_send_frames(&a, 1, round * 200, 200), 200);
 		transport_tx_flush(&a, transport_now_ns());
-		got = recv_frames(&b, &a, sb + total, 200 - 0, 200 * MS);
+		got = tp_recv_frames(&b, &a, sb + total, 200 - 0, 200 * MS);
 		total += got;
 	}
 	/* 10 %: 200 expected, sd ~13 */
@@ -359,8 +267,8 @@ static void test_emu_rate(void **state)
 	for (i = 0; i < 200; i++) {
 		uint8_t *f = transport_tx_ops(&a).alloc(&a, 1000);
 
-		frame_fill(f, 1000 + i, 1, 1000);
-		/* frame_len() does not apply here: check by hand below */
+		tp_frame_fill(f, 1000 + i, 1, 1000);
+		/* tp_frame_len() does not apply here: check by hand below */
 		transport_tx_ops(&a).send(&a, 1, f, 1000);
 	}
 	assert_true(transport_tx_pending(&a) > 150);
@@ -405,11 +313,11 @@ static void test_emu_ingress_rate(void **state)
 	open_node(&a, 0, NULL);
 	open_node(&b, 1, &emu);
 	t0 = transport_now_ns();
-	assert_int_equal(send_frames(&a, 1, 0, 100), 100);
+	assert_int_equal(tp_send_frames(&a, 1, 0, 100), 100);
 	transport_tx_flush(&a, transport_now_ns());
-	assert_int_equal(recv_frames(&b, NULL, sb, 100, 2000 * MS), 100);
+	assert_int_equal(tp_recv_frames(&b, NULL, sb, 100, 2000 * MS), 100);
 	dt = transport_now_ns() - t0;
-	assert_in_order(sb, 100, 0);
+	tp_assert_in_order(sb, 100, 0);
 	/* frames average 710 bytes + 66 on the wire: ~6.2 ms at 100 Mb/s */
 	assert_true(dt >= 5 * MS);
 	transport_close(&a);
@@ -476,20 +384,20 @@ static void test_set_nodes(void **state)
 	open_node(&b, 1, NULL);
 	open_node(&c, 2, NULL);
 	assert_int_equal(transport_set_nodes(&a, 0, N_NODES, t2), 0);
-	send_frames(&a, 1, 0, 2);	/* node 1 is now c */
-	send_frames(&a, 2, 2, 2);	/* node 2 is now b */
+	tp_send_frames(&a, 1, 0, 2);	/* node 1 is now c */
+	tp_send_frames(&a, 2, 2, 2);	/* node 2 is now b */
 	transport_tx_flush(&a, transport_now_ns());
 	/* frames carry their old dst in byte 4: check by hand */
 	c.cfg.self = 1;
 	b.cfg.self = 2;
-	assert_int_equal(recv_frames(&c, NULL, s, 2, 1000 * MS), 2);
-	assert_int_equal(recv_frames(&b, NULL, s + 2, 2, 1000 * MS), 2);
+	assert_int_equal(tp_recv_frames(&c, NULL, s, 2, 1000 * MS), 2);
+	assert_int_equal(tp_recv_frames(&b, NULL, s + 2, 2, 1000 * MS), 2);
 	assert_int_equal(s[1], 1);
 	assert_int_equal(s[2], 2);
 	c.cfg.self = 2;
 	b.cfg.self = 1;
 	/* shrink to two nodes: a frame queued for node 2 is dropped */
-	send_frames(&a, 2, 10, 1);
+	tp_send_frames(&a, 2, 10, 1);
 	assert_int_equal(transport_set_nodes(&a, 0, 2, addrs), 0);
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 0);
 	assert_int_equal(a.stats.tx_drops, 1);
@@ -544,5 +452,6 @@ int main(void)
 	};
 
 	addrs_init();
+	tp_frames_init(1380, 1 * MS);	/* lengths within the MTU */
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
