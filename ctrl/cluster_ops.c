@@ -112,8 +112,7 @@ void cluster_ops_tensor_done(void *ctx, const struct tly_tensor_desc *t)
 		if (op->used && op->bytes_done == op->bytes)
 			finish_op(d, idx);
 	}
-	c->last_progress_ns = transport_now_ns();
-	sched_unit_done(c->sched, nu->u.id, c->last_progress_ns);
+	sched_unit_done(c->sched, nu->u.id, transport_now_ns());
 	unit_free(nu);
 }
 
@@ -248,14 +247,6 @@ int cluster_ops_pump(struct tallyd *d, uint64_t now)
 
 	if (!c->worker)
 		return 0;
-	/* ring: a credit full of partitions the other hosts have not
-	 * released yet waits forever; after a stall let one more go */
-	if (d->cfg.algorithm == ALGO_RING && c->queue_head == UNIT_NONE &&
-	    sched_stats(c->sched)->bytes_in_flight > 0 &&
-	    now - c->last_progress_ns > CLUSTER_STALL_NS) {
-		sched_allow_over_credit(c->sched);
-		c->last_progress_ns = now;
-	}
 	while (sched_next(c->sched, now, &u) == 1) {
 		int ret = unit_start(d, &u);
 
@@ -319,6 +310,7 @@ int cluster_ops_init(struct tallyd *d)
 		.credit_min = 64u << 10,
 		.credit_max = 256u << 20,
 		.a_ns = 100000, .b_ns_per_byte = 1,
+		.stall_ns = CLUSTER_STALL_NS,
 	};
 
 	c->queue_head = c->queue_tail = UNIT_NONE;
