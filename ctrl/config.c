@@ -24,6 +24,7 @@ void config_defaults(struct tally_config *cfg)
 	snprintf(cfg->socket, sizeof(cfg->socket), "%s", TALLY_DEFAULT_SOCKET);
 	cfg->local_size = 1;
 	cfg->idle_spin_us = 50;
+	cfg->stuck_ms = 10000;
 	cfg->log_level = LOG_INFO;
 	cfg->world = 1;
 	cfg->role = ROLE_WORKER;
@@ -70,6 +71,7 @@ static const struct key_spec keys[] = {
 	{ "daemon", "idle_spin_us", K_INT, F(idle_spin_us), 0, 1000000, 0 },
 	{ "daemon", "reduce_threads", K_INT, F(reduce_threads), 0, 16, 0 },
 	{ "daemon", "log_level", K_LOG, F(log_level), 0, 0, 0 },
+	{ "daemon", "stuck_ms", K_INT, F(stuck_ms), 0, 86400000, 0 },
 	{ "cluster", "rank", K_INT, F(rank), 0, BOOT_MAX_MEMBERS - 1, 0 },
 	{ "cluster", "world", K_INT, F(world), 1, BOOT_MAX_MEMBERS, 0 },
 	{ "cluster", "role", K_ROLE, F(role), 0, 0, 0 },

@@ -25,6 +25,7 @@ struct tally_config {
 	int local_size;
 	int idle_spin_us;
 	int reduce_threads;		/* 0 = auto */
+	int stuck_ms;			/* watchdog bound; 0 = off */
 	int log_level;
 	/* [cluster]: world 1 means this host alone, no network */
 	int rank;

@@ -54,6 +54,7 @@ struct tallyd {
 	struct local_group groups;
 	struct reduce_pool *reducer;
 	struct cluster *cluster;	/* NULL when this host is alone */
+	struct watchdog *watchdog;	/* NULL when daemon.stuck_ms = 0 */
 	bool cluster_aborted;		/* told the job our local job broke */
 	uint64_t stat_ops_done, stat_ops_failed, stat_bytes_reduced;
 };

@@ -18,6 +18,7 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
+#include "ctrl/watchdog.h"
 
 #define MAX_EVENTS 64
 
@@ -108,6 +109,17 @@ static bool prepare_sleep(struct tallyd *d, bool sleeping)
 	return ready;
 }
 
+/* The cluster's timers and the watchdog's next scan bound the sleep. */
+static int64_t sleep_ns(struct tallyd *d, uint64_t now)
+{
+	int64_t t = d->cluster ? (int64_t)cluster_idle_ns(d) : -1;
+	int64_t w = watchdog_sleep_ns(d, now);
+
+	if (w >= 0 && (t < 0 || w < t))
+		t = w;
+	return t;
+}
+
 int daemon_run(struct tallyd *d)
 {
 	uint64_t spin_ns = (uint64_t)d->cfg.idle_spin_us * 1000;
@@ -122,6 +134,7 @@ int daemon_run(struct tallyd *d)
 			work += cluster_poll(d, now);
 			cluster_tick(d, now / 1000000);
 		}
+		watchdog_poll(d, now);
 		/* control traffic is rare: look at it every 64 turns */
 		if ((++turns & 63) == 0)
 			work += poll_events(d, 0);
@@ -134,8 +147,7 @@ int daemon_run(struct tallyd *d)
 			continue;
 		}
 		if (!prepare_sleep(d, true))
-			poll_events(d, d->cluster ?
-				    (int64_t)cluster_idle_ns(d) : -1);
+			poll_events(d, sleep_ns(d, now));
 		prepare_sleep(d, false);
 		idle_since = now_ns();
 	}

@@ -14,6 +14,7 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
+#include "ctrl/watchdog.h"
 
 static struct tallyd *the_daemon;
 
@@ -165,7 +166,8 @@ static int daemon_init(struct tallyd *d)
 	d->listen_fd = -1;
 	d->epoll_fd = -1;
 	if (local_group_init(&d->groups, (unsigned int)d->cfg.local_size,
-			     (uint32_t)d->cfg.local_size * TALLY_MAX_INFLIGHT)) {
+			     (uint32_t)d->cfg.local_size * TALLY_MAX_INFLIGHT) ||
+	    watchdog_init(d)) {
 		log_err("out of memory");
 		return -1;
 	}
@@ -198,12 +200,15 @@ static void daemon_fini(struct tallyd *d)
 	}
 	if (d->epoll_fd >= 0)
 		close(d->epoll_fd);
+	log_info("stopped: %llu operations done, %llu failed, %llu bytes "
+		 "reduced, %llu reported stuck",
+		 (unsigned long long)d->stat_ops_done,
+		 (unsigned long long)d->stat_ops_failed,
+		 (unsigned long long)d->stat_bytes_reduced,
+		 (unsigned long long)watchdog_stats(d)->reports);
+	watchdog_fini(d);
 	local_group_destroy(&d->groups);
 	reduce_pool_destroy(d->reducer);
-	log_info("stopped: %llu operations done, %llu failed, %llu bytes "
-		 "reduced", (unsigned long long)d->stat_ops_done,
-		 (unsigned long long)d->stat_ops_failed,
-		 (unsigned long long)d->stat_bytes_reduced);
 }
 
 int main(int argc, char **argv)
