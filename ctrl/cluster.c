@@ -195,8 +195,9 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 		c->have_roster = false;
 		return;
 	}
-	if (!c->tp_open ? open_transport(d) :
-	    transport_set_nodes(&c->tp, c->self_node, c->n_nodes, c->addrs)) {
+	if (transport_set_nodes(&c->tp, c->self_node, c->n_nodes, c->addrs)) {
+		log_err("epoch %u: the %s transport cannot take the roster",
+			r->epoch, c->tp.ops->name);
 		c->have_roster = false;
 		return;
 	}
@@ -361,22 +362,22 @@ int cluster_start(struct tallyd *d)
 	if (cluster_ops_init(d))
 		return -1;
 	/*
-	 * rdma: the peers need our queue pair's number, known only once the
-	 * transport is open: open it on a table of ourselves before
-	 * registering, and register the address it gives (rosters then
-	 * arrive through transport_set_nodes).
+	 * Open the transport on a table of ourselves before registering;
+	 * rosters then arrive through transport_set_nodes().  Opening can
+	 * take seconds (DPDK's EAL on a busy machine): done in on_roster(),
+	 * it stopped our heartbeats and the job declared us lost.  And rdma
+	 * peers need our queue pair's number, known only once it is open:
+	 * we register the address it gives.
 	 */
-	if (!strcmp(d->cfg.transport, "rdma")) {
-		c->addrs[0] = (struct tly_addr){ .ip = d->cfg.address.ip,
-						 .port = d->cfg.address.port };
-		memcpy(c->addrs[0].mac, d->cfg.mac, 6);
-		c->self_node = 0;
-		c->n_nodes = 1;
-		if (open_transport(d))
-			return -1;
-		if (c->tp.has_local_mac)
-			memcpy(mc.self.mac, c->tp.local_mac, 6);
-	}
+	c->addrs[0] = (struct tly_addr){ .ip = d->cfg.address.ip,
+					 .port = d->cfg.address.port };
+	memcpy(c->addrs[0].mac, d->cfg.mac, 6);
+	c->self_node = 0;
+	c->n_nodes = 1;
+	if (open_transport(d))
+		return -1;
+	if (c->tp.has_local_mac)
+		memcpy(mc.self.mac, c->tp.local_mac, 6);
 	if (membership_start(&c->mb, &mc, &ops, d->epoll_fd))
 		return -1;
 	return 0;
