@@ -441,12 +441,36 @@ void membership_event(struct membership *m, uint64_t tag, uint64_t now_ms)
 		conn_read(m, &m->conn[TAG_RANK(tag)], now_ms);
 }
 
+/*
+ * A judge that did not run cannot tell a silent peer: when our own ticks
+ * stopped for longer than half the timeout (a machine too busy to run us,
+ * a paused VM; ticks normally come every heartbeat_ms / 2), the time we
+ * were away is not held against anyone.  A peer that hangs while we run
+ * is still declared lost after peer_timeout_ms.
+ */
+static void skip_own_absence(struct membership *m, uint64_t now)
+{
+	uint64_t gap = now - m->last_tick_ms;
+
+	if (m->last_tick_ms && gap > m->cfg.peer_timeout_ms / 2) {
+		for (int i = 0; i < MB_MAX_CONNS; i++) {
+			struct mb_conn *c = &m->conn[i];
+
+			if (c->fd >= 0)
+				c->last_rx_ms = c->last_rx_ms + gap < now ?
+						c->last_rx_ms + gap : now;
+		}
+	}
+	m->last_tick_ms = now;
+}
+
 void membership_tick(struct membership *m, uint64_t now)
 {
 	struct boot_msg hb = { .type = BOOT_HEARTBEAT };
 
 	if (m->dead)
 		return;
+	skip_own_absence(m, now);
 	hb.epoch = m->epoch;
 	hb.peer.rank = m->cfg.self.rank;
 	for (int i = 0; i < MB_MAX_CONNS; i++) {
@@ -454,6 +478,16 @@ void membership_tick(struct membership *m, uint64_t now)
 
 		if (c->fd < 0)
 			continue;
+		if (now - c->last_rx_ms > m->cfg.peer_timeout_ms) {
+			/* What arrived while we ourselves did not run (a
+			 * busy machine, a paused VM) counts: read it before
+			 * judging the peer. */
+			conn_read(m, c, now);
+			if (m->dead)
+				return;
+			if (c->fd < 0)
+				continue;
+		}
 		if (now - c->last_rx_ms > m->cfg.peer_timeout_ms) {
 			if (m->coordinator)
 				member_gone(m, c, "stopped answering", now);

@@ -68,6 +68,7 @@ struct membership {
 	uint32_t epoch;
 	bool formed;			/* a roster was sent at least once */
 	bool dead;			/* lost the job */
+	uint64_t last_tick_ms;		/* our own last membership_tick */
 	struct boot_member reg[BOOT_MAX_MEMBERS];
 	bool present[BOOT_MAX_MEMBERS];
 	struct mb_conn conn[MB_MAX_CONNS];	/* coordinator: members;

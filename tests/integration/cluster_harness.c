@@ -80,6 +80,22 @@ int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
 	return 0;
 }
 
+void cluster_show_warnings(const struct test_cluster *tc)
+{
+	char line[512];
+
+	for (int r = 0; r < tc->n; r++) {
+		FILE *f = fopen(tc->d[r].log, "r");
+
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (strstr(line, "warn:") || strstr(line, "error:"))
+				fprintf(stderr, "daemon %d: %s", r, line);
+		fclose(f);
+	}
+}
+
 int cluster_down(struct test_cluster *tc)
 {
 	int bad = 0;

@@ -34,6 +34,9 @@ struct test_cluster {
 /* Start every daemon (rank 0 first) and wait until each client socket
  * accepts.  0 or -1. */
 int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec);
+/* Print every daemon's warnings and errors so far (a failed test says
+ * why: which peer was lost and how). */
+void cluster_show_warnings(const struct test_cluster *tc);
 /* Stop all; returns the number of daemons that did not exit cleanly. */
 int cluster_down(struct test_cluster *tc);
 

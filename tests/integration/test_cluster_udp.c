@@ -104,6 +104,40 @@ static void test_daemon_killed_mid_run(void **state)
 }
 
 /*
+ * Every daemon of the job frozen for longer than peer_timeout_ms (a paused
+ * VM, a machine too busy to run any of them): on waking up each one finds
+ * its peers' heartbeats waiting in its sockets, so nobody is declared
+ * lost and the job goes on.  A daemon that judged its peers before
+ * reading what they had sent declared them all lost.
+ */
+static void test_all_frozen_then_resumed(void **state)
+{
+	struct cluster_spec s = { .workers = 2, .aggregators = 1,
+				  .role = "worker", .algorithm = "aggregate" };
+	struct client_job job = { .hosts = 2, .rounds = 1, .go_fd = -1 };
+	struct test_cluster tc;
+	int failed;
+
+	(void)state;
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	usleep(500000);			/* heartbeats flow */
+	for (int i = 0; i < tc.n; i++)
+		kill(tc.d[i].pid, SIGSTOP);
+	usleep(1800000);		/* peer_timeout_ms is 1000 */
+	for (int i = 0; i < tc.n; i++)
+		kill(tc.d[i].pid, SIGCONT);
+	usleep(500000);
+	failed = run_cluster_clients(&tc, 2, job, 60000);
+	if (failed)
+		cluster_show_warnings(&tc);
+	for (int i = 0; i < tc.n; i++)
+		assert_int_equal(daemon_log_count(&tc.d[i], "stopped answering"),
+				 0);
+	assert_int_equal(cluster_down(&tc), 0);
+	assert_int_equal(failed, 0);
+}
+
+/*
  * A daemon of another job registers: the coordinator refuses it, it says
  * why, and its clients' operations fail instead of waiting for a job that
  * will never form.
@@ -171,6 +205,7 @@ int main(void)
 		cmocka_unit_test(test_dedicated_aggregator_lossy),
 		cmocka_unit_test(test_ring_lossy),
 		cmocka_unit_test(test_daemon_killed_mid_run),
+		cmocka_unit_test(test_all_frozen_then_resumed),
 		cmocka_unit_test(test_wrong_job_key_refused),
 	};
 

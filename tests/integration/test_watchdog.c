@@ -45,20 +45,6 @@ static int wait_log(const char *path, const char *what, char *line,
 	return -1;
 }
 
-static int count_log(const char *path, const char *what)
-{
-	char line[1024];
-	FILE *f = fopen(path, "r");
-	int n = 0;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, what) != NULL;
-	fclose(f);
-	return n;
-}
-
 /* SIGTERM and reap, leaving the log for reading; daemon_stop() then only
  * removes the directory. */
 static void stop_keep_log(struct test_daemon *d)
@@ -119,7 +105,7 @@ static void test_local_member_missing(void **state)
 	assert_true(test_now_ms() - t0 >= 200);
 	assert_non_null(strstr(line, "local ranks 1 have not submitted"));
 	usleep(300000);			/* reported once, not per scan */
-	assert_int_equal(count_log(d.log, "stuck: key 7"), 1);
+	assert_int_equal(daemon_log_count(&d, "stuck: key 7"), 1);
 
 	bb = submit(b, 2, 7, &rb);
 	assert_int_equal(tally_wait(a, ra, 5000), 0);
@@ -132,7 +118,7 @@ static void test_local_member_missing(void **state)
 	tally_disconnect(b);
 	stop_keep_log(&d);
 	/* the statistics at exit count the report */
-	assert_int_equal(count_log(d.log, "1 reported stuck"), 1);
+	assert_int_equal(daemon_log_count(&d, "1 reported stuck"), 1);
 	assert_int_equal(daemon_stop(&d), 0);	/* removes the directory */
 }
 
