@@ -76,6 +76,7 @@ static const struct key_spec keys[] = {
 	{ "cluster", "algorithm", K_ALGO, F(algorithm), 0, 0, 0 },
 	{ "cluster", "coordinator", K_ADDR, F(coordinator), 0, 0, 0 },
 	{ "cluster", "job_key", K_U32, F(job_key), 0, UINT32_MAX, 0 },
+	STR("cluster", "secret_file", secret_file),
 	{ "cluster", "heartbeat_ms", K_INT, F(heartbeat_ms), 10, 60000, 0 },
 	{ "cluster", "peer_timeout_ms", K_INT, F(peer_timeout_ms), 50,
 	  600000, 0 },
@@ -235,6 +236,13 @@ int config_set(struct tally_config *cfg, const char *section,
 {
 	bool section_known = false;
 
+	if (!strcmp(section, "cluster") && !strcmp(key, "secret")) {
+		snprintf(err, (size_t)errlen, "cluster.secret cannot be set "
+			 "here: command lines and configuration files are "
+			 "readable by others; use cluster.secret_file (mode "
+			 "0600) or the environment variable TALLY_JOB_SECRET");
+		return -1;
+	}
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		if (strcmp(keys[i].section, section))
 			continue;
