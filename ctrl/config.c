@@ -95,7 +95,7 @@ static const struct key_spec keys[] = {
 	STR("dataplane", "rdma_device", rdma_device),
 	{ "dataplane", "rdma_port", K_INT, F(rdma_port), 1, 255, 0 },
 	{ "dataplane", "rdma_gid_index", K_INT, F(rdma_gid_index), 0, 255, 0 },
-	{ "dataplane", "k", K_INT, F(k), TLY_K_MIN, 366, 0 },
+	{ "dataplane", "k", K_INT, F(k), TLY_K_MIN, TLY_K_MTU1500, 0 },
 	{ "dataplane", "pool_slots", K_INT, F(pool_slots), 1, 65535, 0 },
 	{ "dataplane", "window", K_INT, F(window), 1, 65536, 0 },
 	{ "dataplane", "rto_us", K_INT, F(rto_us), 10, 10000000, 0 },

@@ -31,6 +31,9 @@
 #define TLY_MAX_NODES		1024
 #define TLY_K_MIN		8
 #define TLY_K_MAX		1024
+/* the largest K whose DATA packet fits a 1500-byte IP MTU (363) */
+#define TLY_K_MTU1500		((1500 - TLY_IP_LEN - TLY_UDP_LEN - \
+				  TLY_HDR_LEN) / 4)
 /* a CONFIRM names at most this many ranges (aux is one byte) */
 #define TLY_CONFIRM_MAX		255
 #define TLY_CONFIRM_RANGE_MAX	256

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Write the seed corpus of fuzz-wire: one valid packet of each type, bare
 and in full Ethernet/IPv4/UDP frames, and one conversation, in the record
-format of fuzz_wire.c (job 0x7a11, K 8, 3 workers, 16 slots)."""
+format of fuzz_wire.c (job 0x7a11, cookie 0, K 8, 3 workers, 16 slots).
+Header version 2: 20 bytes, the epoch's cookie at offset 16."""
 import os
 import struct
 
 M64 = (1 << 64) - 1
 JOB, K, SLOTS = 0x7a11, 8, 16
+COOKIE = 0          # fuzz_wire.c's engines leave it 0
 
 
 def chunk_hash(tensor, chunk, exp):
@@ -20,8 +22,8 @@ def chunk_hash(tensor, chunk, exp):
 def hdr(typ, flags, rank, tensor, chunk, shift=0, aux=0, slot=None):
     if slot is None:
         slot = ((chunk_hash(tensor, chunk, flags & 1) & 0xffffffff) * SLOTS) >> 32
-    return struct.pack(">BBHHHIHbB", 0x10 | typ, flags, JOB, rank, slot,
-                       tensor, chunk, shift, aux)
+    return struct.pack(">BBHHHIHbBI", 0x20 | typ, flags, JOB, rank, slot,
+                       tensor, chunk, shift, aux, COOKIE)
 
 
 def ip_sum(h):
