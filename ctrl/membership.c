@@ -590,7 +590,9 @@ void membership_tick(struct membership *m, uint64_t now)
 					       "answering");
 			continue;
 		}
-		if (now - c->last_tx_ms >= m->cfg.heartbeat_ms &&
+		/* a connection not yet registered has no keys to send
+		 * with; it only has peer_timeout_ms to register */
+		if (c->keyed && now - c->last_tx_ms >= m->cfg.heartbeat_ms &&
 		    conn_send(c, &hb, now)) {
 			if (m->coordinator)
 				member_gone(m, c, "cannot be written to", now);
