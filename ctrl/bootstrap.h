@@ -44,7 +44,7 @@ enum boot_type {
 	BOOT_PEER_DOWN = 4,
 	BOOT_REFUSE = 5,
 	BOOT_ABORT = 6,		/* a member's local job broke: end the epoch */
-	BOOT_CHALLENGE = 7,	/* coordinator's nonce, first on a connection */
+	BOOT_CHALLENGE = 7,	/* the coordinator's nonce, first message */
 };
 
 enum boot_role {

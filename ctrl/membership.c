@@ -54,8 +54,7 @@ static int conn_send(struct mb_conn *c, const struct boot_msg *msg,
 		auth_seal(&c->tx, buf, (size_t)len);
 	/* Control messages are small and rare: a peer whose socket buffer
 	 * is full is not reading, and counts as gone. */
-	if (send(c->fd, buf, (size_t)len,
-			    MSG_DONTWAIT | MSG_NOSIGNAL) != len)
+	if (send(c->fd, buf, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) != len)
 		return -1;
 	c->last_tx_ms = now;
 	return 0;

@@ -77,7 +77,8 @@ static struct tly_agg *make_cookie(uint16_t n, uint32_t fallback, int mcast,
 				   uint32_t cookie)
 {
 	struct tly_agg_cfg c = {
-		.job = JOB, .cookie = cookie, .k = K, .n_workers = n, .self = 100,
+		.job = JOB, .cookie = cookie, .k = K, .n_workers = n,
+		.self = 100,
 		.n_slots = 64, .n_fallback = fallback,
 		.evict_ns = 1000, .probe_ns = 500, .poll_budget = 1000,
 		.ops = { .alloc = cap_alloc, .send = cap_send,
