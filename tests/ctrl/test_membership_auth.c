@@ -5,10 +5,14 @@
  * hand-made members over loopback TCP.  A registration under another
  * secret, a forged tag, a replayed registration and a forged message on a
  * registered connection are each refused and counted; an honest member
- * gets its roster.
+ * gets its roster.  Then the member's side: a real member against a
+ * hand-made coordinator takes a sealed roster and loses its job on a
+ * forged heartbeat, counting it.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,10 +52,12 @@ static void on_down(void *ctx, int rank, const char *why)
 	n_down++;
 }
 
+static char lost_why[256];
+
 static void on_lost(void *ctx, const char *why)
 {
 	(void)ctx;
-	fail_msg("the coordinator lost its job: %s", why);
+	snprintf(lost_why, sizeof(lost_why), "%s", why);
 }
 
 static uint64_t now_ms(void)
@@ -62,18 +68,24 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* run the coordinator's loop for @ms */
-static void pump(int ms)
+/* run a membership's loop for @ms */
+static void pump_on(struct membership *m, int ep, int ms)
 {
 	uint64_t end = now_ms() + (uint64_t)ms;
 
 	while (now_ms() < end) {
 		struct epoll_event ev[8];
-		int n = epoll_wait(epfd, ev, 8, 10);
+		int n = epoll_wait(ep, ev, 8, 10);
 
 		for (int i = 0; i < n; i++)
-			membership_event(&mb, ev[i].data.u64, now_ms());
+			membership_event(m, ev[i].data.u64, now_ms());
 	}
+}
+
+/* the coordinator's */
+static void pump(int ms)
+{
+	pump_on(&mb, epfd, ms);
 }
 
 static void keys_of(struct auth_keys *k, const char *secret)
@@ -302,7 +314,142 @@ static void test_honest_then_replay_then_forgery(void **state)
 	assert_int_equal(mb.auth_failures, before + 2);
 	assert_false(mb.present[1]);
 	assert_int_equal(n_down, 1);
+	assert_int_equal(lost_why[0], '\0');
 	close(f.fd);
+}
+
+/* ---- the member's side ------------------------------------------------ */
+
+struct fake_coord {
+	int listen_fd;
+	struct auth_keys keys;
+	bool registered;	/* the member's REGISTER verified */
+	bool closed;		/* the member hung up after the forgery */
+};
+
+/* read one whole message, blocking (at most 5 s); its length or -1 */
+static int read_msg(int fd, uint8_t *buf, struct boot_msg *m)
+{
+	size_t len = 0;
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int got = boot_decode(buf, len, m);
+		ssize_t n;
+
+		if (got != 0)
+			return got;
+		if (poll(&p, 1, 5000) != 1)
+			return -1;
+		n = recv(fd, buf + len, BOOT_MAX_MSG - len, 0);
+		if (n <= 0)
+			return -1;
+		len += (size_t)n;
+	}
+}
+
+static void send_sealed(int fd, struct auth_stream *tx, struct boot_msg *m,
+			bool forge)
+{
+	uint8_t buf[BOOT_MAX_MSG];
+	int len = boot_encode(m, buf, sizeof(buf));
+
+	auth_seal(tx, buf, (size_t)len);
+	if (forge)
+		buf[BOOT_HDR_LEN + 2] ^= 1;	/* padding: decodes, tag fails */
+	(void)!send(fd, buf, (size_t)len, MSG_NOSIGNAL);
+}
+
+static void *fake_coordinator(void *arg)
+{
+	struct fake_coord *fc = arg;
+	struct pollfd p = { .fd = fc->listen_fd, .events = POLLIN };
+	struct boot_msg ch = { .type = BOOT_CHALLENGE }, m;
+	struct auth_stream rx, tx;
+	uint8_t buf[BOOT_MAX_MSG];
+	int fd, len;
+
+	if (poll(&p, 1, 5000) != 1)
+		return NULL;
+	fd = accept(fc->listen_fd, NULL, NULL);
+	if (fd < 0)
+		return NULL;
+	auth_nonce(ch.challenge.nonce);
+	len = boot_encode(&ch, buf, sizeof(buf));
+	(void)!send(fd, buf, (size_t)len, MSG_NOSIGNAL);
+	len = read_msg(fd, buf, &m);
+	if (len > 0 && m.type == BOOT_REGISTER) {
+		auth_stream_init(&rx, &fc->keys, AUTH_M2C, ch.challenge.nonce,
+				 m.reg.nonce);
+		auth_stream_init(&tx, &fc->keys, AUTH_C2M, ch.challenge.nonce,
+				 m.reg.nonce);
+		fc->registered = auth_open(&rx, buf, (size_t)len) == 0;
+	}
+	if (fc->registered) {
+		struct boot_msg r = { .type = BOOT_ROSTER, .epoch = 1 };
+		struct boot_msg hb = { .type = BOOT_HEARTBEAT, .epoch = 1 };
+
+		r.roster.job_key = JOB_KEY;
+		r.roster.k = 64;
+		r.roster.pool_slots = 128;
+		r.roster.algorithm = ALGO_AGGREGATE;
+		r.roster.n = 2;
+		r.roster.m[0] = (struct boot_member){ .rank = 0,
+			.role = ROLE_WORKER, .ip = 0x7f000001u, .port = 9 };
+		r.roster.m[1] = (struct boot_member){ .rank = 1,
+			.role = ROLE_WORKER, .ip = 0x7f000001u, .port = 10 };
+		send_sealed(fd, &tx, &r, false);
+		send_sealed(fd, &tx, &hb, true);
+		fc->closed = read_msg(fd, buf, &m) < 0;
+	}
+	close(fd);
+	return NULL;
+}
+
+static void test_member_drops_forged_coordinator(void **state)
+{
+	struct fake_coord fc = { 0 };
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	struct membership_ops ops = { on_roster, on_down, on_lost, NULL };
+	struct membership_cfg cfg = {
+		.self = { .rank = 1, .role = ROLE_WORKER, .local_size = 1,
+			  .ip = 0x7f000001u, .port = 10 },
+		.world = 2, .algorithm = ALGO_AGGREGATE, .job_key = JOB_KEY,
+		.k = 64, .pool_slots = 128, .coord_ip = 0x7f000001u,
+		.heartbeat_ms = 1000, .peer_timeout_ms = 60000,
+		.connect_timeout_ms = 2000,
+	};
+	static struct membership member;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	pthread_t th;
+
+	(void)state;
+	keys_of(&fc.keys, SECRET);
+	cfg.keys = fc.keys;
+	fc.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(fc.listen_fd, (struct sockaddr *)&sa,
+			      sizeof(sa)), 0);
+	assert_int_equal(listen(fc.listen_fd, 4), 0);
+	assert_int_equal(getsockname(fc.listen_fd, (struct sockaddr *)&sa,
+				     &sl), 0);
+	cfg.coord_port = ntohs(sa.sin_port);
+	assert_int_equal(pthread_create(&th, NULL, fake_coordinator, &fc), 0);
+	n_rosters = 0;
+	lost_why[0] = '\0';
+	assert_int_equal(membership_start(&member, &cfg, &ops, ep), 0);
+	for (int i = 0; i < 200 && !lost_why[0]; i++)
+		pump_on(&member, ep, 10);
+	pthread_join(th, NULL);
+	membership_stop(&member);
+	close(fc.listen_fd);
+	close(ep);
+	assert_true(fc.registered);
+	assert_int_equal(n_rosters, 1);		/* the sealed roster */
+	assert_non_null(strstr(lost_why, "failed authentication"));
+	assert_int_equal(member.auth_failures, 1);
+	assert_true(fc.closed);
 }
 
 int main(void)
@@ -311,6 +458,7 @@ int main(void)
 		cmocka_unit_test(test_other_secret_refused),
 		cmocka_unit_test(test_forged_tag_refused),
 		cmocka_unit_test(test_honest_then_replay_then_forgery),
+		cmocka_unit_test(test_member_drops_forged_coordinator),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
