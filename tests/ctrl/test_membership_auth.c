@@ -355,8 +355,8 @@ static void send_sealed(int fd, struct auth_stream *tx, struct boot_msg *m,
 	int len = boot_encode(m, buf, sizeof(buf));
 
 	auth_seal(tx, buf, (size_t)len);
-	if (forge)
-		buf[BOOT_HDR_LEN + 2] ^= 1;	/* padding: decodes, tag fails */
+	if (forge)	/* the padding: still decodes, but the tag fails */
+		buf[BOOT_HDR_LEN + 2] ^= 1;
 	(void)!send(fd, buf, (size_t)len, MSG_NOSIGNAL);
 }
 
