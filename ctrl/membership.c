@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -434,8 +435,11 @@ static int msg_verify(struct membership *m, struct mb_conn *c,
 	if (c->keyed && auth_open(&c->rx, raw, len) == 0)
 		return 0;
 	if (m->coordinator) {
-		auth_failed(m, c->rank >= 0 ? "a member" : "an unregistered "
-			    "peer", now);
+		char who[32] = "an unregistered peer";
+
+		if (c->rank >= 0)
+			snprintf(who, sizeof(who), "rank %d", c->rank);
+		auth_failed(m, who, now);
 		member_gone(m, c, "sent a message that failed "
 			    "authentication", now);
 	} else {
