@@ -78,6 +78,7 @@ static const struct key_spec keys[] = {
 	{ "cluster", "algorithm", K_ALGO, F(algorithm), 0, 0, 0 },
 	{ "cluster", "coordinator", K_ADDR, F(coordinator), 0, 0, 0 },
 	{ "cluster", "job_key", K_U32, F(job_key), 0, UINT32_MAX, 0 },
+	STR("cluster", "secret_file", secret_file),
 	{ "cluster", "heartbeat_ms", K_INT, F(heartbeat_ms), 10, 60000, 0 },
 	{ "cluster", "peer_timeout_ms", K_INT, F(peer_timeout_ms), 50,
 	  600000, 0 },
@@ -96,7 +97,7 @@ static const struct key_spec keys[] = {
 	STR("dataplane", "rdma_device", rdma_device),
 	{ "dataplane", "rdma_port", K_INT, F(rdma_port), 1, 255, 0 },
 	{ "dataplane", "rdma_gid_index", K_INT, F(rdma_gid_index), 0, 255, 0 },
-	{ "dataplane", "k", K_INT, F(k), TLY_K_MIN, 366, 0 },
+	{ "dataplane", "k", K_INT, F(k), TLY_K_MIN, TLY_K_MTU1500, 0 },
 	{ "dataplane", "pool_slots", K_INT, F(pool_slots), 1, 65535, 0 },
 	{ "dataplane", "window", K_INT, F(window), 1, 65536, 0 },
 	{ "dataplane", "rto_us", K_INT, F(rto_us), 10, 10000000, 0 },
@@ -237,6 +238,13 @@ int config_set(struct tally_config *cfg, const char *section,
 {
 	bool section_known = false;
 
+	if (!strcmp(section, "cluster") && !strcmp(key, "secret")) {
+		snprintf(err, (size_t)errlen, "cluster.secret cannot be set "
+			 "here: command lines and configuration files are "
+			 "readable by others; use cluster.secret_file (mode "
+			 "0600) or the environment variable TALLY_JOB_SECRET");
+		return -1;
+	}
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		if (strcmp(keys[i].section, section))
 			continue;

@@ -34,6 +34,8 @@ struct tally_config {
 	int algorithm;			/* enum boot_algorithm */
 	struct config_addr coordinator;
 	uint32_t job_key;
+	/* the job secret's file; without one, $TALLY_JOB_SECRET */
+	char secret_file[CONFIG_PATH_MAX * 2];
 	int heartbeat_ms;
 	int peer_timeout_ms;
 	int connect_timeout_ms;

@@ -65,7 +65,8 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 	if (!a->cfg.poll_budget)
 		a->cfg.poll_budget = 64;
 	a->lim = (struct tly_wire_limits){
-		.job = cfg->job, .k = cfg->k, .n_ranks = cfg->n_workers,
+		.job = cfg->job, .cookie = cfg->cookie, .k = cfg->k,
+		.n_ranks = cfg->n_workers,
 		.n_slots = cfg->n_slots, .n_hops = 0,
 	};
 	a->all = cfg->n_workers == 64 ? ~0ull : (1ull << cfg->n_workers) - 1;
@@ -321,6 +322,7 @@ static void agg_reply(struct tly_agg *a, const struct tly_hdr *in,
 		  (fallback ? TLY_F_FALLBACK : 0);
 	h.shift = 0;
 	h.job = a->cfg.job;
+	h.cookie = a->cfg.cookie;
 	tly_hdr_write(o.pkt, &h);
 	tly_out_send(&o, &a->cfg.ops, &a->cfg.net, &a->c);
 	if (type == TLY_T_ACK)
@@ -341,6 +343,7 @@ static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 	hdr_for_slot(&h, s, TLY_T_RESULT, rank);
 	h.flags |= extra_flags;
 	h.job = a->cfg.job;
+	h.cookie = a->cfg.cookie;
 	h.shift = s->shift;
 	tly_hdr_write(o->pkt, &h);
 	sum_emit(o->pkt + TLY_HDR_LEN, slot_sum(a, idx), a->cfg.k);

@@ -27,6 +27,7 @@
 
 struct tly_agg_cfg {
 	uint16_t job;
+	uint32_t cookie;		/* the epoch's (ctrl/auth.h) */
 	uint16_t k;			/* payload words per packet */
 	uint16_t n_workers;		/* 1 .. TLY_MAX_WORKERS */
 	uint16_t self;			/* this node's id */

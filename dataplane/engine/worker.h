@@ -42,6 +42,7 @@ typedef void tly_tensor_done_fn(void *ctx, const struct tly_tensor_desc *d);
 
 struct tly_worker_cfg {
 	uint16_t job;
+	uint32_t cookie;		/* the epoch's (ctrl/auth.h) */
 	uint16_t k;
 	uint16_t n_workers;
 	uint16_t rank;			/* also this worker's node id */

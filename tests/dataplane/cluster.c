@@ -82,7 +82,8 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 		fab_attach(cl->fab, i, node_rx, &cl->nodes[i]);
 		if (i < n) {
 			struct tly_worker_cfg wc = {
-				.job = 0x7a11, .k = cfg->k, .n_workers = n,
+				.job = 0x7a11, .cookie = 0xc0ffee11u,
+				.k = cfg->k, .n_workers = n,
 				.rank = i, .n_slots = cfg->n_slots,
 				.n_aggs = n_aggs, .agg_nodes = agg_nodes,
 				.window = cfg->window,
@@ -106,7 +107,8 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 		if ((cfg->role == CL_COLOCATED && i < n) ||
 		    (cfg->role == CL_DEDICATED && i >= n)) {
 			struct tly_agg_cfg ac = {
-				.job = 0x7a11, .k = cfg->k, .n_workers = n,
+				.job = 0x7a11, .cookie = 0xc0ffee11u,
+				.k = cfg->k, .n_workers = n,
 				.self = i, .n_slots = cfg->n_slots,
 				.n_fallback = cfg->n_fallback,
 				.evict_ns = 5000000, .probe_ns = 50000,

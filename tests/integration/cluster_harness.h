@@ -24,12 +24,19 @@ struct cluster_spec {
 	const char *ip[CL_MAX_DAEMONS];	/* data addresses (default loopback) */
 	const char *coord_ip;		/* default: ip[0] */
 	const char *mac[CL_MAX_DAEMONS];
+	/* a daemon's own secret file (default: the shared secret, below) */
+	const char *secret_file[CL_MAX_DAEMONS];
 };
 
 struct test_cluster {
 	int n;
 	struct test_daemon d[CL_MAX_DAEMONS];
 };
+
+/* Every multi-host job needs a job secret (ctrl/auth.h): the daemons of
+ * a test job share $TALLY_JOB_SECRET, set here unless the caller did.
+ * cluster_up() calls it; tests that start daemons alone call it too. */
+void cluster_default_secret(void);
 
 /* Start every daemon (rank 0 first) and wait until each client socket
  * accepts.  0 or -1. */

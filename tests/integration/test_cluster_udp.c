@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -179,6 +180,7 @@ static void test_wrong_job_key_refused(void **state)
 	int ret;
 
 	(void)state;
+	cluster_default_secret();
 	snprintf(coord, sizeof(coord), "127.0.0.1:%d", base);
 	snprintf(a0, sizeof(a0), "127.0.0.1:%d", base + 1);
 	snprintf(a1, sizeof(a1), "127.0.0.1:%d", base + 2);
@@ -196,6 +198,94 @@ static void test_wrong_job_key_refused(void **state)
 	assert_true(said);
 }
 
+static bool log_says(const char *path, const char *what)
+{
+	char line[512];
+	bool said = false;
+	FILE *log = fopen(path, "r");
+
+	while (log && fgets(line, sizeof(line), log))
+		said |= strstr(line, what) != NULL;
+	if (log)
+		fclose(log);
+	return said;
+}
+
+/*
+ * A daemon with another job secret (from its own 0600 file) registers:
+ * the coordinator refuses it for its MAC and counts it, the daemon says
+ * why, and its clients' operations fail instead of waiting.
+ */
+static void test_wrong_secret_refused(void **state)
+{
+	char dir[] = "/tmp/tally-secret-XXXXXX", path[64];
+	struct cluster_spec s = { .workers = 2, .role = "worker+aggregator",
+				  .algorithm = "aggregate" };
+	struct test_cluster tc;
+	bool refused, counted, told;
+	FILE *f;
+	int ret;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/job.secret", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("a secret of some other job\n", f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0600), 0);
+	s.secret_file[1] = path;
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	ret = child_wait(child_start(foreign_client, &tc.d[1]), 30000);
+	refused = log_says(tc.d[0].log, "registration of rank 1 refused: "
+			   "authentication failed");
+	counted = log_says(tc.d[0].log, "failed authentication (another "
+			   "job secret, or forged); 1 so far");
+	told = log_says(tc.d[1].log, "job secret differs");
+	assert_int_equal(cluster_down(&tc), 0);
+	unlink(path);
+	rmdir(dir);
+	assert_int_equal(ret, 0);
+	assert_true(refused);
+	assert_true(counted);
+	assert_true(told);
+}
+
+/* A secret file others can read is refused at start, saying why. */
+static void test_open_secret_file_refused(void **state)
+{
+	char dir[] = "/tmp/tally-secret-XXXXXX", path[64], set[128];
+	const char *args[] = { "--rank", "0", "--world", "2",
+			       "--coordinator", "127.0.0.1:9", "--address",
+			       "127.0.0.1:10", "--set", set, NULL };
+	struct test_daemon d;
+	bool exited, said;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/job.secret", dir);
+	snprintf(set, sizeof(set), "cluster.secret_file=%s", path);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("a secret that everyone can read\n", f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0644), 0);
+	/* it may exit before or after its client socket accepts */
+	(void)daemon_start(&d, 1, args);
+	for (int i = 0; i < 500 && d.pid && daemon_alive(&d); i++)
+		usleep(10000);
+	exited = !d.pid || !daemon_alive(&d);
+	if (exited)
+		d.pid = 0;		/* reaped */
+	said = log_says(d.log, "chmod 600");
+	daemon_stop(&d);
+	unlink(path);
+	rmdir(dir);
+	assert_true(exited);
+	assert_true(said);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -207,6 +297,8 @@ int main(void)
 		cmocka_unit_test(test_daemon_killed_mid_run),
 		cmocka_unit_test(test_all_frozen_then_resumed),
 		cmocka_unit_test(test_wrong_job_key_refused),
+		cmocka_unit_test(test_wrong_secret_refused),
+		cmocka_unit_test(test_open_secret_file_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
