@@ -38,6 +38,10 @@ static void handle_event(struct tallyd *d, uint64_t tag)
 		daemon_accept(d);
 		return;
 	}
+	if (TAG_KIND(tag) == TAG_CONN) {
+		daemon_conn_event(d, TAG_RANK(tag));
+		return;
+	}
 	if (TAG_KIND(tag) == TAG_NET)
 		return;		/* frames arrived: the loop polls them */
 	if (TAG_KIND(tag) == TAG_BOOT || TAG_KIND(tag) == TAG_BOOT_LISTEN) {
@@ -50,7 +54,7 @@ static void handle_event(struct tallyd *d, uint64_t tag)
 		return;
 	if (TAG_KIND(tag) == TAG_SOCK)
 		daemon_client_ctrl(d, cl);
-	else if (TAG_KIND(tag) == TAG_KICK)
+	else if (TAG_KIND(tag) == TAG_KICK)	/* our own non-blocking end */
 		(void)!read(cl->sq_kick_fd, &v, sizeof(v));
 }
 

@@ -33,8 +33,10 @@ void daemon_complete(struct tallyd *d, struct daemon_client *cl,
 		return;
 	}
 	if (ring_needs_wakeup(&cl->cq)) {
-		uint64_t one = 1;
+		char one = 1;
 
+		/* our own non-blocking pipe end: a full pipe means a wake-up
+		 * is pending already; EPIPE means the client is gone */
 		if (write(cl->cq_kick_fd, &one, sizeof(one)) < 0 &&
 		    errno != EAGAIN)
 			cl->doomed = true;
@@ -208,7 +210,12 @@ int daemon_drain_sq(struct tallyd *d, struct daemon_client *cl)
 		int64_t cq_free = ring_free(&cl->cq);
 		int got;
 
-		/* back-pressure: only take what we can surely complete */
+		/* back-pressure: only take what we can surely complete, and
+		 * no more than the API lets a client have in flight, so that
+		 * one member cannot fill the pool of local groups (sized
+		 * local_size * TALLY_MAX_INFLIGHT) whatever ring it declared */
+		if (cl->outstanding >= TALLY_MAX_INFLIGHT)
+			break;
 		if (cq_free < 0 || (uint64_t)cq_free <= cl->outstanding) {
 			if (cq_free < 0)
 				cl->doomed = true;

@@ -246,6 +246,77 @@ static void test_segment_contains_overflow(void **state)
 	assert_false(segment_contains(&seg, 1, 0));
 }
 
+/* What a sender can do to the daemon's mapping: nothing that shrinks it. */
+static void test_segment_created_sealed_against_shrink(void **state)
+{
+	struct segment a;
+
+	(void)state;
+	assert_int_equal(segment_create(&a, 2 * page_size(), "sealed"), 0);
+	assert_true(fcntl(a.fd, F_GET_SEALS) & F_SEAL_SHRINK);
+	assert_int_equal(ftruncate(a.fd, 0), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(ftruncate(a.fd, (off_t)(4 * page_size())), 0);
+	segment_destroy(&a);
+}
+
+/* A memfd that allows sealing but is not sealed: the receiver seals it. */
+static void test_segment_map_fd_seals_unsealed_memfd(void **state)
+{
+	struct segment seg;
+	int fd = memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int keep;
+
+	(void)state;
+	assert_int_equal(ftruncate(fd, (off_t)page_size()), 0);
+	memset(mmap(NULL, page_size(), PROT_WRITE, MAP_SHARED, fd, 0), 1,
+	       page_size());	/* populated (the mapping leaks: a test) */
+	keep = dup(fd);
+	assert_int_equal(segment_map_fd(&seg, fd, page_size()), 0);
+	assert_int_equal(ftruncate(keep, 0), -1);	/* now it cannot */
+	assert_int_equal(((unsigned char *)seg.base)[7], 1);
+	segment_destroy(&seg);
+	close(keep);
+}
+
+/* Refused: a memfd that forbids sealing, a sparse one, a disk file. */
+static void test_segment_map_fd_rejects_unsealable_sparse_and_files(void **s)
+{
+	struct segment seg;
+	char path[] = "/tmp/tally-seg-XXXXXX";
+	int fd = memfd_create("nosealing", MFD_CLOEXEC);
+
+	(void)s;
+	assert_int_equal(ftruncate(fd, (off_t)page_size()), 0);
+	assert_int_equal(segment_map_fd(&seg, fd, page_size()),
+			 -TALLY_EINVAL);
+	assert_false(fd_is_open(fd));
+
+	fd = memfd_create("sparse", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	assert_int_equal(ftruncate(fd, (off_t)(1024 * page_size())), 0);
+	assert_int_equal(segment_map_fd(&seg, fd, 1024 * page_size()),
+			 -TALLY_EINVAL);
+
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(ftruncate(fd, (off_t)page_size()), 0);
+	assert_int_equal(segment_map_fd(&seg, fd, page_size()),
+			 -TALLY_EINVAL);
+	assert_null(seg.base);
+}
+
+static void test_segment_map_fd_size_limit(void **state)
+{
+	struct segment seg;
+	int fd = memfd_create("big", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	(void)state;
+	assert_int_equal(segment_map_fd(&seg, fd, SEGMENT_MAX_BYTES + 1),
+			 -TALLY_ELIMIT);
+	assert_false(fd_is_open(fd));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -261,6 +332,11 @@ int main(void)
 		cmocka_unit_test(test_segment_destroy_twice_is_safe),
 		cmocka_unit_test(test_segment_contains_edges),
 		cmocka_unit_test(test_segment_contains_overflow),
+		cmocka_unit_test(test_segment_created_sealed_against_shrink),
+		cmocka_unit_test(test_segment_map_fd_seals_unsealed_memfd),
+		cmocka_unit_test(
+			test_segment_map_fd_rejects_unsealable_sparse_and_files),
+		cmocka_unit_test(test_segment_map_fd_size_limit),
 	};
 
 	return cmocka_run_group_tests(tests, setup_no_huge, NULL);
