@@ -496,7 +496,9 @@ void daemon_client_ctrl(struct tallyd *d, struct daemon_client *cl)
 	ret = reply(cl->sock, TALLY_MSG_SEG_ACK, status, m->arg[0], 0);
 	msg_rx_reset(&cl->rx);	/* closes fds the message should not carry */
 	if (ret)
-		daemon_client_drop(d, cl, "does not read its control replies");
+		daemon_client_drop(d, cl, ret == -EAGAIN ?
+				   "does not read its control replies" :
+				   "gone before its control reply");
 }
 
 /* Fail every pending group: the member that left can never contribute. */

@@ -37,7 +37,7 @@ struct daemon_conn {
 };
 
 /* Connections waiting for their HELLO at once; more are refused. */
-#define DAEMON_MAX_PENDING 32
+#define DAEMON_MAX_PENDING TALLY_MAX_PENDING
 /* A connection has this long to send its whole HELLO. */
 #define DAEMON_HELLO_TIMEOUT_NS 2000000000ull
 

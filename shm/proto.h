@@ -64,6 +64,10 @@ struct tally_msg {
  * unseen, and each message says how many it must have. */
 #define TALLY_MSG_MAX_FDS 3
 
+/* Connections the daemon lets wait for admission at once (a HELLO not yet
+ * whole); more are answered WELCOME with -TALLY_ELIMIT. */
+#define TALLY_MAX_PENDING 32
+
 /* Segment id 0 is the control segment holding the rings. */
 #define TALLY_CTRL_SEG_ID 0
 #define TALLY_MAX_SEGMENTS 64
