@@ -488,7 +488,7 @@ void daemon_client_ctrl(struct tallyd *d, struct daemon_client *cl)
 		status = -TALLY_EBADOP;
 		break;
 	}
-	if (status)
+	if (status && daemon_log_bad(cl))
 		log_warn("client rank %d: control message %u refused: %s",
 			 cl->rank, m->type, tally_strerror(status));
 	/* a client that does not read its replies fills the socket: it is

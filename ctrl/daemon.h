@@ -55,6 +55,7 @@ struct daemon_client {
 	uint32_t outstanding;	/* consumed sqes not yet completed */
 	bool doomed;		/* broke the protocol: drop it soon */
 	struct msg_rx rx;	/* the control message being received */
+	uint64_t bad_requests;	/* refused descriptors (logs are capped) */
 	struct daemon_seg segs[TALLY_MAX_SEGMENTS];
 };
 
@@ -97,6 +98,8 @@ void daemon_abort_job(struct tallyd *d, const char *why);
 int daemon_drain_sq(struct tallyd *d, struct daemon_client *cl);
 void daemon_complete(struct tallyd *d, struct daemon_client *cl,
 		     uint64_t user_data, int res);
+/* Count one refused request of @cl; true if it should be logged. */
+bool daemon_log_bad(struct daemon_client *cl);
 
 /* loop.c */
 int daemon_run(struct tallyd *d);

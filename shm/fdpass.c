@@ -100,7 +100,8 @@ int msg_recv_step(int sock, struct msg_rx *rx)
 	struct iovec iov = { (char *)&rx->msg + rx->got,
 			     sizeof(rx->msg) - rx->got };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+			     .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl) };
 	ssize_t n;
 
 	if (rx->got >= sizeof(rx->msg))

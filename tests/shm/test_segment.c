@@ -280,7 +280,7 @@ static void test_segment_map_fd_seals_unsealed_memfd(void **state)
 }
 
 /* Refused: a memfd that forbids sealing, a sparse one, a disk file. */
-static void test_segment_map_fd_rejects_unsealable_sparse_and_files(void **s)
+static void test_segment_map_fd_rejects_unsafe_fds(void **s)
 {
 	struct segment seg;
 	char path[] = "/tmp/tally-seg-XXXXXX";
@@ -334,8 +334,7 @@ int main(void)
 		cmocka_unit_test(test_segment_contains_overflow),
 		cmocka_unit_test(test_segment_created_sealed_against_shrink),
 		cmocka_unit_test(test_segment_map_fd_seals_unsealed_memfd),
-		cmocka_unit_test(
-			test_segment_map_fd_rejects_unsealable_sparse_and_files),
+		cmocka_unit_test(test_segment_map_fd_rejects_unsafe_fds),
 		cmocka_unit_test(test_segment_map_fd_size_limit),
 	};
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * test_hostile.c - a hostile local process against a real tallyd, one case
- * per class of attack (issue 9, "Hostile local processes"): malformed and
- * half-sent control messages, wrong fds, shared memory shrunk, grown,
+ * test_hostile_clients.c - a hostile local process against a real tallyd,
+ * one case per class of attack (issue 9, "Hostile local processes"):
+ * malformed and half-sent control messages, wrong fds, shared memory
+ * shrunk, grown,
  * hole-punched and rewritten under the daemon, corrupt ring indices,
  * descriptors pointing anywhere (other clients' segments too), floods of
  * connections and submissions, disconnects at every step, and the limits.
