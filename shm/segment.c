@@ -20,11 +20,11 @@
 #define MFD_HUGETLB 0x0004U
 #endif
 
-/* What the daemon requires of a memfd it maps: it can never shrink, so no
- * access inside the mapping can raise SIGBUS.  Growing is harmless (the
- * mapping keeps its size).  F_SEAL_SEAL stops anyone from adding
- * F_SEAL_WRITE-like seals that the daemon's own writes would trip on. */
-#define SEGMENT_SEALS (F_SEAL_SHRINK | F_SEAL_SEAL)
+/* The creator's seal: the memfd can never shrink, so no access inside a
+ * mapping of it can raise SIGBUS.  Growing is harmless (mappings keep
+ * their size).  No F_SEAL_SEAL: the receiver adds F_SEAL_FUTURE_WRITE
+ * once it has mapped the memfd (see freeze()). */
+#define SEGMENT_SEALS F_SEAL_SHRINK
 
 #define HUGE_PAGE_SIZE (2UL << 20)
 
@@ -136,6 +136,50 @@ static int check_memfd(int fd, size_t size)
 	return 0;
 }
 
+/* Are all pages of the huge-page mapping present? (mincore counts in
+ * base pages; hugetlb pages are never swapped out, so absent means a
+ * hole.) */
+static bool all_present(const struct segment *seg)
+{
+	unsigned char vec[4096];
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	for (size_t off = 0; off < seg->size; off += sizeof(vec) * page) {
+		size_t len = seg->size - off;
+
+		if (len > sizeof(vec) * page)
+			len = sizeof(vec) * page;
+		if (mincore((char *)seg->base + off, len, vec))
+			return false;
+		for (size_t i = 0; i < (len + page - 1) / page; i++)
+			if (!(vec[i] & 1))
+				return false;
+	}
+	return true;
+}
+
+/*
+ * Once mapped: F_SEAL_FUTURE_WRITE, so that nobody can punch holes into the
+ * memfd any more (or map it writable anew; existing mappings, ours and the
+ * sender's, stay writable).  A hole in a huge-page memfd would be refilled
+ * from the host's pool on our next access, and an empty pool is a SIGBUS;
+ * so for huge pages every page must also be there now.
+ */
+static int freeze(const struct segment *seg)
+{
+	struct statfs sfs;
+	int seals = fcntl(seg->fd, F_GET_SEALS);
+
+	if (seals < 0 || (!(seals & F_SEAL_FUTURE_WRITE) &&
+			  fcntl(seg->fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE)))
+		return -TALLY_EINVAL;
+	if (fstatfs(seg->fd, &sfs))
+		return -TALLY_EINVAL;
+	if ((unsigned long)sfs.f_type == HUGETLBFS_MAGIC && !all_present(seg))
+		return -TALLY_EINVAL;
+	return 0;
+}
+
 int segment_map_fd(struct segment *seg, int fd, size_t size)
 {
 	int ret;
@@ -151,9 +195,11 @@ int segment_map_fd(struct segment *seg, int fd, size_t size)
 		ret = check_memfd(fd, size);
 	if (!ret && map_and_fault(seg))
 		ret = -TALLY_ENOMEM;
+	if (!ret)
+		ret = freeze(seg);
 	if (ret) {
-		close(fd);
-		seg->fd = -1;
+		segment_destroy(seg);
+		seg->size = size;
 	}
 	return ret;
 }

@@ -11,7 +11,10 @@
  * Every segment is sealed against shrinking (F_SEAL_SHRINK): a process that
  * shares one can never truncate it under the other side's mapping, which
  * would make that side's next access raise SIGBUS.  segment_map_fd()
- * refuses any fd that is not such a memfd.
+ * refuses any fd that is not such a memfd, and once it mapped one adds
+ * F_SEAL_FUTURE_WRITE: no holes can be punched into it from then on (a
+ * hole in a huge-page memfd could be a SIGBUS too); the mappings that
+ * exist stay writable.
  */
 #ifndef TALLY_SHM_SEGMENT_H
 #define TALLY_SHM_SEGMENT_H
@@ -36,8 +39,9 @@ int segment_create(struct segment *seg, size_t bytes, const char *name);
 /* Map a segment received as @fd of @size bytes (takes ownership of fd).
  * Checks that it is a memfd sealed against shrinking (adding the seal when
  * the sender allowed sealing), that it really is that large, and that its
- * memory exists already (normal pages).  0, -TALLY_EINVAL for an fd that
- * is none of these, -TALLY_ELIMIT above SEGMENT_MAX_BYTES, -TALLY_ENOMEM. */
+ * memory exists already; then seals it against future writes (holes).
+ * 0, -TALLY_EINVAL for an fd that is none of these or cannot be sealed,
+ * -TALLY_ELIMIT above SEGMENT_MAX_BYTES, -TALLY_ENOMEM. */
 int segment_map_fd(struct segment *seg, int fd, size_t size);
 
 void segment_destroy(struct segment *seg);

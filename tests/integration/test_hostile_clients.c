@@ -580,7 +580,7 @@ static void *churn_memory(void *p)
 	unsigned int x = 1;
 
 	while (!atomic_load(&c->stop)) {
-		/* rewrite, punch holes (allowed by the seal), grow */
+		/* rewrite, try to punch holes (refused), grow */
 		for (size_t i = 0; i < n; i += 7)
 			v[i] = x++;
 		fallocate(c->b->seg.fd, FALLOC_FL_PUNCH_HOLE |
@@ -604,8 +604,12 @@ static void test_hostile_shared_memory_changes(void **state)
 	assert_int_equal(atk_join(&a), 0);
 	atk_buf_add(&a, &b, 1, HONEST_COUNT * sizeof(int32_t));
 
-	/* shrinking a registered segment is impossible: sealed */
+	/* shrinking a registered segment is impossible: sealed; and so is
+	 * punching holes into it */
 	assert_int_equal(ftruncate(b.seg.fd, 0), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(fallocate(b.seg.fd, FALLOC_FL_PUNCH_HOLE |
+				   FALLOC_FL_KEEP_SIZE, 0, 4096), -1);
 	assert_int_equal(errno, EPERM);
 	assert_int_equal(ftruncate(a.ctrl.fd, 0), -1);	/* the rings too */
 	/* one that arrived unsealed: the daemon sealed it on arrival */

@@ -274,6 +274,10 @@ static void test_segment_map_fd_seals_unsealed_memfd(void **state)
 	keep = dup(fd);
 	assert_int_equal(segment_map_fd(&seg, fd, page_size()), 0);
 	assert_int_equal(ftruncate(keep, 0), -1);	/* now it cannot */
+	/* nor punch a hole: the pages under the mapping are fixed */
+	assert_int_equal(fallocate(keep, FALLOC_FL_PUNCH_HOLE |
+				   FALLOC_FL_KEEP_SIZE, 0, 4096), -1);
+	assert_int_equal(errno, EPERM);
 	assert_int_equal(((unsigned char *)seg.base)[7], 1);
 	segment_destroy(&seg);
 	close(keep);
