@@ -215,7 +215,7 @@ static void conn_close(struct tallyd *d, struct daemon_conn *cn)
 }
 
 /* Refuse a connection with a reason (the socket is fresh: a 48-byte
- * reply always fits) and close it. */
+ * reply always fits) and close it; @sock -1: one we could not accept. */
 static void refuse(struct tallyd *d, int sock, int status, pid_t pid,
 		   const char *why)
 {
@@ -225,8 +225,10 @@ static void refuse(struct tallyd *d, int sock, int status, pid_t pid,
 		log_warn("connection of pid %d refused (%s), %llu refused so "
 			 "far", pid, why,
 			 (unsigned long long)d->stat_conns_refused);
-	reply(sock, TALLY_MSG_WELCOME, status, 0, 0);
-	close(sock);
+	if (sock >= 0) {
+		reply(sock, TALLY_MSG_WELCOME, status, 0, 0);
+		close(sock);
+	}
 }
 
 /* A whole HELLO arrived on pending connection @cn: admit it or say no. */
@@ -360,9 +362,13 @@ static struct daemon_conn *free_conn(struct tallyd *d)
 	return free_cn;
 }
 
+/* Connections taken per wake-up: a process connecting in a tight loop
+ * must not keep the event loop here. */
+#define ACCEPT_BURST 64
+
 void daemon_accept(struct tallyd *d)
 {
-	for (;;) {
+	for (int i = 0; i < ACCEPT_BURST; i++) {
 		struct ucred cred = { .pid = -1 };
 		socklen_t len = sizeof(cred);
 		struct daemon_conn *cn;
@@ -371,7 +377,7 @@ void daemon_accept(struct tallyd *d)
 
 		if (s < 0) {
 			if (errno == EMFILE || errno == ENFILE)
-				log_warn("accept: %s", strerror(errno));
+				refuse(d, -1, 0, -1, strerror(errno));
 			return;
 		}
 		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {

@@ -200,8 +200,12 @@ int segment_map_fd(struct segment *seg, int fd, size_t size)
 	if (ret) {
 		segment_destroy(seg);
 		seg->size = size;
+		return ret;
 	}
-	return ret;
+	/* the mapping is all the receiver needs: one fd less per segment */
+	close(seg->fd);
+	seg->fd = -1;
+	return 0;
 }
 
 void segment_destroy(struct segment *seg)

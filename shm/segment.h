@@ -40,6 +40,7 @@ int segment_create(struct segment *seg, size_t bytes, const char *name);
  * Checks that it is a memfd sealed against shrinking (adding the seal when
  * the sender allowed sealing), that it really is that large, and that its
  * memory exists already; then seals it against future writes (holes).
+ * The fd is closed once mapped (seg->fd is -1): the mapping is enough.
  * 0, -TALLY_EINVAL for an fd that is none of these or cannot be sealed,
  * -TALLY_ELIMIT above SEGMENT_MAX_BYTES, -TALLY_ENOMEM. */
 int segment_map_fd(struct segment *seg, int fd, size_t size);
