@@ -222,13 +222,28 @@ static void refuse(struct tallyd *d, int sock, int status, pid_t pid,
 	d->stat_conns_refused++;
 	if (d->stat_conns_refused <= 10 ||
 	    d->stat_conns_refused % REFUSED_LOG_EVERY == 0)
-		log_warn("connection of pid %d refused (%s), %llu refused so "
-			 "far", pid, why,
-			 (unsigned long long)d->stat_conns_refused);
+		log_warn("client pid %d refused: %s (%llu refused so far)",
+			 pid, why, (unsigned long long)d->stat_conns_refused);
 	if (sock >= 0) {
 		reply(sock, TALLY_MSG_WELCOME, status, 0, 0);
 		close(sock);
 	}
+}
+
+/* Undo an admission whose WELCOME could not be sent: the process never
+ * learnt it was a member, nothing of it can be pending, so unlike a member
+ * that leaves it does not break the job. */
+static void unadmit(struct tallyd *d, struct daemon_client *cl)
+{
+	epoll_del(d, cl->sock);
+	epoll_del(d, cl->sq_kick_fd);
+	segment_destroy(&cl->ctrl);
+	close(cl->sock);
+	close(cl->sq_kick_fd);
+	close(cl->cq_kick_fd);
+	cl->active = false;
+	d->n_clients--;
+	log_info("client pid %d gone before its WELCOME", cl->pid);
 }
 
 /* A whole HELLO arrived on pending connection @cn: admit it or say no. */
@@ -240,26 +255,20 @@ static void admit(struct tallyd *d, struct daemon_conn *cn)
 
 	epoll_del(d, sock);
 	cn->sock = -1;
+	cn->used = false;
 	if (!cl || d->job_broken) {
 		msg_rx_reset(&cn->rx);
-		cn->used = false;
-		log_warn("client pid %d uid %d refused: %s", cn->pid, cn->uid,
-			 d->job_broken ? "job aborted, waiting for members to leave"
-				       : "local group full");
-		reply(sock, TALLY_MSG_WELCOME, -TALLY_EDENIED, 0, 0);
-		close(sock);
+		refuse(d, sock, -TALLY_EDENIED, cn->pid, d->job_broken ?
+		       "job aborted, waiting for members to leave" :
+		       "local group full");
 		return;
 	}
 	memset(cl, 0, sizeof(*cl));
 	cl->ctrl.fd = cl->sq_kick_fd = cl->cq_kick_fd = -1;
 	ret = attach_client(cl, &cn->rx, give);
 	msg_rx_reset(&cn->rx);	/* closes any fds HELLO should not carry */
-	cn->used = false;
 	if (ret) {
-		log_warn("client pid %d: bad HELLO: %s", cn->pid,
-			 tally_strerror(ret));
-		reply(sock, TALLY_MSG_WELCOME, ret, 0, 0);
-		close(sock);
+		refuse(d, sock, ret, cn->pid, tally_strerror(ret));
 		return;
 	}
 	cl->active = true;
@@ -278,7 +287,7 @@ static void admit(struct tallyd *d, struct daemon_conn *cn)
 	close(give[0]);
 	close(give[1]);
 	if (ret) {
-		daemon_client_drop(d, cl, "lost during admission");
+		unadmit(d, cl);
 		return;
 	}
 	log_info("client rank %d admitted: pid %d uid %d (%d/%d)", cl->rank,
