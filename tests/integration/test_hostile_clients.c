@@ -477,6 +477,13 @@ static int open_bad_fd(int kind, int *extra)
 		fd = memfd_create("sparse", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 		assert_int_equal(ftruncate(fd, 1 << 30), 0);
 		return fd;
+	case 7:			/* sealed against the daemon's writes */
+		fd = memfd_create("ro", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		assert_int_equal(ftruncate(fd, 1 << 20), 0);
+		assert_int_equal(fallocate(fd, 0, 0, 1 << 20), 0);
+		assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK |
+				       F_SEAL_WRITE), 0);
+		return fd;
 	default:		/* sealed, but shorter than declared */
 		fd = memfd_create("short", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 		assert_int_equal(ftruncate(fd, 4096), 0);
@@ -492,7 +499,7 @@ static void test_hostile_fds(void **state)
 
 	(void)state;
 	base = daemon_fd_count();
-	for (int kind = 0; kind < 7; kind++) {
+	for (int kind = 0; kind < 8; kind++) {
 		int extra, fd = open_bad_fd(kind, &extra);
 		int s = raw_connect();
 
@@ -531,7 +538,7 @@ static void test_hostile_fds(void **state)
 
 	/* the same fds as segments of an admitted client */
 	assert_int_equal(atk_join(&a), 0);
-	for (int kind = 0; kind < 7; kind++) {
+	for (int kind = 0; kind < 8; kind++) {
 		int extra, fd = open_bad_fd(kind, &extra);
 
 		assert_int_equal(atk_seg_add(&a, 5, fd,
