@@ -341,9 +341,11 @@ void daemon_conn_event(struct tallyd *d, int slot)
 		return;
 	}
 	/* a bare connect-and-close is a liveness probe, not news */
-	log_msg(ret == 0 ? LOG_DEBUG : LOG_WARN,
-		"client pid %d: no valid HELLO (%s)", cn->pid,
-		ret == -EPROTO ? "protocol version" : "closed");
+	if (ret == 0)
+		log_debug("client pid %d: closed before HELLO", cn->pid);
+	else
+		refuse(d, -1, 0, cn->pid, ret == -EPROTO ?
+		       "another protocol version" : "broken HELLO");
 	if (ret == -EPROTO)
 		reply(cn->sock, TALLY_MSG_WELCOME, -TALLY_EPROTO, 0, 0);
 	conn_close(d, cn);
@@ -360,9 +362,7 @@ static struct daemon_conn *free_conn(struct tallyd *d)
 		struct daemon_conn *cn = &d->pending[i];
 
 		if (cn->used && now > cn->deadline_ns) {
-			log_warn("client pid %d: no HELLO within %llu ms, "
-				 "dropped", cn->pid, (unsigned long long)
-				 (DAEMON_HELLO_TIMEOUT_NS / 1000000));
+			refuse(d, -1, 0, cn->pid, "no whole HELLO in time");
 			conn_close(d, cn);
 		}
 		if (!cn->used && !free_cn)
