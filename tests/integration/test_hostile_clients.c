@@ -1131,6 +1131,8 @@ static void test_hostile_limits_and_access(void **state)
 	assert_int_equal(tally_last_error(c), 0);
 	assert_null(tally_alloc(c, 0));
 	assert_int_equal(tally_last_error(c), -TALLY_EINVAL);
+	assert_null(tally_alloc(c, SEGMENT_MAX_BYTES + 1));
+	assert_int_equal(tally_last_error(c), -TALLY_ELIMIT);
 
 	/* the daemon maps only memfds: no path, nothing in /dev/shm */
 	bufs[0] = tally_alloc(c, 4096);
