@@ -680,6 +680,34 @@ static void test_hostile_shared_memory_changes(void **state)
 	assert_fds_back_to(base);
 }
 
+/* An honest member with an operation pending when the other member is
+ * dropped or leaves: it gets an error, not a hang. */
+static int peer_expect_lost(void *p)
+{
+	struct honest_arg *a = p;
+	struct tally_client *c;
+	int32_t *buf;
+	uint64_t req;
+	int ret;
+
+	CHECK(tally_connect(dmn.sock, &c) == 0, 2);
+	buf = tally_alloc(c, 64);
+	CHECK(buf, 3);
+	sync_signal(a->connected[1]);
+	{
+		struct tally_allreduce_args args = {
+			.key = a->key, .sendbuf = buf, .recvbuf = buf,
+			.count = 16, .dtype = TALLY_INT32,
+		};
+
+		CHECK(tally_allreduce(c, &args, &req) == 0, 4);
+		ret = tally_wait(c, req, 10000);
+		CHECK(ret == -TALLY_EPEERLOST, 5);	/* an error, no hang */
+	}
+	tally_disconnect(c);
+	return 0;
+}
+
 /* Ring indices jumping anywhere: the offender is dropped. */
 static void test_hostile_ring_indices(void **state)
 {
@@ -735,6 +763,27 @@ static void test_hostile_ring_indices(void **state)
 			assert_int_equal(atk_result(&a, &nop), 0);
 		}
 		atk_close(&a);
+	}
+
+	/* the offender is a member next to an honest one who waits: the
+	 * honest one gets TALLY_EPEERLOST, not a hang */
+	{
+		struct honest_arg h;
+		pid_t peer;
+
+		honest_arg_init(&h, 21);
+		assert_int_equal(pipe(h.connected), 0);
+		peer = child_start(peer_expect_lost, &h);
+		assert_int_equal(sync_wait(h.connected[0], 20000), 0);
+		assert_int_equal(atk_join(&a), 0);
+		sq = a.ctrl.base;
+		atomic_store(&sq->tail, sq->tail + 7777);
+		atk_kick(&a);
+		assert_true(sees_eof(a.sock, EOF_WAIT_MS));
+		atk_close(&a);
+		assert_int_equal(child_wait(peer, 20000), 0);
+		close(h.connected[0]);
+		close(h.connected[1]);
 	}
 	assert_honest_pair(5);
 	assert_fds_back_to(base);
@@ -986,32 +1035,6 @@ static void test_hostile_floods(void **state)
 }
 
 /* Leaving at every step of the handshake and of an operation. */
-static int peer_expect_lost(void *p)
-{
-	struct honest_arg *a = p;
-	struct tally_client *c;
-	int32_t *buf;
-	uint64_t req;
-	int ret;
-
-	CHECK(tally_connect(dmn.sock, &c) == 0, 2);
-	buf = tally_alloc(c, 64);
-	CHECK(buf, 3);
-	sync_signal(a->connected[1]);
-	{
-		struct tally_allreduce_args args = {
-			.key = a->key, .sendbuf = buf, .recvbuf = buf,
-			.count = 16, .dtype = TALLY_INT32,
-		};
-
-		CHECK(tally_allreduce(c, &args, &req) == 0, 4);
-		ret = tally_wait(c, req, 10000);
-		CHECK(ret == -TALLY_EPEERLOST, 5);	/* an error, no hang */
-	}
-	tally_disconnect(c);
-	return 0;
-}
-
 static void test_hostile_disconnects(void **state)
 {
 	struct tally_msg m;
