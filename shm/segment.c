@@ -124,7 +124,7 @@ static int check_memfd(int fd, size_t size)
 	int seals = fcntl(fd, F_GET_SEALS);
 
 	if (seals < 0 || (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
-		return -TALLY_EINVAL;		/* not a memfd, or not writable */
+		return -TALLY_EINVAL;	/* not a memfd, or read-only */
 	if (!(seals & F_SEAL_SHRINK) && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK))
 		return -TALLY_EINVAL;		/* unsealed, and unsealable */
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
