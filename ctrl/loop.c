@@ -33,10 +33,14 @@ static uint64_t now_ns(void)
 static void handle_event(struct tallyd *d, uint64_t tag)
 {
 	struct daemon_client *cl;
-	uint64_t v;
+	char v[256];
 
 	if (TAG_KIND(tag) == TAG_LISTEN) {
 		daemon_accept(d);
+		return;
+	}
+	if (TAG_KIND(tag) == TAG_CONN) {
+		daemon_conn_event(d, TAG_RANK(tag));
 		return;
 	}
 	if (TAG_KIND(tag) == TAG_NET)
@@ -51,8 +55,8 @@ static void handle_event(struct tallyd *d, uint64_t tag)
 		return;
 	if (TAG_KIND(tag) == TAG_SOCK)
 		daemon_client_ctrl(d, cl);
-	else if (TAG_KIND(tag) == TAG_KICK)
-		(void)!read(cl->sq_kick_fd, &v, sizeof(v));
+	else if (TAG_KIND(tag) == TAG_KICK)	/* our own non-blocking end */
+		(void)!read(cl->sq_kick_fd, v, sizeof(v));
 }
 
 /* Handle pending epoll events, waiting at most @timeout_ns (-1: forever). */

@@ -192,6 +192,7 @@ static int daemon_init(struct tallyd *d)
 static void daemon_fini(struct tallyd *d)
 {
 	cluster_stop(d);
+	daemon_conns_close(d);
 	for (int r = 0; r < d->cfg.local_size; r++)
 		daemon_client_drop(d, &d->clients[r], "closed at shutdown");
 	if (d->listen_fd >= 0) {
