@@ -4,9 +4,17 @@
  * of random sizes, dtypes and ops, every result checked exactly.
  *
  * Every client of one generation (--gen) computes the same sequence of
- * operations from --seed: operation i has key i, iteration gen, and a
- * count, dtype, op and in-place flag drawn from hash(seed, gen, i).  Up
- * to --window operations are in flight at once.
+ * operations from --seed: a count, dtype, op and in-place flag drawn from
+ * hash(seed, gen, i) for operation i.  An iteration is --window operations
+ * (drawn from the seed when 0), submitted together, the last one flagged
+ * TALLY_F_LAST_OF_ITERATION: operation i has key i % window, priority
+ * i % window and iteration (gen << 20) + i / window: distinct across
+ * generations in the 32 bits of the iteration that reach the wire
+ * (tly_tensor_id), since a job that repeats an earlier job's (key,
+ * iteration) on the same daemons finds its tensors taken for stale ones.  Consecutive pairs
+ * of an iteration form a merge group (the plan every process computes
+ * alike, as tools/replay sends one; the mgwfbp schedule merges by it);
+ * --no-plan sends group 0 instead.
  *
  * Exact checking: the client with contributor bit b (host * local + local
  * rank) sends c(e) * 2^b for element e, where c(e) is drawn from the same
@@ -48,6 +56,7 @@
 #define MAX_PROCS 8		/* c(e) * (2^P - 1) stays exact up to 8 */
 #define WAIT_SLICE_MS 100
 #define MAX_WRONG_LINES 8
+#define ITER_BITS 20		/* iterations of one generation */
 
 struct soak_opts {
 	const char *socket;
@@ -57,6 +66,7 @@ struct soak_opts {
 	int window;		/* 0: drawn per generation, 1..4 */
 	int op_timeout_ms;
 	int connect_timeout_ms;
+	bool no_plan;		/* group 0: mgwfbp merges by timing alone */
 };
 
 struct op {
@@ -262,7 +272,8 @@ static void usage(void)
 		"usage: soak-client --socket PATH --host H --local L "
 		"--procs P --seed S --gen G\n"
 		"                   [--max-count N] [--window W] "
-		"[--op-timeout-ms MS] [--connect-timeout-ms MS]\n");
+		"[--op-timeout-ms MS] [--connect-timeout-ms MS]\n"
+		"                   [--no-plan]\n");
 	exit(2);
 }
 
@@ -279,6 +290,7 @@ static void parse(int argc, char **argv, struct soak_opts *o)
 		{ "window", required_argument, NULL, 'w' },
 		{ "op-timeout-ms", required_argument, NULL, 't' },
 		{ "connect-timeout-ms", required_argument, NULL, 'c' },
+		{ "no-plan", no_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 }
 	};
 	int ch;
@@ -298,6 +310,7 @@ static void parse(int argc, char **argv, struct soak_opts *o)
 		case 'w': o->window = atoi(optarg); break;
 		case 't': o->op_timeout_ms = atoi(optarg); break;
 		case 'c': o->connect_timeout_ms = atoi(optarg); break;
+		case 'n': o->no_plan = true; break;
 		default: usage();
 		}
 	}
@@ -308,6 +321,8 @@ static void parse(int argc, char **argv, struct soak_opts *o)
 		usage();
 	if (!o->window)
 		o->window = 1 + (int)(mix64(o->seed ^ o->gen) % 4);
+	if (o->gen >= 1u << (32 - ITER_BITS))
+		usage();
 }
 
 /* Submit operation i into slot op; 0, or a tally error. */
@@ -320,10 +335,18 @@ static int submit(struct tally_client *c, const struct soak_opts *o,
 	draw_op(o, op, i);
 	op->recv = op->inplace ? op->send : op->out;
 	fill(op, bit);
+	/* an iteration is one window of gradients, the last one flagged
+	 * (the bsp schedule waits for it) */
 	a = (struct tally_allreduce_args){
-		.key = i, .iteration = o->gen,
+		.key = i % (uint64_t)o->window,
+		.iteration = (o->gen << ITER_BITS) + i / (uint64_t)o->window,
 		.sendbuf = op->send, .recvbuf = op->recv,
 		.count = op->count, .dtype = op->dtype, .op = op->rop,
+		.priority = (uint32_t)(i % (uint64_t)o->window),
+		.group = o->no_plan ? 0 :
+			 1 + (uint32_t)(i % (uint64_t)o->window) / 2,
+		.flags = i % (uint64_t)o->window == (uint64_t)o->window - 1 ?
+			 TALLY_F_LAST_OF_ITERATION : 0,
 	};
 	op->start_ns = mono_ns();
 	ret = tally_allreduce(c, &a, &op->req);
