@@ -11,10 +11,10 @@
  * i % window and iteration (gen << 20) + i / window: distinct across
  * generations in the 32 bits of the iteration that reach the wire
  * (tly_tensor_id), since a job that repeats an earlier job's (key,
- * iteration) on the same daemons finds its tensors taken for stale ones.  Consecutive pairs
- * of an iteration form a merge group (the plan every process computes
- * alike, as tools/replay sends one; the mgwfbp schedule merges by it);
- * --no-plan sends group 0 instead.
+ * iteration) on the same daemons finds its tensors taken for stale ones.
+ * Consecutive pairs of an iteration form a merge group (the plan every
+ * process computes alike, as tools/replay sends one; the mgwfbp schedule
+ * merges by it); --no-plan sends group 0 instead.
  *
  * Exact checking: the client with contributor bit b (host * local + local
  * rank) sends c(e) * 2^b for element e, where c(e) is drawn from the same
@@ -30,14 +30,14 @@
  * It reports on stdout, one line per event, for the driver to parse:
  *   ready RANK                  connected (local rank)
  *   progress OPS BYTES          twice a second
- *   wrong OP DTYPE COUNT IDX GOT EXPECTED
+ *   wrong OP DTYPE COUNT IDX GOT EXPECTED WHAT    (result or sendbuf)
  *   error OP CODE MONO_NS       an operation failed (then it exits)
  *   stuck OP MS                 an operation pending past --op-timeout-ms
  *   left MONO_NS                SIGUSR1: disconnected with work pending
  *   noconnect CODE              gave up connecting
  *   done OPS BYTES WRONG        at exit
  * MONO_NS is CLOCK_MONOTONIC, the clock the driver stamps its faults with.
- * SIGTERM ends it after the operation it waits for.
+ * SIGTERM ends it after the operation it waits for (at most 100 ms).
  */
 #include <getopt.h>
 #include <signal.h>
