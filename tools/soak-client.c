@@ -14,7 +14,8 @@
  * iteration) on the same daemons finds its tensors taken for stale ones.
  * Consecutive pairs of an iteration form a merge group (the plan every
  * process computes alike, as tools/replay sends one; the mgwfbp schedule
- * merges by it); --no-plan sends group 0 instead.
+ * merges by it); --no-plan sends group 0 instead, and --same-iterations
+ * starts every generation at iteration 0, as every new training run does.
  *
  * Exact checking: the client with contributor bit b (host * local + local
  * rank) sends c(e) * 2^b for element e, where c(e) is drawn from the same
@@ -67,6 +68,7 @@ struct soak_opts {
 	int op_timeout_ms;
 	int connect_timeout_ms;
 	bool no_plan;		/* group 0: mgwfbp merges by timing alone */
+	bool same_iterations;	/* every generation from iteration 0 */
 };
 
 struct op {
@@ -273,7 +275,7 @@ static void usage(void)
 		"--procs P --seed S --gen G\n"
 		"                   [--max-count N] [--window W] "
 		"[--op-timeout-ms MS] [--connect-timeout-ms MS]\n"
-		"                   [--no-plan]\n");
+		"                   [--no-plan] [--same-iterations]\n");
 	exit(2);
 }
 
@@ -291,6 +293,7 @@ static void parse(int argc, char **argv, struct soak_opts *o)
 		{ "op-timeout-ms", required_argument, NULL, 't' },
 		{ "connect-timeout-ms", required_argument, NULL, 'c' },
 		{ "no-plan", no_argument, NULL, 'n' },
+		{ "same-iterations", no_argument, NULL, 'i' },
 		{ NULL, 0, NULL, 0 }
 	};
 	int ch;
@@ -311,6 +314,7 @@ static void parse(int argc, char **argv, struct soak_opts *o)
 		case 't': o->op_timeout_ms = atoi(optarg); break;
 		case 'c': o->connect_timeout_ms = atoi(optarg); break;
 		case 'n': o->no_plan = true; break;
+		case 'i': o->same_iterations = true; break;
 		default: usage();
 		}
 	}
@@ -339,7 +343,8 @@ static int submit(struct tally_client *c, const struct soak_opts *o,
 	 * (the bsp schedule waits for it) */
 	a = (struct tally_allreduce_args){
 		.key = i % (uint64_t)o->window,
-		.iteration = (o->gen << ITER_BITS) + i / (uint64_t)o->window,
+		.iteration = (o->same_iterations ? 0 : o->gen << ITER_BITS) +
+			     i / (uint64_t)o->window,
 		.sendbuf = op->send, .recvbuf = op->recv,
 		.count = op->count, .dtype = op->dtype, .op = op->rop,
 		.priority = (uint32_t)(i % (uint64_t)o->window),
