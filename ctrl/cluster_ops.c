@@ -381,6 +381,7 @@ int cluster_ops_init(struct tallyd *d)
 		.credit_min = 64u << 10,
 		.credit_max = 256u << 20,
 		.a_ns = 100000, .b_ns_per_byte = 1,
+		.mg_plan_only = true,
 		.stall_ns = CLUSTER_STALL_NS,
 	};
 

@@ -405,6 +405,8 @@ static int next_mgwfbp(struct sched *s, uint64_t now, struct sched_unit *u)
 
 	if (s->head != NIL && s->items[s->head].it.group)
 		return next_mg_group(s, now, u);
+	if (s->cfg.mg_plan_only)
+		return next_wfbp(s, now, u);	/* no plan: no merging */
 	n = mg_waiting(s);
 	if (n == 0)
 		return 0;
@@ -577,7 +579,7 @@ uint64_t sched_next_deadline(const struct sched *s)
 	}
 	if (s->cfg.policy != SCHED_MGWFBP)
 		return UINT64_MAX;
-	if (s->items[s->head].it.group)
+	if (s->items[s->head].it.group || s->cfg.mg_plan_only)
 		return UINT64_MAX;	/* a plan's group: only items close it */
 	if (s->n_units == 0 || mg_waiting(s) >= SCHED_MAX_SEGMENTS)
 		return 0;	/* due now */

@@ -57,6 +57,11 @@ struct sched_cfg {
 	/* MG-WFBP cost model: time(bytes) = a_ns + bytes * b_ns_per_byte */
 	double a_ns;
 	double b_ns_per_byte;
+	/* MG-WFBP merges only the groups of a plan; gradients without a
+	 * group leave one per unit, as in WFBP.  Timing-based merging forms
+	 * different units on different hosts, which a multi-host all-reduce
+	 * turns into wrong sums: the daemon always sets this. */
+	bool mg_plan_only;
 	/* ByteScheduler */
 	uint64_t partition_bytes;	/* 0: whole tensors */
 	uint64_t credit_bytes;		/* bytes in flight at most */

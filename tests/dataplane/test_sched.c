@@ -675,6 +675,40 @@ static void test_mgwfbp_plan_groups(void **state)
 	sched_destroy(s);
 }
 
+/*
+ * mg_plan_only (what the daemon sets): the timing of test_mgwfbp_merge_
+ * while_busy merges nothing, since another host's timing would merge
+ * differently; a plan's groups still merge.
+ */
+static void test_mgwfbp_plan_only(void **state)
+{
+	struct sched_cfg c = {
+		.policy = SCHED_MGWFBP, .max_items = 32,
+		.a_ns = 100.0 * US, .b_ns_per_byte = 1.0, .mg_plan_only = true,
+	};
+	struct sched *s = sched_create(&c);
+	struct sched_unit u;
+	uint32_t i;
+
+	(void)state;
+	assert_non_null(s);
+	rdy(s, 100, 1, 0, 1000000, false, 0);
+	expect_whole(s, 0, 100, 1000000);
+	for (i = 0; i < 10; i++) {	/* busy network: still one each */
+		rdy(s, i, 1, 0, 10000, false, (i + 1) * 5 * US);
+		expect_whole(s, (i + 1) * 5 * US, i, 10000);
+		assert_int_equal(sched_next_deadline(s), UINT64_MAX);
+	}
+	assert_int_equal(sched_stats(s)->merged_items, 0);
+	assert_int_equal(rdy_group(s, 20, 1, 1, 100, false, 100 * US), 0);
+	assert_int_equal(rdy_group(s, 21, 1, 1, 200, true, 100 * US), 0);
+	assert_int_equal(sched_next(s, 100 * US, &u), 1);
+	assert_int_equal(u.n_segments, 2);
+	assert_int_equal(u.bytes, 300);
+	expect_none(s, 100 * US);
+	sched_destroy(s);
+}
+
 static void test_reset(void **state)
 {
 	struct sched *s = mk_bs(100, 1000, 4);
@@ -718,6 +752,7 @@ int main(void)
 		cmocka_unit_test(test_mgwfbp_never_mixes_iterations),
 		cmocka_unit_test(test_mgwfbp_segment_cap),
 		cmocka_unit_test(test_mgwfbp_plan_groups),
+		cmocka_unit_test(test_mgwfbp_plan_only),
 		cmocka_unit_test(test_bs_partition_sizes),
 		cmocka_unit_test(test_bs_priority_order),
 		cmocka_unit_test(test_bs_credit),
