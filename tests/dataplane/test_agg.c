@@ -344,6 +344,34 @@ static void test_stray_after_free_dropped(void **state)
 	tly_agg_destroy(a);
 }
 
+/*
+ * A tombstone lasts tombstone_ns (here 4 * evict_ns = 4000 ns): after it
+ * the same chunk id is a new chunk (a later job on the same daemons
+ * reusing its keys and iterations), summed afresh and delivered.
+ */
+static void test_tombstone_expires(void **state)
+{
+	struct tly_agg *a = make(2, 4, 0);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 1, 0);
+	send_data(a, 1, 7, 1, 0, 0, 1, 0);
+	send_confirm(a, 0, 7, 1, 1, 1);
+	send_confirm(a, 1, 7, 1, 1, 1);		/* freed at t = 1 */
+	n_out = 0;
+	send_data(a, 0, 7, 1, 0, 0, 10, 4000);	/* 3999 ns: still a stray */
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_STALE], 1);
+	send_data(a, 0, 7, 1, 0, 0, 10, 4001);	/* the next job's chunk */
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	assert_int_equal(n_out, 0);
+	send_data(a, 1, 7, 1, 0, 0, 20, 4002);
+	assert_int_equal(n_out, 2);
+	assert_result(&out[0], out[0].dst, 7, 1, 30, 2);
+	assert_result(&out[1], out[1].dst, 7, 1, 30, 2);
+	tly_agg_destroy(a);
+}
+
 static void test_collision_uses_fallback(void **state)
 {
 	struct tly_agg *a = make(2, 4, 0);
@@ -549,6 +577,7 @@ int main(void)
 		cmocka_unit_test(test_probe_unconfirmed),
 		cmocka_unit_test(test_slot_reuse_is_safe),
 		cmocka_unit_test(test_stray_after_free_dropped),
+		cmocka_unit_test(test_tombstone_expires),
 		cmocka_unit_test(test_collision_uses_fallback),
 		cmocka_unit_test(test_full_answers_busy),
 		cmocka_unit_test(test_idle_partial_evicted),

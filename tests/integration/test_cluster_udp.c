@@ -139,6 +139,31 @@ static void test_all_frozen_then_resumed(void **state)
 }
 
 /*
+ * Two jobs one after the other on the same daemons, with the same tensor
+ * keys and iterations (a training script run twice): the aggregators'
+ * tombstones of the first job must not drop the second job's chunks for
+ * ever (found by tools/soak: the second run hung).
+ */
+static void test_second_job_same_ids(void **state)
+{
+	struct cluster_spec s = { .workers = 2, .aggregators = 1,
+				  .role = "worker", .algorithm = "aggregate" };
+	struct client_job job = { .hosts = 2, .rounds = 1, .go_fd = -1 };
+	struct test_cluster tc;
+	int first, second;
+
+	(void)state;
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	first = run_cluster_clients(&tc, 2, job, 60000);
+	second = run_cluster_clients(&tc, 2, job, 60000);
+	if (first || second)
+		cluster_show_warnings(&tc);
+	assert_int_equal(cluster_down(&tc), 0);
+	assert_int_equal(first, 0);
+	assert_int_equal(second, 0);
+}
+
+/*
  * A daemon of another job registers: the coordinator refuses it, it says
  * why, and its clients' operations fail instead of waiting for a job that
  * will never form.
@@ -296,6 +321,7 @@ int main(void)
 		cmocka_unit_test(test_ring_lossy),
 		cmocka_unit_test(test_daemon_killed_mid_run),
 		cmocka_unit_test(test_all_frozen_then_resumed),
+		cmocka_unit_test(test_second_job_same_ids),
 		cmocka_unit_test(test_wrong_job_key_refused),
 		cmocka_unit_test(test_wrong_secret_refused),
 		cmocka_unit_test(test_open_secret_file_refused),
