@@ -20,6 +20,9 @@ static const char *const state_names[] = {
 	[C_IDLE] = "idle",
 };
 
+_Static_assert(C_IDLE + 1 == TLY_CHUNK_STATES,
+	       "tly_tensor_wait.by_state has one count per chunk state");
+
 const char *tly_chunk_state_name(unsigned int state)
 {
 	if (state >= TLY_CHUNK_STATES || !state_names[state])
@@ -36,6 +39,9 @@ static uint16_t chunk_peer(const struct tly_worker *w,
 	if (t->d.algo == TLY_ALGO_RING)	/* a hop in, or our hop's ACK */
 		return t->chunks[c].state == C_IDLE ?
 		       (uint16_t)((me + n - 1) % n) : (uint16_t)((me + 1) % n);
+	if (t->chunks[c].state == C_WAIT)	/* its exponent group's */
+		return w->aggs[tly_shard_of(t->d.id, (uint16_t)(c / w->cfg.k),
+					    1, w->cfg.n_aggs)];
 	return w->aggs[tly_shard_of(t->d.id, (uint16_t)c, 0, w->cfg.n_aggs)];
 }
 
