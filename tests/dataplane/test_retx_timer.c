@@ -99,7 +99,7 @@ static void tap_send(void *ctx, uint16_t dst, uint8_t *frame, size_t len)
 		sc->seen_at[sc->n_seen] = fab_now(sc->fab);
 		sc->seen_flags[sc->n_seen] = h.flags;
 		if (sc->n_seen++ < sc->v.drops) {
-			free(frame);	/* the fabric's buffers are malloc'd */
+			free(frame);	/* fabric buffers are malloc'd */
 			return;
 		}
 	}

@@ -40,7 +40,7 @@
 
 struct victim_arg {
 	const char *sock;
-	int ready[2];		/* victim's client -> parent: first op done */
+	int ready[2];		/* its client -> parent: first op done */
 };
 
 /* One all-reduce of 1.0 from each host: 2.0 proves the job formed. */

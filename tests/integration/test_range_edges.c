@@ -126,8 +126,9 @@ static void test_client_checks_exact_end(void **state)
 	(void)state;
 	for (size_t t = 0; t < sizeof(dts) / sizeof(dts[0]); t++) {
 		size_t bytes = COUNT * tally_dtype_size(dts[t]);
-		uint8_t *last = seg_base + seg_size - bytes;	/* ends at end */
-		uint8_t *past = last + 1;			/* 1 byte past */
+		/* ends exactly at the segment's end, and 1 byte past it */
+		uint8_t *last = seg_base + seg_size - bytes;
+		uint8_t *past = last + 1;
 
 		/* send buffer at the end, receive at the start */
 		fill(last, dts[t], 3);
