@@ -2,12 +2,14 @@
 /*
  * test_retx_timer.c - the worker's retransmission timer, deterministically:
  * two workers and a dedicated aggregator over the in-memory fabric, and a
- * tap in front of worker 0 that drops exactly one packet, the first
- * transmission of a chosen DATA (or RING) packet.  Nothing but the timer
- * can bring that packet back, so the worker must send it again with RETX
- * once rto has passed (not before, and within a few rto), and the tensor
- * must complete with the exact sum.  A timer that never fires fails here
- * within milliseconds of simulated time instead of stalling a cluster test.
+ * tap in front of worker 0 that drops the first transmission (or the first
+ * few) of one chosen DATA, exponent-round or RING packet, and nothing
+ * else.  Nothing but the timer can bring that packet back, so the worker
+ * must send it again with RETX once rto has passed (doubling per try): not
+ * before, and within a few polling ticks after; and the tensor must
+ * complete with the exact sum.  A timer that never fires, fires late or
+ * does not back off fails here within milliseconds of simulated time
+ * instead of stalling a cluster test.
  */
 #include <setjmp.h>
 #include <stdarg.h>
