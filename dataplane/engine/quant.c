@@ -25,7 +25,7 @@ static int32_t exp_of_abs_bits(uint32_t m)
 	if (m == 0)
 		return TLY_EXP_NONE;
 	if (m >= 0x7f800000u)			/* inf or NaN */
-		return 129;
+		return TLY_EXP_NONFINITE;
 	if (m >> 23)
 		return (int32_t)(m >> 23) - 126;
 	return 32 - __builtin_clz(m) - 149;	/* subnormal */
@@ -79,8 +79,8 @@ int tly_quant_shift(int32_t exp, unsigned int n_workers)
 		l++;
 	if (exp < -149)			/* all zero (TLY_EXP_NONE) */
 		return 127;
-	if (exp > 129)
-		exp = 129;
+	if (exp >= TLY_EXP_NONFINITE)
+		return TLY_SHIFT_NONFINITE;
 	s = 30 - exp - l;
 	return s > 127 ? 127 : s;
 }
@@ -101,6 +101,59 @@ static inline uint32_t quantize_one(float x, float scale)
 	return tly_be32((uint32_t)(int32_t)rintf(f32_from_bits(y)));
 }
 
+/* ---- blocks with inf or NaN somewhere (TLY_SHIFT_NONFINITE) ---- */
+
+#define NF_POS_INF	1u
+#define NF_NEG_INF	(1u << 8)
+#define NF_NAN		(1u << 16)
+
+static uint32_t nonfinite_code(float x)
+{
+	if (isnan(x))
+		return NF_NAN;
+	if (isinf(x))
+		return x > 0 ? NF_POS_INF : NF_NEG_INF;
+	return 0;
+}
+
+static float nonfinite_value(uint32_t sum)
+{
+	uint32_t pos = sum & 0xff, neg = (sum >> 8) & 0xff;
+
+	if ((sum >> 16) || (pos && neg) || (!pos && !neg))
+		return NAN;
+	return pos ? INFINITY : -INFINITY;
+}
+
+static void nonfinite_encode(uint8_t *out, const void *x, size_t n,
+			     size_t k, float (*to_f32)(const void *, size_t))
+{
+	tly_u32_una *o = (tly_u32_una *)out;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		o[i] = tly_be32(nonfinite_code(to_f32(x, i)));
+	for (; i < k; i++)
+		o[i] = 0;
+}
+
+static float f32_at(const void *x, size_t i)
+{
+	return ((const float *)x)[i];
+}
+
+static float f16_at(const void *x, size_t i)
+{
+	return half_to_float(((const uint16_t *)x)[i]);
+}
+
+static float bf16_at(const void *x, size_t i)
+{
+	return bf16_to_float(((const uint16_t *)x)[i]);
+}
+
+/* ---- ordinary blocks ---- */
+
 TLY_HOT void tly_quantize_f32(uint8_t *out, const float *x, size_t n,
 			      size_t k, int shift)
 {
@@ -108,6 +161,10 @@ TLY_HOT void tly_quantize_f32(uint8_t *out, const float *x, size_t n,
 	float scale = tly_pow2f(shift);
 	size_t i;
 
+	if (shift == TLY_SHIFT_NONFINITE) {
+		nonfinite_encode(out, x, n, k, f32_at);
+		return;
+	}
 	for (i = 0; i < n; i++)
 		o[i] = quantize_one(x[i], scale);
 	for (; i < k; i++)
@@ -121,6 +178,10 @@ TLY_HOT void tly_quantize_f16(uint8_t *out, const uint16_t *x, size_t n,
 	float scale = tly_pow2f(shift);
 	size_t i;
 
+	if (shift == TLY_SHIFT_NONFINITE) {
+		nonfinite_encode(out, x, n, k, f16_at);
+		return;
+	}
 	for (i = 0; i < n; i++)
 		o[i] = quantize_one(half_to_float(x[i]), scale);
 	for (; i < k; i++)
@@ -134,6 +195,10 @@ TLY_HOT void tly_quantize_bf16(uint8_t *out, const uint16_t *x, size_t n,
 	float scale = tly_pow2f(shift);
 	size_t i;
 
+	if (shift == TLY_SHIFT_NONFINITE) {
+		nonfinite_encode(out, x, n, k, bf16_at);
+		return;
+	}
 	for (i = 0; i < n; i++)
 		o[i] = quantize_one(bf16_to_float(x[i]), scale);
 	for (; i < k; i++)
@@ -147,6 +212,11 @@ TLY_HOT void tly_dequantize_f32(float *out, const uint8_t *in, size_t n,
 	float scale = tly_pow2f(-shift);
 	size_t i;
 
+	if (shift == TLY_SHIFT_NONFINITE) {
+		for (i = 0; i < n; i++)
+			out[i] = nonfinite_value(tly_be32(w[i]));
+		return;
+	}
 	for (i = 0; i < n; i++)
 		out[i] = (float)(int32_t)tly_be32(w[i]) * scale;
 }
@@ -158,6 +228,11 @@ TLY_HOT void tly_dequantize_f16(uint16_t *out, const uint8_t *in, size_t n,
 	float scale = tly_pow2f(-shift);
 	size_t i;
 
+	if (shift == TLY_SHIFT_NONFINITE) {
+		for (i = 0; i < n; i++)
+			out[i] = float_to_half(nonfinite_value(tly_be32(w[i])));
+		return;
+	}
 	for (i = 0; i < n; i++)
 		out[i] = float_to_half((float)(int32_t)tly_be32(w[i]) * scale);
 }
@@ -169,6 +244,11 @@ TLY_HOT void tly_dequantize_bf16(uint16_t *out, const uint8_t *in, size_t n,
 	float scale = tly_pow2f(-shift);
 	size_t i;
 
+	if (shift == TLY_SHIFT_NONFINITE) {
+		for (i = 0; i < n; i++)
+			out[i] = float_to_bf16(nonfinite_value(tly_be32(w[i])));
+		return;
+	}
 	for (i = 0; i < n; i++)
 		out[i] = float_to_bf16((float)(int32_t)tly_be32(w[i]) * scale);
 }

@@ -13,7 +13,15 @@
  * so the integer sum is within n/2 units of the exact scaled sum, and the
  * dequantized result r satisfies
  *	|r - sum x| <= n * 2^(E + L - 31) + 2^-24 * |r|,  L = ceil(log2 n).
- * Non-finite inputs saturate: inf and NaN become +-(2^30 - 64) by sign.
+ * Non-finite inputs: a block with inf or NaN in any worker's contribution
+ * has E = 129 (the exponent round tells every worker), and its shift is
+ * TLY_SHIFT_NONFINITE: each worker then sends per element a count code
+ * (+inf: 1, -inf: 1 << 8, NaN: 1 << 16, finite: 0) instead of a value, and
+ * the sum of the codes (at most 64 workers: no field overflows) decodes
+ * to IEEE's answer: NaN for any NaN or for infinities of both signs, else
+ * the infinity, and NaN where every contribution was finite (that sum is
+ * not carried; the block is non-finite anyway).  Under an ordinary shift
+ * (never chosen for such a block) inf and NaN saturate to +-(2^30 - 64).
  *
  * Payloads are big-endian 32-bit words at any alignment.
  */
@@ -25,6 +33,10 @@
 
 /* block exponent of an all-zero block: loses every max */
 #define TLY_EXP_NONE	(-1000)
+/* block exponent of a block holding inf or NaN: wins every max */
+#define TLY_EXP_NONFINITE 129
+/* the shift of a block some worker found inf or NaN in (see above) */
+#define TLY_SHIFT_NONFINITE (-127)
 
 int32_t tly_block_exp_f32(const float *x, size_t n);
 int32_t tly_block_exp_f16(const uint16_t *x, size_t n);
