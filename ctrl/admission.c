@@ -157,7 +157,7 @@ static void epoll_add(struct tallyd *d, int fd, uint64_t tag, uint32_t ev)
 		log_err("epoll_ctl: %s", strerror(errno));
 }
 
-static void admit(struct tallyd *d, int sock)
+void daemon_admit(struct tallyd *d, int sock)
 {
 	struct timeval tv = { .tv_sec = 1 };
 	struct daemon_client *cl;
@@ -229,7 +229,7 @@ void daemon_accept(struct tallyd *d)
 
 		if (s < 0)
 			return;
-		admit(d, s);
+		daemon_admit(d, s);
 	}
 }
 

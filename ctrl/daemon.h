@@ -61,6 +61,9 @@ struct tallyd {
 /* admission.c */
 int daemon_listen(struct tallyd *d);
 void daemon_accept(struct tallyd *d);
+/* Admit the client connected on @sock: read its HELLO, reply WELCOME;
+ * takes the socket (closed when the client is refused). */
+void daemon_admit(struct tallyd *d, int sock);
 void daemon_client_ctrl(struct tallyd *d, struct daemon_client *cl);
 void daemon_client_drop(struct tallyd *d, struct daemon_client *cl,
 			const char *why);
