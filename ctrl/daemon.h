@@ -45,6 +45,7 @@ struct tallyd {
 	struct tally_config cfg;
 	int listen_fd;
 	int epoll_fd;
+	int signal_fd;		/* SIGINT, SIGTERM (see tallyd.c) */
 	bool stop;
 	/* Set when a member left while others remain: every pending and new
 	 * operation fails with TALLY_EPEERLOST until all members are gone. */

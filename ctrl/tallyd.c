@@ -3,11 +3,13 @@
  * tallyd.c - the per-host tally daemon: configuration (cmdline.c), socket,
  * event loop.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <tally/tally.h>
@@ -15,22 +17,30 @@
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
 
-static struct tallyd *the_daemon;
-
-static void on_signal(int sig)
+/*
+ * SIGINT and SIGTERM stop the daemon.  They stay blocked in every thread
+ * (block them before the first thread starts) and the loop reads them
+ * from a signalfd in its epoll set: one that comes between the loop's
+ * last look at d->stop and its sleep still wakes it, and no handler runs
+ * in the middle of the loop's work.
+ */
+static void stop_signals(sigset_t *set)
 {
-	(void)sig;
-	if (the_daemon)
-		the_daemon->stop = true;
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
 }
 
 static int daemon_init(struct tallyd *d)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_LISTEN };
+	struct epoll_event sev = { .events = EPOLLIN, .data.u64 = TAG_SIGNAL };
+	sigset_t sigs;
 	int threads;
 
 	d->listen_fd = -1;
 	d->epoll_fd = -1;
+	d->signal_fd = -1;
 	if (local_group_init(&d->groups, (unsigned int)d->cfg.local_size,
 			     (uint32_t)d->cfg.local_size * TALLY_MAX_INFLIGHT)) {
 		log_err("out of memory");
@@ -46,7 +56,11 @@ static int daemon_init(struct tallyd *d)
 	if (!d->reducer)
 		return -1;
 	d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (d->epoll_fd < 0 || daemon_listen(d) ||
+	stop_signals(&sigs);
+	d->signal_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (d->epoll_fd < 0 || d->signal_fd < 0 ||
+	    epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->signal_fd, &sev) ||
+	    daemon_listen(d) ||
 	    epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->listen_fd, &ev))
 		return -1;
 	if (config_is_cluster(&d->cfg) && cluster_start(d))
@@ -65,6 +79,8 @@ static void daemon_fini(struct tallyd *d)
 	}
 	if (d->epoll_fd >= 0)
 		close(d->epoll_fd);
+	if (d->signal_fd >= 0)
+		close(d->signal_fd);
 	local_group_destroy(&d->groups);
 	reduce_pool_destroy(d->reducer);
 	log_info("stopped: %llu operations done, %llu failed, %llu bytes "
@@ -75,8 +91,8 @@ static void daemon_fini(struct tallyd *d)
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
 	struct tallyd *d = calloc(1, sizeof(*d));
+	sigset_t sigs;
 	int ret = 1;
 
 	if (!d)
@@ -97,9 +113,8 @@ int main(int argc, char **argv)
 	}
 	log_set_level((enum log_level)d->cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	the_daemon = d;
+	stop_signals(&sigs);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
 	if (daemon_init(d) == 0)
 		ret = daemon_run(d);
