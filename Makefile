@@ -1,11 +1,17 @@
 # tally - front door.  `make demo` and `make test` work on a fresh Debian 12.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
 MESON_OPTS ?=
+# The tests where tallyd, its threads and several client processes run
+# together (DPDK and RDMA ones are not run under TSan: docs/fuzzing.md).
+TSAN_TESTS ?= test_local_allreduce test_local_faults test_local_peer_loss \
+	test_cluster_udp
 
-.PHONY: all deps build test test-asan fuzz bench demo clean
+.PHONY: all deps build test test-asan test-tsan fuzz fuzz-build bench demo \
+	clean
 
 all: build
 
@@ -30,13 +36,27 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 	@tests/run-suite.py $(ASAN_BUILD) --suite unit
 
+$(TSAN_BUILD)/build.ninja:
+	meson setup $(TSAN_BUILD) -Dbuildtype=debug -Db_sanitize=thread \
+		-Db_lundef=false -Ddpdk=disabled -Drdma=disabled \
+		-Dcuda=disabled $(MESON_OPTS)
+
+# ThreadSanitizer over the daemon and the client library in the
+# multi-process integration tests; any report fails it.
+test-tsan: deps $(TSAN_BUILD)/build.ninja
+	ninja -C $(TSAN_BUILD)
+	@tests/run-tsan $(TSAN_BUILD) $(TSAN_TESTS)
+
 $(FUZZ_BUILD)/build.ninja:
 	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Dtests=disabled \
 		-Dbuildtype=debugoptimized $(MESON_OPTS)
 
-# Each libFuzzer target runs for FUZZ_SECONDS on its seed corpus.
-fuzz: deps $(FUZZ_BUILD)/build.ninja
+fuzz-build: deps $(FUZZ_BUILD)/build.ninja
 	ninja -C $(FUZZ_BUILD)
+
+# Each libFuzzer target runs for FUZZ_SECONDS on its seed corpus
+# (docs/fuzzing.md: `make fuzz FUZZ_SECONDS=3600` for a campaign).
+fuzz: fuzz-build
 	@tests/fuzz/run-fuzzers $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 bench: build
@@ -46,4 +66,4 @@ demo: build
 	@tools/demo $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) .bench
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) .bench
