@@ -208,14 +208,10 @@ static int set_value(struct tally_config *cfg, const struct key_spec *k,
 		e = !strcmp(v, "aggregate") ? ALGO_AGGREGATE :
 		    !strcmp(v, "ring") ? ALGO_RING : -1;
 		break;
-	case K_ADDR: {
-		struct config_addr a;
-
-		if (parse_addr(v, &a))
-			return -1;
-		*(struct config_addr *)field = a;
-		return 0;
-	}
+	case K_ADDR:
+		/* fields only: a struct copy would carry stack bytes into the
+		 * padding, and two equal configurations would differ */
+		return parse_addr(v, (struct config_addr *)field);
 	case K_MAC: {
 		uint8_t mac[6];
 

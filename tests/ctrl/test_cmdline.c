@@ -197,7 +197,9 @@ static void test_cmdline_errors(void **state)
 static void test_cmdline_parse_twice(void **state)
 {
 	struct tally_config a, b;
-	const char *args[] = { "-n", "4", "-s", "/run/a.sock", NULL };
+	const char *args[] = { "-n", "4", "-s", "/run/a.sock",
+			       "--address", "10.0.0.9:9",
+			       "--coordinator", "10.0.0.1:7", NULL };
 	const char *stray[] = { "x", NULL };
 
 	(void)state;
