@@ -138,7 +138,7 @@ static void test_cmdline_file_then_options(void **state)
 	assert_int_equal(parse(&cfg, args), 0);
 	assert_int_equal(cfg.local_size, 5);		/* option wins */
 	assert_int_equal(cfg.reduce_threads, 3);	/* from the file */
-	assert_int_equal(cfg.idle_spin_us, 11);		/* last one wins */
+	assert_int_equal(cfg.idle_spin_us, 11);	/* last one wins */
 	assert_int_equal(cfg.log_level, LOG_DEBUG);
 }
 
@@ -181,7 +181,7 @@ static void test_cmdline_errors(void **state)
 	const char *no_file[] = { "-c", "/nonexistent-dir/x.conf", NULL };
 
 	(void)state;
-	opterr = 0;		/* getopt's own messages are not under test */
+	opterr = 0;	/* getopt's own messages are not under test */
 	assert_int_equal(parse(&cfg, help), CONFIG_ARGS_HELP);
 	assert_int_equal(parse(&cfg, unknown), CONFIG_ARGS_USAGE);
 	assert_int_equal(parse(&cfg, missing), CONFIG_ARGS_USAGE);

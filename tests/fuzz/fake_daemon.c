@@ -66,7 +66,7 @@ int fake_daemon_init(struct fake_daemon *f, int local_size)
 		f->c[r].ctrl.fd = -1;
 	}
 	f->fds_at_start = count_fds();
-	log_set_level(LOG_ERR);		/* refusals are what we feed it */
+	log_set_level(LOG_ERR);	/* refusals are what we feed it */
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -1;
@@ -173,7 +173,7 @@ static void send_bytes(int sock, const void *buf, size_t len, const int *fds,
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
 	if (len == 0)
-		return;		/* a stream carries no fds without bytes */
+		return;	/* a stream carries no fds without bytes */
 	if (nfds > 0 && nfds <= 16) {
 		struct cmsghdr *cm;
 
@@ -428,17 +428,19 @@ void fake_daemon_check(struct fake_daemon *f)
 			fail("a client the harness never saw is active");
 		if (p.owed[r] != cl->outstanding)
 			fail("outstanding differs from the pending groups");
-		if (!cl->doomed && cl->cq.local + cl->outstanding != cl->sq.local)
+		if (!cl->doomed &&
+		    cl->cq.local + cl->outstanding != cl->sq.local)
 			fail("a submission was taken but never completed");
 		for (int i = 0; i < TALLY_MAX_SEGMENTS; i++) {
 			const struct daemon_seg *s = &cl->segs[i];
 
 			if (!s->id) {
 				if (p.refs[r][i])
-					fail("a member refers to a freed segment");
+					fail("a member holds a freed segment");
 				continue;
 			}
-			if (s->refs == 0 || s->refs != !s->deleted + p.refs[r][i])
+			if (s->refs == 0 ||
+			    s->refs != !s->deleted + p.refs[r][i])
 				fail("segment references out of step");
 		}
 	}
@@ -451,7 +453,8 @@ void fake_fill(int fd, size_t bytes, uint64_t seed)
 	uint64_t buf[512];
 
 	for (size_t off = 0; off < bytes; off += sizeof(buf)) {
-		size_t n = bytes - off < sizeof(buf) ? bytes - off : sizeof(buf);
+		size_t n = bytes - off < sizeof(buf) ? bytes - off :
+			   sizeof(buf);
 
 		for (size_t i = 0; i < sizeof(buf) / 8; i++) {
 			seed ^= seed << 13;	/* xorshift64 */
