@@ -4,6 +4,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
+SOAK_SECONDS ?= 600
 MESON_OPTS ?=
 # Under TSan: the tests where tallyd (with two reduction threads) and
 # several client processes run together, and the unit tests that start
@@ -13,7 +14,7 @@ TSAN_TESTS ?= test_local_allreduce test_local_faults test_local_peer_loss \
 	dataplane_reduce transport_udp
 
 .PHONY: all deps build test test-asan test-tsan fuzz fuzz-build fuzz-coverage \
-	bench demo clean
+	bench soak demo clean
 
 all: build
 
@@ -67,6 +68,10 @@ fuzz-coverage:
 
 bench: build
 	@tools/bench-all $(BUILD)
+
+# Chaos soak (not in CI): 4 hosts under faults for SOAK_SECONDS (docs/soak.md).
+soak: build
+	@tools/soak $(BUILD) --seconds $(SOAK_SECONDS)
 
 demo: build
 	@tools/demo $(BUILD)

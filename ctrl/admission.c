@@ -3,10 +3,16 @@
  * admission.c - the daemon's Unix socket: admitting clients (HELLO),
  * their shared segments (SEG_ADD/SEG_DEL), and losing them.
  *
- * Client sockets carry a 1 s receive timeout: a client that sends half a
- * message is dropped instead of stalling the daemon.
+ * Nothing a connecting process does may stall the event loop that serves
+ * every other client: sockets are non-blocking and only the daemon holds
+ * its ends, messages are assembled piece by piece (struct msg_rx), a
+ * connection has DAEMON_HELLO_TIMEOUT_NS to say HELLO and at most
+ * DAEMON_MAX_PENDING may be saying it at once, and a reply that does not
+ * fit the socket drops the client (an honest one waits for each reply).
+ * See "Hostile clients" in docs/architecture.md.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -21,9 +28,14 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
+#include "dataplane/transport/transport.h"
 #include "shm/fdpass.h"
 
 #define MAX_RING_ENTRIES 4096
+/* Refused connections logged one by one; then one line per this many. */
+#define REFUSED_LOG_EVERY 1000
+
+static void epoll_add(struct tallyd *d, int fd, uint64_t tag, uint32_t ev);
 
 /* Is something already serving @path?  Else remove the stale socket. */
 static int claim_path(const char *path)
@@ -88,6 +100,14 @@ int daemon_listen(struct tallyd *d)
 			return -1;
 		}
 	}
+	/* sweeps connections that do not complete their HELLO in time */
+	d->conn_timer_fd = timerfd_create(CLOCK_MONOTONIC,
+					  TFD_CLOEXEC | TFD_NONBLOCK);
+	if (d->conn_timer_fd < 0) {
+		log_err("timerfd: %s", strerror(errno));
+		return -1;
+	}
+	epoll_add(d, d->conn_timer_fd, TAG_CONN | DAEMON_MAX_PENDING, EPOLLIN);
 	log_info("listening on %s (mode 0660), local size %d", path,
 		 d->cfg.local_size);
 	return 0;
@@ -110,34 +130,58 @@ static bool ring_size_ok(uint64_t n)
 	return n >= 2 && n <= MAX_RING_ENTRIES && (n & (n - 1)) == 0;
 }
 
-/* Check HELLO, map the rings.  0 or -TALLY_E*. */
-static int attach_client(struct daemon_client *cl, const struct tally_msg *m,
-			 int *fds, int nfds)
+/* The doorbells: pipes of which the daemon keeps one end each, never
+ * shared, non-blocking.  @give gets the client's ends (sq write end, cq
+ * read end).  0 or -TALLY_ENOMEM. */
+static int make_doorbells(struct daemon_client *cl, int give[2])
 {
+	int sq[2], cq[2];
+
+	if (pipe2(sq, O_CLOEXEC | O_NONBLOCK))
+		return -TALLY_ENOMEM;
+	if (pipe2(cq, O_CLOEXEC | O_NONBLOCK)) {
+		close(sq[0]);
+		close(sq[1]);
+		return -TALLY_ENOMEM;
+	}
+	cl->sq_kick_fd = sq[0];
+	cl->cq_kick_fd = cq[1];
+	give[0] = sq[1];
+	give[1] = cq[0];
+	return 0;
+}
+
+/* Check HELLO, map the rings, make the doorbells.  0 or -TALLY_E*. */
+static int attach_client(struct daemon_client *cl, struct msg_rx *rx,
+			 int give[2])
+{
+	const struct tally_msg *m = &rx->msg;
 	uint64_t sq_n = m->arg[0], cq_n = m->arg[1], size = m->arg[2];
 	size_t sq_bytes, cq_off, need;
 	int ret;
 
-	if (m->type != TALLY_MSG_HELLO || nfds != 3 || !ring_size_ok(sq_n) ||
-	    !ring_size_ok(cq_n))
+	if (m->type != TALLY_MSG_HELLO || rx->nfds != 1 ||
+	    !ring_size_ok(sq_n) || !ring_size_ok(cq_n))
 		return -TALLY_EINVAL;
 	sq_bytes = ring_bytes((uint32_t)sq_n, sizeof(struct tally_sqe));
 	cq_off = (sq_bytes + RING_CACHELINE - 1) & ~(size_t)(RING_CACHELINE - 1);
 	need = cq_off + ring_bytes((uint32_t)cq_n, sizeof(struct tally_cqe));
 	if (size < need || size > (64u << 20))
 		return -TALLY_EINVAL;
-	ret = segment_map_fd(&cl->ctrl, fds[0], size);
-	fds[0] = -1;		/* owned (and on error closed) by the segment */
+	ret = segment_map_fd(&cl->ctrl, rx->fds[0], size);
+	rx->fds[0] = -1;	/* owned (and on error closed) by the segment */
 	if (ret)
 		return ret;
+	ret = make_doorbells(cl, give);
+	if (ret) {
+		segment_destroy(&cl->ctrl);
+		return ret;
+	}
 	ring_attach(&cl->sq, cl->ctrl.base, (uint32_t)sq_n,
 		    sizeof(struct tally_sqe), false, false);
 	ring_attach(&cl->cq, (char *)cl->ctrl.base + cq_off, (uint32_t)cq_n,
 		    sizeof(struct tally_cqe), true, false);
 	cl->cq_entries = (uint32_t)cq_n;
-	cl->sq_kick_fd = fds[1];
-	cl->cq_kick_fd = fds[2];
-	fds[1] = fds[2] = -1;
 	return 0;
 }
 
@@ -157,80 +201,232 @@ static void epoll_add(struct tallyd *d, int fd, uint64_t tag, uint32_t ev)
 		log_err("epoll_ctl: %s", strerror(errno));
 }
 
-void daemon_admit(struct tallyd *d, int sock)
+static void epoll_del(struct tallyd *d, int fd)
 {
-	struct timeval tv = { .tv_sec = 1 };
-	struct daemon_client *cl;
-	struct tally_msg m;
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	int fds[TALLY_MSG_MAX_FDS], nfds, ret;
+	epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+}
 
-	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+static void conn_close(struct tallyd *d, struct daemon_conn *cn)
+{
+	epoll_del(d, cn->sock);
+	close(cn->sock);
+	msg_rx_reset(&cn->rx);
+	cn->used = false;
+}
+
+/* Refuse a connection with a reason (the socket is fresh: a 48-byte
+ * reply always fits) and close it; @sock -1: one we could not accept. */
+static void refuse(struct tallyd *d, int sock, int status, pid_t pid,
+		   const char *why)
+{
+	d->stat_conns_refused++;
+	if (d->stat_conns_refused <= 10 ||
+	    d->stat_conns_refused % REFUSED_LOG_EVERY == 0)
+		log_warn("client pid %d refused: %s (%llu refused so far)",
+			 pid, why, (unsigned long long)d->stat_conns_refused);
+	if (sock >= 0) {
+		reply(sock, TALLY_MSG_WELCOME, status, 0, 0);
 		close(sock);
-		return;
 	}
-	ret = msg_recv(sock, &m, fds, &nfds);
-	if (ret <= 0) {
-		/* a bare connect-and-close is a liveness probe, not news */
-		log_msg(ret == 0 ? LOG_DEBUG : LOG_WARN,
-			"client pid %d: no valid HELLO (%s)", cred.pid,
-			ret == -EPROTO ? "protocol version" : "closed");
-		if (ret == -EPROTO)
-			reply(sock, TALLY_MSG_WELCOME, -TALLY_EPROTO, 0, 0);
-		close(sock);
-		return;
-	}
-	cl = free_rank(d);
+}
+
+/* Undo an admission whose WELCOME could not be sent: the process never
+ * learnt it was a member, nothing of it can be pending, so unlike a member
+ * that leaves it does not break the job. */
+static void unadmit(struct tallyd *d, struct daemon_client *cl)
+{
+	epoll_del(d, cl->sock);
+	epoll_del(d, cl->sq_kick_fd);
+	segment_destroy(&cl->ctrl);
+	close(cl->sock);
+	close(cl->sq_kick_fd);
+	close(cl->cq_kick_fd);
+	cl->active = false;
+	d->n_clients--;
+	log_info("client pid %d gone before its WELCOME", cl->pid);
+}
+
+/* A whole HELLO arrived on pending connection @cn: admit it or say no. */
+static void admit(struct tallyd *d, struct daemon_conn *cn)
+{
+	struct daemon_client *cl = free_rank(d);
+	int give[2] = { -1, -1 }, sock = cn->sock, ret;
+	struct tally_msg welcome;
+
+	epoll_del(d, sock);
+	cn->sock = -1;
+	cn->used = false;
 	if (!cl || d->job_broken) {
-		log_warn("client pid %d uid %d refused: %s", cred.pid, cred.uid,
-			 d->job_broken ? "job aborted, waiting for members to leave"
-				       : "local group full");
-		ret = -TALLY_EDENIED;
-	} else {
-		memset(cl, 0, sizeof(*cl));
-		cl->ctrl.fd = -1;
-		ret = attach_client(cl, &m, fds, nfds);
+		msg_rx_reset(&cn->rx);
+		refuse(d, sock, -TALLY_EDENIED, cn->pid, d->job_broken ?
+		       "job aborted, waiting for members to leave" :
+		       "local group full");
+		return;
 	}
-	for (int i = 0; i < nfds; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
+	memset(cl, 0, sizeof(*cl));
+	cl->ctrl.fd = cl->sq_kick_fd = cl->cq_kick_fd = -1;
+	ret = attach_client(cl, &cn->rx, give);
+	msg_rx_reset(&cn->rx);	/* closes any fds HELLO should not carry */
 	if (ret) {
-		if (ret != -TALLY_EDENIED)
-			log_warn("client pid %d: bad HELLO", cred.pid);
-		if (cl)
-			segment_destroy(&cl->ctrl);
-		reply(sock, TALLY_MSG_WELCOME, ret, 0, 0);
-		close(sock);
+		refuse(d, sock, ret, cn->pid, tally_strerror(ret));
 		return;
 	}
 	cl->active = true;
 	cl->rank = (int)(cl - d->clients);
 	cl->sock = sock;
-	cl->pid = cred.pid;
-	cl->uid = cred.uid;
+	cl->pid = cn->pid;
+	cl->uid = cn->uid;
+	msg_rx_init(&cl->rx);
 	d->n_clients++;
 	epoll_add(d, sock, TAG_SOCK | (uint64_t)cl->rank, EPOLLIN | EPOLLRDHUP);
 	epoll_add(d, cl->sq_kick_fd, TAG_KICK | (uint64_t)cl->rank, EPOLLIN);
-	if (reply(sock, TALLY_MSG_WELCOME, 0, (uint64_t)cl->rank,
-		  (uint64_t)d->cfg.local_size)) {
-		daemon_client_drop(d, cl, "lost during admission");
+	msg_init(&welcome, TALLY_MSG_WELCOME);
+	welcome.arg[0] = (uint64_t)cl->rank;
+	welcome.arg[1] = (uint64_t)d->cfg.local_size;
+	ret = msg_send(sock, &welcome, give, 2);
+	close(give[0]);
+	close(give[1]);
+	if (ret) {
+		unadmit(d, cl);
 		return;
 	}
 	log_info("client rank %d admitted: pid %d uid %d (%d/%d)", cl->rank,
-		 cred.pid, cred.uid, d->n_clients, d->cfg.local_size);
+		 cl->pid, cl->uid, d->n_clients, d->cfg.local_size);
 }
+
+static struct daemon_conn *free_conn(struct tallyd *d);
+
+/* Tick while connections are pending (they expire), stop when none is. */
+static void conn_timer_update(struct tallyd *d)
+{
+	struct itimerspec its = { { 0, 0 }, { 0, 0 } };
+	bool any = false;
+
+	for (int i = 0; i < DAEMON_MAX_PENDING && !any; i++)
+		any = d->pending[i].used;
+	if (any == d->conn_timer_armed)
+		return;
+	if (any)
+		its.it_interval.tv_nsec = its.it_value.tv_nsec =
+			DAEMON_HELLO_TIMEOUT_NS / 4 % 1000000000;
+	if (any)
+		its.it_interval.tv_sec = its.it_value.tv_sec =
+			DAEMON_HELLO_TIMEOUT_NS / 4 / 1000000000;
+	timerfd_settime(d->conn_timer_fd, 0, &its, NULL);
+	d->conn_timer_armed = any;
+}
+
+void daemon_conn_event(struct tallyd *d, int slot)
+{
+	struct daemon_conn *cn;
+	int ret;
+
+	if (slot == DAEMON_MAX_PENDING) {	/* the sweep timer */
+		uint64_t ticks;
+
+		(void)!read(d->conn_timer_fd, &ticks, sizeof(ticks));
+		free_conn(d);
+		conn_timer_update(d);
+		return;
+	}
+	if (slot < 0 || slot >= DAEMON_MAX_PENDING || !d->pending[slot].used)
+		return;
+	cn = &d->pending[slot];
+	ret = msg_recv_step(cn->sock, &cn->rx);
+	if (ret == -EAGAIN)
+		return;		/* the rest later, or its deadline */
+	if (ret == 1) {
+		admit(d, cn);
+		conn_timer_update(d);
+		return;
+	}
+	/* a bare connect-and-close is a liveness probe, not news */
+	if (ret == 0)
+		log_debug("client pid %d: closed before HELLO", cn->pid);
+	else
+		refuse(d, -1, 0, cn->pid, ret == -EPROTO ?
+		       "another protocol version" : "broken HELLO");
+	if (ret == -EPROTO)
+		reply(cn->sock, TALLY_MSG_WELCOME, -TALLY_EPROTO, 0, 0);
+	conn_close(d, cn);
+	conn_timer_update(d);
+}
+
+/* Drop the pending connections past their deadline; a free slot or NULL. */
+static struct daemon_conn *free_conn(struct tallyd *d)
+{
+	uint64_t now = transport_now_ns();
+	struct daemon_conn *free_cn = NULL;
+
+	for (int i = 0; i < DAEMON_MAX_PENDING; i++) {
+		struct daemon_conn *cn = &d->pending[i];
+
+		if (cn->used && now > cn->deadline_ns) {
+			refuse(d, -1, 0, cn->pid, "no whole HELLO in time");
+			conn_close(d, cn);
+		}
+		if (!cn->used && !free_cn)
+			free_cn = cn;
+	}
+	return free_cn;
+}
+
+void daemon_admit(struct tallyd *d, int s)
+{
+	struct ucred cred = { .pid = -1 };
+	socklen_t len = sizeof(cred);
+	struct daemon_conn *cn;
+
+	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+		close(s);
+		return;
+	}
+	cn = free_conn(d);
+	if (!cn) {
+		refuse(d, s, -TALLY_ELIMIT, cred.pid,
+		       "too many connections waiting for admission");
+		return;
+	}
+	cn->used = true;
+	cn->sock = s;
+	cn->pid = cred.pid;
+	cn->uid = cred.uid;
+	cn->deadline_ns = transport_now_ns() + DAEMON_HELLO_TIMEOUT_NS;
+	msg_rx_init(&cn->rx);
+	epoll_add(d, s, TAG_CONN | (uint64_t)(cn - d->pending),
+		  EPOLLIN | EPOLLRDHUP);
+	conn_timer_update(d);
+	/* an honest client sent its HELLO right after connecting */
+	daemon_conn_event(d, (int)(cn - d->pending));
+}
+
+/* Connections taken per wake-up: a process connecting in a tight loop
+ * must not keep the event loop here. */
+#define ACCEPT_BURST 64
 
 void daemon_accept(struct tallyd *d)
 {
-	for (;;) {
-		int s = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	for (int i = 0; i < ACCEPT_BURST; i++) {
+		int s = accept4(d->listen_fd, NULL, NULL,
+				SOCK_CLOEXEC | SOCK_NONBLOCK);
 
-		if (s < 0)
+		if (s < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				refuse(d, -1, 0, -1, strerror(errno));
 			return;
+		}
 		daemon_admit(d, s);
 	}
+}
+
+void daemon_conns_close(struct tallyd *d)
+{
+	for (int i = 0; i < DAEMON_MAX_PENDING; i++)
+		if (d->pending[i].used)
+			conn_close(d, &d->pending[i]);
+	if (d->conn_timer_fd > 0)
+		close(d->conn_timer_fd);
+	d->conn_timer_fd = -1;
 }
 
 struct daemon_seg *daemon_seg_find(struct daemon_client *cl, uint32_t id)
@@ -252,23 +448,23 @@ void daemon_seg_put(struct daemon_seg *s)
 	}
 }
 
-static int seg_add(struct daemon_client *cl, const struct tally_msg *m,
-		   int *fds, int nfds)
+static int seg_add(struct daemon_client *cl, struct msg_rx *rx)
 {
+	const struct tally_msg *m = &rx->msg;
 	struct daemon_seg *slot = NULL;
 	uint64_t id = m->arg[0];
 	int ret;
 
-	if (nfds != 1 || id == 0 || id > UINT32_MAX || m->arg[1] == 0 ||
+	if (rx->nfds != 1 || id == 0 || id > UINT32_MAX || m->arg[1] == 0 ||
 	    daemon_seg_find(cl, (uint32_t)id))
 		return -TALLY_EINVAL;
 	for (int i = 0; i < TALLY_MAX_SEGMENTS && !slot; i++)
 		if (!cl->segs[i].id)
 			slot = &cl->segs[i];
 	if (!slot)
-		return -TALLY_ENOMEM;
-	ret = segment_map_fd(&slot->seg, fds[0], m->arg[1]);
-	fds[0] = -1;
+		return -TALLY_ELIMIT;
+	ret = segment_map_fd(&slot->seg, rx->fds[0], m->arg[1]);
+	rx->fds[0] = -1;
 	if (ret)
 		return ret;
 	slot->id = (uint32_t)id;
@@ -291,34 +487,39 @@ static int seg_del(struct daemon_client *cl, const struct tally_msg *m)
 
 void daemon_client_ctrl(struct tallyd *d, struct daemon_client *cl)
 {
-	struct tally_msg m;
-	int fds[TALLY_MSG_MAX_FDS], nfds, ret, status;
+	struct tally_msg *m = &cl->rx.msg;
+	int ret, status;
 
-	ret = msg_recv(cl->sock, &m, fds, &nfds);
+	ret = msg_recv_step(cl->sock, &cl->rx);
+	if (ret == -EAGAIN)
+		return;		/* half a message: the rest later */
 	if (ret <= 0) {
 		daemon_client_drop(d, cl, ret == 0 ? "disconnected" :
 				   "broken control message");
 		return;
 	}
-	switch (m.type) {
+	switch (m->type) {
 	case TALLY_MSG_SEG_ADD:
-		status = seg_add(cl, &m, fds, nfds);
+		status = seg_add(cl, &cl->rx);
 		break;
 	case TALLY_MSG_SEG_DEL:
-		status = seg_del(cl, &m);
+		status = cl->rx.nfds ? -TALLY_EINVAL : seg_del(cl, m);
 		break;
 	default:
 		status = -TALLY_EBADOP;
 		break;
 	}
-	for (int i = 0; i < nfds; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-	if (status)
+	if (status && daemon_log_bad(cl))
 		log_warn("client rank %d: control message %u refused: %s",
-			 cl->rank, m.type, tally_strerror(status));
-	if (reply(cl->sock, TALLY_MSG_SEG_ACK, status, m.arg[0], 0))
-		daemon_client_drop(d, cl, "control reply failed");
+			 cl->rank, m->type, tally_strerror(status));
+	/* a client that does not read its replies fills the socket: it is
+	 * dropped rather than block us */
+	ret = reply(cl->sock, TALLY_MSG_SEG_ACK, status, m->arg[0], 0);
+	msg_rx_reset(&cl->rx);	/* closes fds the message should not carry */
+	if (ret)
+		daemon_client_drop(d, cl, ret == -EAGAIN ?
+				   "does not read its control replies" :
+				   "gone before its control reply");
 }
 
 /* Fail every pending group: the member that left can never contribute. */
@@ -366,8 +567,8 @@ void daemon_client_drop(struct tallyd *d, struct daemon_client *cl,
 	log_info("client rank %d (pid %d) %s", cl->rank, cl->pid, why);
 	cl->active = false;
 	d->n_clients--;
-	epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, cl->sock, NULL);
-	epoll_ctl(d->epoll_fd, EPOLL_CTL_DEL, cl->sq_kick_fd, NULL);
+	epoll_del(d, cl->sock);
+	epoll_del(d, cl->sq_kick_fd);
 	/* Other hosts wait for what this job had pending: tell them.  A
 	 * member leaving with nothing pending (the end of training) does
 	 * not end the others' job. */
@@ -381,6 +582,7 @@ void daemon_client_drop(struct tallyd *d, struct daemon_client *cl,
 			segment_destroy(&cl->segs[i].seg);
 	memset(cl->segs, 0, sizeof(cl->segs));
 	segment_destroy(&cl->ctrl);
+	msg_rx_reset(&cl->rx);
 	close(cl->sock);
 	close(cl->sq_kick_fd);
 	close(cl->cq_kick_fd);

@@ -7,12 +7,14 @@
  *            | 12 epoch u32
  *   entry:   0 rank u16 | 2 role u8 | 3 local size u8 | 4 mac[6] | 10 port u16
  *            | 12 ip u32
- *   REGISTER (24): entry | 16 job key u32 | 20 world u16 | 22 algorithm u8
- *            | 23 pad
+ *   REGISTER (40): entry | 16 job key u32 | 20 world u16 | 22 algorithm u8
+ *            | 23 pad | 24 member's nonce[16]
  *   ROSTER (20 + 16n): 0 job key u32 | 4 pool slots u32 | 8 k u16
  *            | 10 n u16 | 12 algorithm u8 | 13..19 pad | 20 entries
  *   HEARTBEAT, PEER_DOWN, ABORT (4): rank u16 | pad u16
  *   REFUSE (4): reason u16 | pad u16
+ *   CHALLENGE (16): coordinator's nonce[16]
+ *   then every message: MAC tag[32] (auth.h)
  */
 #include <arpa/inet.h>
 #include <string.h>
@@ -20,7 +22,7 @@
 
 #include "ctrl/bootstrap.h"
 
-#define REGISTER_LEN 24
+#define REGISTER_LEN 40
 #define PEER_LEN 4
 
 static void put16(uint8_t *p, uint16_t v)
@@ -95,6 +97,8 @@ static size_t payload_len(const struct boot_msg *m)
 	case BOOT_REFUSE:
 	case BOOT_ABORT:
 		return PEER_LEN;
+	case BOOT_CHALLENGE:
+		return AUTH_NONCE_LEN;
 	default:
 		return 0;
 	}
@@ -105,11 +109,11 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 	size_t len = payload_len(m);
 	uint8_t *p = buf + BOOT_HDR_LEN;
 
-	if (len == 0 || BOOT_HDR_LEN + len > cap ||
+	if (len == 0 || BOOT_HDR_LEN + len + BOOT_TAG_LEN > cap ||
 	    (m->type == BOOT_ROSTER && (m->roster.n == 0 ||
 					m->roster.n > BOOT_MAX_MEMBERS)))
 		return -1;
-	memset(buf, 0, BOOT_HDR_LEN + len);
+	memset(buf, 0, BOOT_HDR_LEN + len + BOOT_TAG_LEN);
 	put32(buf, BOOT_MAGIC);
 	put16(buf + 4, BOOT_VERSION);
 	put16(buf + 6, m->type);
@@ -121,6 +125,7 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 		put32(p + 16, m->reg.job_key);
 		put16(p + 20, m->reg.world);
 		p[22] = m->reg.algorithm;
+		memcpy(p + 24, m->reg.nonce, AUTH_NONCE_LEN);
 		break;
 	case BOOT_ROSTER:
 		put32(p, m->roster.job_key);
@@ -135,11 +140,14 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 	case BOOT_REFUSE:
 		put16(p, m->refuse.reason);
 		break;
+	case BOOT_CHALLENGE:
+		memcpy(p, m->challenge.nonce, AUTH_NONCE_LEN);
+		break;
 	default:
 		put16(p, m->peer.rank);
 		break;
 	}
-	return (int)(BOOT_HDR_LEN + len);
+	return (int)(BOOT_HDR_LEN + len + BOOT_TAG_LEN);
 }
 
 static int decode_roster(const uint8_t *p, uint32_t len, struct boot_msg *m)
@@ -190,7 +198,7 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 		break;
 	case BOOT_ROSTER:
 		if (plen < BOOT_ROSTER_FIXED ||
-		    plen > BOOT_MAX_MSG - BOOT_HDR_LEN)
+		    plen > BOOT_MAX_MSG - BOOT_HDR_LEN - BOOT_TAG_LEN)
 			return BOOT_E_LENGTH;
 		break;
 	case BOOT_HEARTBEAT:
@@ -200,10 +208,14 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 		if (plen != PEER_LEN)
 			return BOOT_E_LENGTH;
 		break;
+	case BOOT_CHALLENGE:
+		if (plen != AUTH_NONCE_LEN)
+			return BOOT_E_LENGTH;
+		break;
 	default:
 		return BOOT_E_TYPE;
 	}
-	if (len < BOOT_HDR_LEN + plen)
+	if (len < BOOT_HDR_LEN + plen + BOOT_TAG_LEN)
 		return 0;		/* wait for the rest */
 
 	switch (m->type) {
@@ -213,6 +225,7 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 		m->reg.job_key = get32(p + 16);
 		m->reg.world = get16(p + 20);
 		m->reg.algorithm = p[22];
+		memcpy(m->reg.nonce, p + 24, AUTH_NONCE_LEN);
 		if (m->reg.world == 0 || m->reg.world > BOOT_MAX_MEMBERS ||
 		    m->reg.self.rank >= m->reg.world ||
 		    !algo_ok(m->reg.algorithm))
@@ -224,13 +237,16 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 	case BOOT_REFUSE:
 		m->refuse.reason = get16(p);
 		break;
+	case BOOT_CHALLENGE:
+		memcpy(m->challenge.nonce, p, AUTH_NONCE_LEN);
+		break;
 	default:
 		m->peer.rank = get16(p);
 		if (m->peer.rank >= BOOT_MAX_MEMBERS)
 			return BOOT_E_FIELD;
 		break;
 	}
-	return ret ? ret : (int)(BOOT_HDR_LEN + plen);
+	return ret ? ret : (int)(BOOT_HDR_LEN + plen + BOOT_TAG_LEN);
 }
 
 const char *boot_error_str(int err)

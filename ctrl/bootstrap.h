@@ -3,7 +3,8 @@
  * bootstrap.h - messages between daemons on the control connection.
  *
  * Every daemon of a job keeps one TCP connection to the coordinator
- * (rank 0).  It REGISTERs (rank, role, data-plane address, job key); once
+ * (rank 0).  The coordinator opens it with a CHALLENGE (its nonce); the
+ * member REGISTERs (rank, role, data-plane address, job key); once
  * all ranks have registered the coordinator answers everyone with the
  * ROSTER (every member's address and role, K, pool size, algorithm, the
  * epoch).  HEARTBEATs flow both ways; a member that stops answering is
@@ -12,8 +13,11 @@
  *
  * Wire format: a 16-byte header (magic, version, type, payload length,
  * epoch), then a fixed payload per type (ROSTER: a fixed part and one
- * 16-byte entry per member).  Network byte order, fixed offsets; the
- * decoder checks every field before anything is used.
+ * 16-byte entry per member), then a 32-byte MAC tag (auth.h; zero in a
+ * CHALLENGE, whose nonce needs none: a forged one only makes the first
+ * authenticated message fail).  Network byte order, fixed offsets; the
+ * decoder checks every field before anything is used, the caller checks
+ * the tag (auth_open) before the message is acted on.
  */
 #ifndef TALLY_CTRL_BOOTSTRAP_H
 #define TALLY_CTRL_BOOTSTRAP_H
@@ -21,14 +25,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctrl/auth.h"
+
 #define BOOT_MAGIC 0x544c5942u	/* "TLYB" */
-#define BOOT_VERSION 1
+#define BOOT_VERSION 2		/* 2: MAC tags, CHALLENGE */
 #define BOOT_HDR_LEN 16
 #define BOOT_MAX_MEMBERS 256
 #define BOOT_ENTRY_LEN 16
 #define BOOT_ROSTER_FIXED 20
+#define BOOT_TAG_LEN AUTH_TAG_LEN
 #define BOOT_MAX_MSG (BOOT_HDR_LEN + BOOT_ROSTER_FIXED + \
-		      BOOT_MAX_MEMBERS * BOOT_ENTRY_LEN)
+		      BOOT_MAX_MEMBERS * BOOT_ENTRY_LEN + BOOT_TAG_LEN)
 
 enum boot_type {
 	BOOT_REGISTER = 1,
@@ -37,6 +44,7 @@ enum boot_type {
 	BOOT_PEER_DOWN = 4,
 	BOOT_REFUSE = 5,
 	BOOT_ABORT = 6,		/* a member's local job broke: end the epoch */
+	BOOT_CHALLENGE = 7,	/* the coordinator's nonce, first message */
 };
 
 enum boot_role {
@@ -54,6 +62,7 @@ enum boot_refusal {
 	REFUSE_JOB_KEY = 1,	/* another job's key */
 	REFUSE_RANK = 2,	/* rank out of range or already taken */
 	REFUSE_CONFIG = 3,	/* disagrees with the coordinator's job */
+	REFUSE_AUTH = 4,	/* its MAC failed: another job secret */
 };
 
 struct boot_member {
@@ -74,6 +83,7 @@ struct boot_msg {
 			uint32_t job_key;
 			uint16_t world;
 			uint8_t algorithm;
+			uint8_t nonce[AUTH_NONCE_LEN];	/* member's */
 		} reg;
 		struct {		/* ROSTER */
 			uint32_t job_key;
@@ -89,16 +99,21 @@ struct boot_msg {
 		struct {		/* REFUSE */
 			uint16_t reason;
 		} refuse;
+		struct {		/* CHALLENGE */
+			uint8_t nonce[AUTH_NONCE_LEN];
+		} challenge;
 	};
 };
 
-/* Encode into @buf (BOOT_MAX_MSG bytes).  Returns the length, or -1 if
- * the message itself is invalid. */
+/* Encode into @buf (BOOT_MAX_MSG bytes) with a zero tag for the caller
+ * to seal (auth_seal).  Returns the length, tag included, or -1 if the
+ * message itself is invalid. */
 int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap);
 
 /*
  * Decode one message from @buf of @len bytes.  Returns the message length
- * when a whole valid message is there, 0 when more bytes are needed, and
+ * (tag included; the tag is not checked here) when a whole valid message
+ * is there, 0 when more bytes are needed, and
  * a negative boot_error when it is malformed (the connection must be
  * closed: a stream cannot resynchronise).
  */

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <tally/tally.h>
+#include "ctrl/auth.h"
 #include "ctrl/cluster.h"
 #include "ctrl/cluster_internal.h"
 #include "ctrl/daemon.h"
@@ -111,13 +112,17 @@ static int build_engine(struct tallyd *d, const struct boot_member *me)
 		.port = c->addrs[c->self_node].port,
 	};
 	struct tly_tx_ops tx = transport_tx_ops(&c->tp);
+	/* the epoch's cookie: packets of a guessed job key or of an earlier
+	 * epoch fail the receiver's first check */
+	uint32_t cookie = auth_cookie(&c->mb.cfg.keys, d->cfg.job_key,
+				      c->epoch);
 	bool agg_here = false;
 
 	for (int i = 0; i < c->n_aggs; i++)
 		agg_here |= c->agg_nodes[i] == c->self_node;
 	if (me->role != ROLE_AGGREGATOR && d->cfg.local_size > 0) {
 		struct tly_worker_cfg w = {
-			.job = job, .k = (uint16_t)d->cfg.k,
+			.job = job, .cookie = cookie, .k = (uint16_t)d->cfg.k,
 			.n_workers = c->n_workers, .rank = c->self_node,
 			.n_slots = (uint32_t)d->cfg.pool_slots,
 			.n_aggs = c->n_aggs, .agg_nodes = c->agg_nodes,
@@ -139,7 +144,7 @@ static int build_engine(struct tallyd *d, const struct boot_member *me)
 	}
 	if (agg_here && d->cfg.algorithm == ALGO_AGGREGATE) {
 		struct tly_agg_cfg a = {
-			.job = job, .k = (uint16_t)d->cfg.k,
+			.job = job, .cookie = cookie, .k = (uint16_t)d->cfg.k,
 			.n_workers = c->n_workers, .self = c->self_node,
 			.n_slots = (uint32_t)d->cfg.pool_slots,
 			.n_fallback = (uint32_t)d->cfg.pool_slots / 4 + 64,
@@ -195,8 +200,9 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 		c->have_roster = false;
 		return;
 	}
-	if (!c->tp_open ? open_transport(d) :
-	    transport_set_nodes(&c->tp, c->self_node, c->n_nodes, c->addrs)) {
+	if (transport_set_nodes(&c->tp, c->self_node, c->n_nodes, c->addrs)) {
+		log_err("epoch %u: the %s transport cannot take the roster",
+			r->epoch, c->tp.ops->name);
 		c->have_roster = false;
 		return;
 	}
@@ -327,6 +333,8 @@ void cluster_log_counters(struct tallyd *d)
 	log_info("wire: worker sent %llu bytes, received %llu bytes "
 		 "(tally header + payload)", (unsigned long long)sent,
 		 (unsigned long long)recv);
+	log_info("auth: %llu control messages failed authentication",
+		 (unsigned long long)c->mb.auth_failures);
 }
 
 int cluster_start(struct tallyd *d)
@@ -353,33 +361,40 @@ int cluster_start(struct tallyd *d)
 		.connect_timeout_ms = (uint32_t)d->cfg.connect_timeout_ms,
 	};
 	struct membership_ops ops = { on_roster, on_peer_down, on_lost, d };
+	char err[256];
+	int ret;
 
 	if (!c)
 		return -1;
+	if (auth_init() || auth_load(&mc.keys, d->cfg.secret_file, err,
+				     sizeof(err))) {
+		log_err("%s", auth_init() ? "libsodium cannot start" : err);
+		free(c);
+		return -1;
+	}
 	memcpy(mc.self.mac, d->cfg.mac, 6);
 	d->cluster = c;
-	if (cluster_ops_init(d))
-		return -1;
 	/*
-	 * rdma: the peers need our queue pair's number, known only once the
-	 * transport is open: open it on a table of ourselves before
-	 * registering, and register the address it gives (rosters then
-	 * arrive through transport_set_nodes).
+	 * Open the transport on a table of ourselves before registering;
+	 * rosters then arrive through transport_set_nodes().  Opening can
+	 * take seconds (DPDK's EAL on a busy machine): done in on_roster(),
+	 * it stopped our heartbeats and the job declared us lost.  And rdma
+	 * peers need our queue pair's number, known only once it is open:
+	 * we register the address it gives.
 	 */
-	if (!strcmp(d->cfg.transport, "rdma")) {
-		c->addrs[0] = (struct tly_addr){ .ip = d->cfg.address.ip,
-						 .port = d->cfg.address.port };
-		memcpy(c->addrs[0].mac, d->cfg.mac, 6);
-		c->self_node = 0;
-		c->n_nodes = 1;
-		if (open_transport(d))
-			return -1;
+	c->addrs[0] = (struct tly_addr){ .ip = d->cfg.address.ip,
+					 .port = d->cfg.address.port };
+	memcpy(c->addrs[0].mac, d->cfg.mac, 6);
+	c->self_node = 0;
+	c->n_nodes = 1;
+	ret = cluster_ops_init(d) ? -1 : open_transport(d);
+	if (!ret) {
 		if (c->tp.has_local_mac)
 			memcpy(mc.self.mac, c->tp.local_mac, 6);
+		ret = membership_start(&c->mb, &mc, &ops, d->epoll_fd);
 	}
-	if (membership_start(&c->mb, &mc, &ops, d->epoll_fd))
-		return -1;
-	return 0;
+	explicit_bzero(&mc.keys, sizeof(mc.keys));
+	return ret;
 }
 
 void cluster_stop(struct tallyd *d)
@@ -395,6 +410,7 @@ void cluster_stop(struct tallyd *d)
 	if (c->tp_open)
 		transport_close(&c->tp);
 	cluster_ops_fini(d);
+	explicit_bzero(&c->mb.cfg.keys, sizeof(c->mb.cfg.keys));
 	free(c);
 	d->cluster = NULL;
 }

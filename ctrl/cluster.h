@@ -18,6 +18,7 @@
 #define TALLY_CTRL_CLUSTER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ctrl/local_group.h"
@@ -45,6 +46,11 @@ void cluster_tick(struct tallyd *d, uint64_t now_ms);
 
 /* Our local job broke: every host must fail its pending operations. */
 void cluster_local_abort(struct tallyd *d);
+
+/* What local group @idx waits for in the network phase, for the
+ * watchdog: 0 and @buf filled, or -1 when it is not in that phase. */
+int cluster_describe_op(struct tallyd *d, uint32_t idx, char *buf,
+			size_t len);
 
 /* Per-host wire counters (payload bytes sent and received by the worker). */
 void cluster_log_counters(struct tallyd *d);

@@ -18,7 +18,8 @@
 struct tallyd;
 
 #define CLUSTER_MAX_UNITS 4096
-/* No unit completed for this long: see sched_allow_over_credit(). */
+/* No unit completed for this long: a partition may pass the credit
+ * (struct sched_cfg.stall_ns). */
 #define CLUSTER_STALL_NS (50 * 1000000ull)
 
 /* A local group in the network phase; ops[i] belongs to groups.pool[i]. */
@@ -55,7 +56,6 @@ struct cluster {
 	struct net_unit *units;		/* [CLUSTER_MAX_UNITS] */
 	uint32_t queue_head, queue_tail;	/* units with parts to submit */
 	uint64_t next_tick_ms;
-	uint64_t last_progress_ns;	/* a unit completed or started */
 	uint64_t bytes_sent, bytes_recv;	/* totals over past epochs */
 };
 

@@ -12,6 +12,7 @@
  * every host, which forms the same units, names them alike.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,8 +113,7 @@ void cluster_ops_tensor_done(void *ctx, const struct tly_tensor_desc *t)
 		if (op->used && op->bytes_done == op->bytes)
 			finish_op(d, idx);
 	}
-	c->last_progress_ns = transport_now_ns();
-	sched_unit_done(c->sched, nu->u.id, c->last_progress_ns);
+	sched_unit_done(c->sched, nu->u.id, transport_now_ns());
 	unit_free(nu);
 }
 
@@ -132,6 +132,76 @@ void cluster_ops_fail_all(struct tallyd *d, int res)
 		c->ops[i].used = false;
 		release_members(d, &d->groups.pool[i], res);
 	}
+}
+
+/* ---- what a stuck operation waits for (watchdog) ------------------------ */
+
+static bool unit_has_op(const struct net_unit *nu, uint32_t idx)
+{
+	for (uint32_t s = 0; s < nu->u.n_segments; s++)
+		if (op_index(nu->u.seg[s].user) == idx)
+			return true;
+	return false;
+}
+
+/* The first engine part of @nu still in progress, described. */
+static int describe_unit(struct tallyd *d, const struct net_unit *nu,
+			 char *buf, size_t len)
+{
+	struct cluster *c = d->cluster;
+	size_t esz = tally_dtype_size(nu->dtype);
+	uint64_t seg0 = nu->u.seg[0].offset / esz;
+	struct tly_tensor_wait tw;
+
+	if (nu->parts_submitted < nu->parts) {
+		snprintf(buf, len, "%u of %u engine tensors wait for room in "
+			 "the engine (%u in progress)",
+			 nu->parts - nu->parts_submitted, nu->parts,
+			 tly_worker_active(c->worker));
+		return 0;
+	}
+	for (uint32_t p = 0; p < nu->parts; p++) {
+		uint32_t id = tly_tensor_id(nu->key, (uint32_t)nu->iteration,
+					    (uint32_t)(seg0 +
+						       p * part_elems(d)));
+
+		if (tly_worker_tensor_wait(c->worker, id, &tw))
+			continue;	/* this part is done */
+		snprintf(buf, len, "engine tensor %08x: %u of %u chunks done "
+			 "(exponent %u, ready %u, inflight %u, acked %u, "
+			 "deferred %u, idle %u); chunk %u is %s and waits on "
+			 "node %u", id, tw.done, tw.n_chunks,
+			 tw.by_state[0], tw.by_state[1], tw.by_state[2],
+			 tw.by_state[3], tw.by_state[4], tw.by_state[6],
+			 tw.first, tly_chunk_state_name(tw.first_state),
+			 tw.peer);
+		return 0;
+	}
+	snprintf(buf, len, "every engine tensor of its unit is done; the "
+		 "completion was not delivered");
+	return 0;
+}
+
+int cluster_describe_op(struct tallyd *d, uint32_t idx, char *buf,
+			size_t len)
+{
+	struct cluster *c = d->cluster;
+	const struct net_op *op = &c->ops[idx];
+	const struct sched_stats *st = sched_stats(c->sched);
+
+	if (!op->used)
+		return -1;
+	for (uint32_t i = 0; i < CLUSTER_MAX_UNITS; i++)
+		if (c->units[i].used && unit_has_op(&c->units[i], idx))
+			return describe_unit(d, &c->units[i], buf, len);
+	snprintf(buf, len, "%llu of %llu bytes back; the rest waits in the "
+		 "%s scheduler (%llu bytes in flight, credit %llu)",
+		 (unsigned long long)op->bytes_done,
+		 (unsigned long long)op->bytes,
+		 sched_policy_name((enum sched_policy)d->cfg.schedule),
+		 (unsigned long long)st->bytes_in_flight,
+		 (unsigned long long)st->credit_bytes);
+	return 0;
 }
 
 /* ---- submission ------------------------------------------------------- */
@@ -248,14 +318,6 @@ int cluster_ops_pump(struct tallyd *d, uint64_t now)
 
 	if (!c->worker)
 		return 0;
-	/* ring: a credit full of partitions the other hosts have not
-	 * released yet waits forever; after a stall let one more go */
-	if (d->cfg.algorithm == ALGO_RING && c->queue_head == UNIT_NONE &&
-	    sched_stats(c->sched)->bytes_in_flight > 0 &&
-	    now - c->last_progress_ns > CLUSTER_STALL_NS) {
-		sched_allow_over_credit(c->sched);
-		c->last_progress_ns = now;
-	}
 	while (sched_next(c->sched, now, &u) == 1) {
 		int ret = unit_start(d, &u);
 
@@ -319,6 +381,8 @@ int cluster_ops_init(struct tallyd *d)
 		.credit_min = 64u << 10,
 		.credit_max = 256u << 20,
 		.a_ns = 100000, .b_ns_per_byte = 1,
+		.mg_plan_only = true,
+		.stall_ns = CLUSTER_STALL_NS,
 	};
 
 	c->queue_head = c->queue_tail = UNIT_NONE;

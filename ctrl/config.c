@@ -27,6 +27,7 @@ void config_defaults(struct tally_config *cfg)
 	snprintf(cfg->socket, sizeof(cfg->socket), "%s", TALLY_DEFAULT_SOCKET);
 	cfg->local_size = 1;
 	cfg->idle_spin_us = 50;
+	cfg->stuck_ms = 10000;
 	cfg->log_level = LOG_INFO;
 	cfg->world = 1;
 	cfg->role = ROLE_WORKER;
@@ -73,12 +74,14 @@ static const struct key_spec keys[] = {
 	{ "daemon", "idle_spin_us", K_INT, F(idle_spin_us), 0, 1000000, 0 },
 	{ "daemon", "reduce_threads", K_INT, F(reduce_threads), 0, 16, 0 },
 	{ "daemon", "log_level", K_LOG, F(log_level), 0, 0, 0 },
+	{ "daemon", "stuck_ms", K_INT, F(stuck_ms), 0, 86400000, 0 },
 	{ "cluster", "rank", K_INT, F(rank), 0, BOOT_MAX_MEMBERS - 1, 0 },
 	{ "cluster", "world", K_INT, F(world), 1, BOOT_MAX_MEMBERS, 0 },
 	{ "cluster", "role", K_ROLE, F(role), 0, 0, 0 },
 	{ "cluster", "algorithm", K_ALGO, F(algorithm), 0, 0, 0 },
 	{ "cluster", "coordinator", K_ADDR, F(coordinator), 0, 0, 0 },
 	{ "cluster", "job_key", K_U32, F(job_key), 0, UINT32_MAX, 0 },
+	STR("cluster", "secret_file", secret_file),
 	{ "cluster", "heartbeat_ms", K_INT, F(heartbeat_ms), 10, 60000, 0 },
 	{ "cluster", "peer_timeout_ms", K_INT, F(peer_timeout_ms), 50,
 	  600000, 0 },
@@ -97,7 +100,7 @@ static const struct key_spec keys[] = {
 	STR("dataplane", "rdma_device", rdma_device),
 	{ "dataplane", "rdma_port", K_INT, F(rdma_port), 1, 255, 0 },
 	{ "dataplane", "rdma_gid_index", K_INT, F(rdma_gid_index), 0, 255, 0 },
-	{ "dataplane", "k", K_INT, F(k), TLY_K_MIN, 366, 0 },
+	{ "dataplane", "k", K_INT, F(k), TLY_K_MIN, TLY_K_MTU1500, 0 },
 	{ "dataplane", "pool_slots", K_INT, F(pool_slots), 1, 65535, 0 },
 	{ "dataplane", "window", K_INT, F(window), 1, 65536, 0 },
 	{ "dataplane", "rto_us", K_INT, F(rto_us), 10, 10000000, 0 },
@@ -234,6 +237,13 @@ int config_set(struct tally_config *cfg, const char *section,
 {
 	bool section_known = false;
 
+	if (!strcmp(section, "cluster") && !strcmp(key, "secret")) {
+		snprintf(err, (size_t)errlen, "cluster.secret cannot be set "
+			 "here: command lines and configuration files are "
+			 "readable by others; use cluster.secret_file (mode "
+			 "0600) or the environment variable TALLY_JOB_SECRET");
+		return -1;
+	}
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		if (strcmp(keys[i].section, section))
 			continue;

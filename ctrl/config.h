@@ -26,6 +26,7 @@ struct tally_config {
 	int local_size;
 	int idle_spin_us;
 	int reduce_threads;		/* 0 = auto */
+	int stuck_ms;			/* watchdog bound; 0 = off */
 	int log_level;
 	/* [cluster]: world 1 means this host alone, no network */
 	int rank;
@@ -34,6 +35,8 @@ struct tally_config {
 	int algorithm;			/* enum boot_algorithm */
 	struct config_addr coordinator;
 	uint32_t job_key;
+	/* the job secret's file; without one, $TALLY_JOB_SECRET */
+	char secret_file[CONFIG_PATH_MAX * 2];
 	int heartbeat_ms;
 	int peer_timeout_ms;
 	int connect_timeout_ms;

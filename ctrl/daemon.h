@@ -14,6 +14,7 @@
 #include "ctrl/config.h"
 #include "ctrl/local_group.h"
 #include "dataplane/reduce_pool.h"
+#include "shm/fdpass.h"
 #include "shm/proto.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
@@ -25,12 +26,27 @@ struct daemon_seg {
 	struct segment seg;
 };
 
+/* A connection that has not completed its HELLO yet. */
+struct daemon_conn {
+	bool used;
+	int sock;
+	pid_t pid;
+	uid_t uid;
+	uint64_t deadline_ns;	/* dropped if still silent by then */
+	struct msg_rx rx;
+};
+
+/* Connections waiting for their HELLO at once; more are refused. */
+#define DAEMON_MAX_PENDING TALLY_MAX_PENDING
+/* A connection has this long to send its whole HELLO. */
+#define DAEMON_HELLO_TIMEOUT_NS 2000000000ull
+
 struct daemon_client {
 	bool active;
 	int rank;
-	int sock;
-	int sq_kick_fd;		/* the client rings us */
-	int cq_kick_fd;		/* we ring the client */
+	int sock;		/* non-blocking; only the daemon holds it */
+	int sq_kick_fd;		/* pipe read end: the client rings us */
+	int cq_kick_fd;		/* pipe write end: we ring the client */
 	pid_t pid;
 	uid_t uid;
 	struct segment ctrl;
@@ -38,6 +54,8 @@ struct daemon_client {
 	uint32_t cq_entries;
 	uint32_t outstanding;	/* consumed sqes not yet completed */
 	bool doomed;		/* broke the protocol: drop it soon */
+	struct msg_rx rx;	/* the control message being received */
+	uint64_t bad_requests;	/* refused descriptors (logs are capped) */
 	struct daemon_seg segs[TALLY_MAX_SEGMENTS];
 };
 
@@ -52,9 +70,14 @@ struct tallyd {
 	bool job_broken;
 	int n_clients;
 	struct daemon_client clients[CONFIG_MAX_LOCAL_SIZE];
+	struct daemon_conn pending[DAEMON_MAX_PENDING];
+	int conn_timer_fd;		/* sweeps pending connections */
+	bool conn_timer_armed;
+	uint64_t stat_conns_refused;
 	struct local_group groups;
 	struct reduce_pool *reducer;
 	struct cluster *cluster;	/* NULL when this host is alone */
+	struct watchdog *watchdog;	/* NULL when daemon.stuck_ms = 0 */
 	bool cluster_aborted;		/* told the job our local job broke */
 	uint64_t stat_ops_done, stat_ops_failed, stat_bytes_reduced;
 };
@@ -62,9 +85,12 @@ struct tallyd {
 /* admission.c */
 int daemon_listen(struct tallyd *d);
 void daemon_accept(struct tallyd *d);
-/* Admit the client connected on @sock: read its HELLO, reply WELCOME;
- * takes the socket (closed when the client is refused). */
+/* Take the connected, non-blocking @sock as a pending connection: its
+ * HELLO is read now or on later events (daemon_conn_event), and WELCOME
+ * replied; the socket is closed when the client is refused. */
 void daemon_admit(struct tallyd *d, int sock);
+void daemon_conn_event(struct tallyd *d, int slot);
+void daemon_conns_close(struct tallyd *d);
 void daemon_client_ctrl(struct tallyd *d, struct daemon_client *cl);
 void daemon_client_drop(struct tallyd *d, struct daemon_client *cl,
 			const char *why);
@@ -78,6 +104,8 @@ void daemon_abort_job(struct tallyd *d, const char *why);
 int daemon_drain_sq(struct tallyd *d, struct daemon_client *cl);
 void daemon_complete(struct tallyd *d, struct daemon_client *cl,
 		     uint64_t user_data, int res);
+/* Count one refused request of @cl; true if it should be logged. */
+bool daemon_log_bad(struct daemon_client *cl);
 
 /* loop.c */
 int daemon_run(struct tallyd *d);

@@ -19,6 +19,7 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
+#include "ctrl/watchdog.h"
 
 #define MAX_EVENTS 64
 
@@ -33,7 +34,7 @@ static uint64_t now_ns(void)
 static void handle_event(struct tallyd *d, uint64_t tag)
 {
 	struct daemon_client *cl;
-	uint64_t v;
+	char v[256];
 
 	if (TAG_KIND(tag) == TAG_LISTEN) {
 		daemon_accept(d);
@@ -45,6 +46,10 @@ static void handle_event(struct tallyd *d, uint64_t tag)
 		if (read(d->signal_fd, &si, sizeof(si)) == sizeof(si))
 			log_info("%s: stopping", strsignal((int)si.ssi_signo));
 		d->stop = true;
+		return;
+	}
+	if (TAG_KIND(tag) == TAG_CONN) {
+		daemon_conn_event(d, TAG_RANK(tag));
 		return;
 	}
 	if (TAG_KIND(tag) == TAG_NET)
@@ -59,8 +64,8 @@ static void handle_event(struct tallyd *d, uint64_t tag)
 		return;
 	if (TAG_KIND(tag) == TAG_SOCK)
 		daemon_client_ctrl(d, cl);
-	else if (TAG_KIND(tag) == TAG_KICK)
-		(void)!read(cl->sq_kick_fd, &v, sizeof(v));
+	else if (TAG_KIND(tag) == TAG_KICK)	/* our own non-blocking end */
+		(void)!read(cl->sq_kick_fd, v, sizeof(v));
 }
 
 /* Handle pending epoll events, waiting at most @timeout_ns (-1: forever). */
@@ -117,6 +122,17 @@ static bool prepare_sleep(struct tallyd *d, bool sleeping)
 	return ready;
 }
 
+/* The cluster's timers and the watchdog's next scan bound the sleep. */
+static int64_t sleep_ns(struct tallyd *d, uint64_t now)
+{
+	int64_t t = d->cluster ? (int64_t)cluster_idle_ns(d) : -1;
+	int64_t w = watchdog_sleep_ns(d, now);
+
+	if (w >= 0 && (t < 0 || w < t))
+		t = w;
+	return t;
+}
+
 int daemon_run(struct tallyd *d)
 {
 	uint64_t spin_ns = (uint64_t)d->cfg.idle_spin_us * 1000;
@@ -131,6 +147,7 @@ int daemon_run(struct tallyd *d)
 			work += cluster_poll(d, now);
 			cluster_tick(d, now / 1000000);
 		}
+		watchdog_poll(d, now);
 		/* control traffic is rare: look at it every 64 turns */
 		if ((++turns & 63) == 0)
 			work += poll_events(d, 0);
@@ -143,8 +160,7 @@ int daemon_run(struct tallyd *d)
 			continue;
 		}
 		if (!prepare_sleep(d, true))
-			poll_events(d, d->cluster ?
-				    (int64_t)cluster_idle_ns(d) : -1);
+			poll_events(d, sleep_ns(d, now));
 		prepare_sleep(d, false);
 		idle_since = now_ns();
 	}

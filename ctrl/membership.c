@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -36,6 +38,9 @@ static void conn_close(struct membership *m, struct mb_conn *c)
 	c->fd = -1;
 	c->rank = -1;
 	c->rlen = 0;
+	c->keyed = false;
+	memset(&c->tx, 0, sizeof(c->tx));
+	memset(&c->rx, 0, sizeof(c->rx));
 }
 
 static int conn_send(struct mb_conn *c, const struct boot_msg *msg,
@@ -44,10 +49,13 @@ static int conn_send(struct mb_conn *c, const struct boot_msg *msg,
 	uint8_t buf[BOOT_MAX_MSG];
 	int len = boot_encode(msg, buf, sizeof(buf));
 
+	if (len < 0 || (msg->type != BOOT_CHALLENGE && !c->keyed))
+		return -1;
+	if (msg->type != BOOT_CHALLENGE)
+		auth_seal(&c->tx, buf, (size_t)len);
 	/* Control messages are small and rare: a peer whose socket buffer
 	 * is full is not reading, and counts as gone. */
-	if (len < 0 || send(c->fd, buf, (size_t)len,
-			    MSG_DONTWAIT | MSG_NOSIGNAL) != len)
+	if (send(c->fd, buf, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) != len)
 		return -1;
 	c->last_tx_ms = now;
 	return 0;
@@ -68,6 +76,18 @@ static void conn_watch(struct membership *m, struct mb_conn *c)
 	};
 
 	epoll_ctl(m->epoll_fd, EPOLL_CTL_ADD, c->fd, &ev);
+}
+
+/* A MAC failed: count it, and say so at most once a second. */
+static void auth_failed(struct membership *m, const char *who, uint64_t now)
+{
+	m->auth_failures++;
+	if (m->auth_failures > 1 && now - m->auth_log_ms < 1000)
+		return;
+	m->auth_log_ms = now;
+	log_warn("%s: control message failed authentication (another job "
+		 "secret, or forged); %llu so far", who,
+		 (unsigned long long)m->auth_failures);
 }
 
 /* ---- coordinator ------------------------------------------------------ */
@@ -201,6 +221,8 @@ static void on_register(struct membership *m, struct mb_conn *c,
 
 static void coordinator_accept(struct membership *m, uint64_t now)
 {
+	struct boot_msg ch = { 0 };
+
 	for (;;) {
 		int fd = accept4(m->listen_fd, NULL, NULL,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -219,7 +241,16 @@ static void coordinator_accept(struct membership *m, uint64_t now)
 		c->fd = fd;
 		c->rank = -1;
 		c->rlen = 0;
+		c->keyed = false;
 		c->last_rx_ms = c->last_tx_ms = now;
+		auth_nonce(c->nonce_c);
+		ch.type = BOOT_CHALLENGE;
+		ch.epoch = m->epoch;
+		memcpy(ch.challenge.nonce, c->nonce_c, AUTH_NONCE_LEN);
+		if (conn_send(c, &ch, now)) {
+			conn_close(m, c);
+			continue;
+		}
 		conn_watch(m, c);
 	}
 }
@@ -236,6 +267,45 @@ static void member_lost(struct membership *m, const char *why)
 	m->ops.lost(m->ops.ctx, why);
 }
 
+/* The coordinator's CHALLENGE, read while the socket still blocks. */
+static int read_challenge(struct mb_conn *c, uint64_t end,
+			  struct boot_msg *msg)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+		uint64_t now = mono_ms();
+		int len = boot_decode(c->rbuf, c->rlen, msg);
+		ssize_t n;
+
+		if (len < 0) {
+			log_err("coordinator: %s", boot_error_str(len));
+			return -1;
+		}
+		if (len > 0) {
+			if (msg->type != BOOT_CHALLENGE) {
+				log_err("coordinator did not open with a "
+					"challenge");
+				return -1;
+			}
+			c->rlen -= (size_t)len;
+			memmove(c->rbuf, c->rbuf + len, c->rlen);
+			return 0;
+		}
+		if (now >= end || poll(&pfd, 1, (int)(end - now)) <= 0) {
+			log_err("coordinator sent no challenge in time");
+			return -1;
+		}
+		n = recv(c->fd, c->rbuf + c->rlen, sizeof(c->rbuf) - c->rlen,
+			 0);
+		if (n <= 0) {
+			log_err("coordinator closed the connection at the "
+				"challenge");
+			return -1;
+		}
+		c->rlen += (size_t)n;
+	}
+}
+
 static int member_connect(struct membership *m)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
@@ -243,7 +313,7 @@ static int member_connect(struct membership *m)
 		.sin_addr.s_addr = htonl(m->cfg.coord_ip) };
 	uint64_t end = mono_ms() + m->cfg.connect_timeout_ms;
 	struct mb_conn *c = &m->conn[0];
-	struct boot_msg reg = { .type = BOOT_REGISTER };
+	struct boot_msg reg = { .type = BOOT_REGISTER }, ch;
 
 	for (;;) {
 		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -263,6 +333,14 @@ static int member_connect(struct membership *m)
 		usleep(100000);
 	}
 	set_sock_opts(c->fd);
+	if (read_challenge(c, end + 1000, &ch))
+		return -1;
+	auth_nonce(reg.reg.nonce);
+	auth_stream_init(&c->tx, &m->cfg.keys, AUTH_M2C, ch.challenge.nonce,
+			 reg.reg.nonce);
+	auth_stream_init(&c->rx, &m->cfg.keys, AUTH_C2M, ch.challenge.nonce,
+			 reg.reg.nonce);
+	c->keyed = true;
 	reg.reg.self = m->cfg.self;
 	reg.reg.job_key = m->cfg.job_key;
 	reg.reg.world = m->cfg.world;
@@ -317,6 +395,9 @@ static void handle_msg(struct membership *m, struct mb_conn *c,
 			       "refused: wrong job key" :
 			       msg->refuse.reason == REFUSE_RANK ?
 			       "refused: rank taken or out of range" :
+			       msg->refuse.reason == REFUSE_AUTH ?
+			       "refused: the job secret differs from the "
+			       "coordinator's" :
 			       "refused: configuration differs from rank 0's");
 		break;
 	case BOOT_HEARTBEAT:
@@ -325,6 +406,53 @@ static void handle_msg(struct membership *m, struct mb_conn *c,
 		member_lost(m, "unexpected message from the coordinator");
 		break;
 	}
+}
+
+/*
+ * Check a message's MAC before anything acts on it.  A registration sets
+ * up the connection's keys from its nonce first.  0, or -1 when the
+ * connection (coordinator) or the job (member) is gone.
+ */
+static int msg_verify(struct membership *m, struct mb_conn *c,
+		      const struct boot_msg *msg, const uint8_t *raw,
+		      size_t len, uint64_t now)
+{
+	if (m->coordinator && !c->keyed && msg->type == BOOT_REGISTER) {
+		auth_stream_init(&c->rx, &m->cfg.keys, AUTH_M2C, c->nonce_c,
+				 msg->reg.nonce);
+		auth_stream_init(&c->tx, &m->cfg.keys, AUTH_C2M, c->nonce_c,
+				 msg->reg.nonce);
+		c->keyed = true;
+		if (auth_open(&c->rx, raw, len) == 0)
+			return 0;
+		auth_failed(m, "registration", now);
+		log_warn("registration of rank %u refused: authentication "
+			 "failed", msg->reg.self.rank);
+		refuse(c, REFUSE_AUTH, now);
+		conn_close(m, c);
+		return -1;
+	}
+	if (c->keyed && auth_open(&c->rx, raw, len) == 0)
+		return 0;
+	if (m->coordinator) {
+		char who[32] = "an unregistered peer";
+
+		if (c->rank >= 0)
+			snprintf(who, sizeof(who), "rank %d", c->rank);
+		auth_failed(m, who, now);
+		member_gone(m, c, "sent a message that failed "
+			    "authentication", now);
+	} else {
+		auth_failed(m, "the coordinator", now);
+		member_lost(m, msg->type == BOOT_REFUSE &&
+			       msg->refuse.reason == REFUSE_AUTH ?
+			       "refused: the job secret differs from the "
+			       "coordinator's" :
+			       "a message from the coordinator failed "
+			       "authentication: is the job secret the same "
+			       "on every host?");
+	}
+	return -1;
 }
 
 static void conn_read(struct membership *m, struct mb_conn *c, uint64_t now)
@@ -363,6 +491,9 @@ static void conn_read(struct membership *m, struct mb_conn *c, uint64_t now)
 					member_lost(m, boot_error_str(len));
 				return;
 			}
+			if (msg_verify(m, c, &msg, c->rbuf + off,
+				       (size_t)len, now))
+				return;
 			off += (size_t)len;
 			handle_msg(m, c, &msg, now);
 		}
@@ -441,12 +572,36 @@ void membership_event(struct membership *m, uint64_t tag, uint64_t now_ms)
 		conn_read(m, &m->conn[TAG_RANK(tag)], now_ms);
 }
 
+/*
+ * A judge that did not run cannot tell a silent peer: when our own ticks
+ * stopped for longer than half the timeout (a machine too busy to run us,
+ * a paused VM; ticks normally come every heartbeat_ms / 2), the time we
+ * were away is not held against anyone.  A peer that hangs while we run
+ * is still declared lost after peer_timeout_ms.
+ */
+static void skip_own_absence(struct membership *m, uint64_t now)
+{
+	uint64_t gap = now - m->last_tick_ms;
+
+	if (m->last_tick_ms && gap > m->cfg.peer_timeout_ms / 2) {
+		for (int i = 0; i < MB_MAX_CONNS; i++) {
+			struct mb_conn *c = &m->conn[i];
+
+			if (c->fd >= 0)
+				c->last_rx_ms = c->last_rx_ms + gap < now ?
+						c->last_rx_ms + gap : now;
+		}
+	}
+	m->last_tick_ms = now;
+}
+
 void membership_tick(struct membership *m, uint64_t now)
 {
 	struct boot_msg hb = { .type = BOOT_HEARTBEAT };
 
 	if (m->dead)
 		return;
+	skip_own_absence(m, now);
 	hb.epoch = m->epoch;
 	hb.peer.rank = m->cfg.self.rank;
 	for (int i = 0; i < MB_MAX_CONNS; i++) {
@@ -455,6 +610,16 @@ void membership_tick(struct membership *m, uint64_t now)
 		if (c->fd < 0)
 			continue;
 		if (now - c->last_rx_ms > m->cfg.peer_timeout_ms) {
+			/* What arrived while we ourselves did not run (a
+			 * busy machine, a paused VM) counts: read it before
+			 * judging the peer. */
+			conn_read(m, c, now);
+			if (m->dead)
+				return;
+			if (c->fd < 0)
+				continue;
+		}
+		if (now - c->last_rx_ms > m->cfg.peer_timeout_ms) {
 			if (m->coordinator)
 				member_gone(m, c, "stopped answering", now);
 			else
@@ -462,7 +627,9 @@ void membership_tick(struct membership *m, uint64_t now)
 					       "answering");
 			continue;
 		}
-		if (now - c->last_tx_ms >= m->cfg.heartbeat_ms &&
+		/* a connection not yet registered has no keys to send
+		 * with; it only has peer_timeout_ms to register */
+		if (c->keyed && now - c->last_tx_ms >= m->cfg.heartbeat_ms &&
 		    conn_send(c, &hb, now)) {
 			if (m->coordinator)
 				member_gone(m, c, "cannot be written to", now);

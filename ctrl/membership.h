@@ -16,6 +16,14 @@
  * has no job any more (the coordinator is the job's single point of
  * failure, like a PMIx server or a Gloo store).  A rank may register again
  * later (a restarted daemon): it joins the next epoch.
+ *
+ * Authentication (auth.h): every message but the coordinator's opening
+ * CHALLENGE carries a MAC under per-connection keys from the job secret
+ * and both sides' nonces.  A registration whose MAC fails is REFUSEd
+ * (REFUSE_AUTH) and its connection closed; any later message whose MAC
+ * fails ends the connection (a member's) or the job (the coordinator's).
+ * Each failure is counted in auth_failures and logged, at most once a
+ * second.
  */
 #ifndef TALLY_CTRL_MEMBERSHIP_H
 #define TALLY_CTRL_MEMBERSHIP_H
@@ -39,11 +47,15 @@ struct membership_cfg {
 	uint32_t heartbeat_ms;
 	uint32_t peer_timeout_ms;
 	uint32_t connect_timeout_ms;
+	struct auth_keys keys;		/* from the job secret */
 };
 
 struct mb_conn {
 	int fd;				/* -1: unused */
 	int rank;			/* -1 until it registered */
+	bool keyed;			/* tx/rx set up (after REGISTER) */
+	uint8_t nonce_c[AUTH_NONCE_LEN];	/* the coordinator's */
+	struct auth_stream tx, rx;
 	uint64_t last_rx_ms, last_tx_ms;
 	size_t rlen;
 	uint8_t rbuf[BOOT_MAX_MSG];
@@ -68,6 +80,9 @@ struct membership {
 	uint32_t epoch;
 	bool formed;			/* a roster was sent at least once */
 	bool dead;			/* lost the job */
+	uint64_t last_tick_ms;		/* our own last membership_tick */
+	uint64_t auth_failures;		/* messages whose MAC failed */
+	uint64_t auth_log_ms;		/* last such log line */
 	struct boot_member reg[BOOT_MAX_MEMBERS];
 	bool present[BOOT_MAX_MEMBERS];
 	struct mb_conn conn[MB_MAX_CONNS];	/* coordinator: members;

@@ -33,8 +33,10 @@ void daemon_complete(struct tallyd *d, struct daemon_client *cl,
 		return;
 	}
 	if (ring_needs_wakeup(&cl->cq)) {
-		uint64_t one = 1;
+		char one = 1;
 
+		/* our own non-blocking pipe end: a full pipe means a wake-up
+		 * is pending already; EPIPE means the client is gone */
 		if (write(cl->cq_kick_fd, &one, sizeof(one)) < 0 &&
 		    errno != EAGAIN)
 			cl->doomed = true;
@@ -100,6 +102,21 @@ static void fail_group(struct tallyd *d, struct lg_group *g, unsigned int rank,
 	local_group_settle(&d->groups, g);
 }
 
+/* A client's first bad requests are logged, then one in BAD_LOG_EVERY: a
+ * flood of them must not flood the log. */
+#define BAD_LOG_FIRST 10
+#define BAD_LOG_EVERY 10000
+
+bool daemon_log_bad(struct daemon_client *cl)
+{
+	uint64_t n = ++cl->bad_requests;
+
+	if (n == BAD_LOG_FIRST)
+		log_warn("client rank %d: %d bad requests; logging one in %d "
+			 "from now", cl->rank, BAD_LOG_FIRST, BAD_LOG_EVERY);
+	return n <= BAD_LOG_FIRST || n % BAD_LOG_EVERY == 0;
+}
+
 static int check_sqe(const struct tally_sqe *s, uint64_t *bytes)
 {
 	size_t esz = tally_dtype_size((enum tally_dtype)s->dtype);
@@ -136,10 +153,12 @@ static void handle_sqe(struct tallyd *d, struct daemon_client *cl,
 	}
 	ret = check_sqe(s, &bytes);
 	if (ret) {
-		log_warn("client rank %d: bad request (opcode %u dtype %u op %u "
-			 "count %llu): %s", cl->rank, s->opcode, s->dtype,
-			 s->redop, (unsigned long long)s->count,
-			 tally_strerror(ret));
+		if (daemon_log_bad(cl))
+			log_warn("client rank %d: bad request (opcode %u dtype "
+				 "%u op %u count %llu): %s", cl->rank,
+				 s->opcode, s->dtype, s->redop,
+				 (unsigned long long)s->count,
+				 tally_strerror(ret));
 		daemon_complete(d, cl, s->user_data, ret);
 		return;
 	}
@@ -162,8 +181,9 @@ static void handle_sqe(struct tallyd *d, struct daemon_client *cl,
 			daemon_seg_put(sref);
 		if (rref)
 			daemon_seg_put(rref);
-		log_warn("client rank %d: buffer outside its segments",
-			 cl->rank);
+		if (daemon_log_bad(cl))
+			log_warn("client rank %d: buffer outside its segments",
+				 cl->rank);
 		daemon_complete(d, cl, s->user_data, -TALLY_ERANGE);
 		return;
 	}
@@ -212,7 +232,12 @@ int daemon_drain_sq(struct tallyd *d, struct daemon_client *cl)
 		int64_t cq_free = ring_free(&cl->cq);
 		int got;
 
-		/* back-pressure: only take what we can surely complete */
+		/* back-pressure: only take what we can surely complete, and
+		 * no more than the API lets a client have in flight, so that
+		 * one member cannot fill the pool of local groups (sized
+		 * local_size * TALLY_MAX_INFLIGHT) whatever ring it declared */
+		if (cl->outstanding >= TALLY_MAX_INFLIGHT)
+			break;
 		if (cq_free < 0 || (uint64_t)cq_free <= cl->outstanding) {
 			if (cq_free < 0)
 				cl->doomed = true;

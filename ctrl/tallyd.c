@@ -16,6 +16,7 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
+#include "ctrl/watchdog.h"
 
 /*
  * SIGINT and SIGTERM stop the daemon.  They stay blocked in every thread
@@ -42,7 +43,8 @@ static int daemon_init(struct tallyd *d)
 	d->epoll_fd = -1;
 	d->signal_fd = -1;
 	if (local_group_init(&d->groups, (unsigned int)d->cfg.local_size,
-			     (uint32_t)d->cfg.local_size * TALLY_MAX_INFLIGHT)) {
+			     (uint32_t)d->cfg.local_size * TALLY_MAX_INFLIGHT) ||
+	    watchdog_init(d)) {
 		log_err("out of memory");
 		return -1;
 	}
@@ -71,6 +73,7 @@ static int daemon_init(struct tallyd *d)
 static void daemon_fini(struct tallyd *d)
 {
 	cluster_stop(d);
+	daemon_conns_close(d);
 	for (int r = 0; r < d->cfg.local_size; r++)
 		daemon_client_drop(d, &d->clients[r], "closed at shutdown");
 	if (d->listen_fd >= 0) {
@@ -81,12 +84,15 @@ static void daemon_fini(struct tallyd *d)
 		close(d->epoll_fd);
 	if (d->signal_fd >= 0)
 		close(d->signal_fd);
+	log_info("stopped: %llu operations done, %llu failed, %llu bytes "
+		 "reduced, %llu reported stuck",
+		 (unsigned long long)d->stat_ops_done,
+		 (unsigned long long)d->stat_ops_failed,
+		 (unsigned long long)d->stat_bytes_reduced,
+		 (unsigned long long)watchdog_stats(d)->reports);
+	watchdog_fini(d);
 	local_group_destroy(&d->groups);
 	reduce_pool_destroy(d->reducer);
-	log_info("stopped: %llu operations done, %llu failed, %llu bytes "
-		 "reduced", (unsigned long long)d->stat_ops_done,
-		 (unsigned long long)d->stat_ops_failed,
-		 (unsigned long long)d->stat_bytes_reduced);
 }
 
 int main(int argc, char **argv)

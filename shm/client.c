@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -38,19 +37,27 @@ static int open_socket(const char *path)
 	return s;
 }
 
-/* Send a control message and wait for its reply of type @want. */
+/* Send a control message and wait for its reply of type @want.  The fds
+ * the reply carries go to @rfds (TALLY_MSG_MAX_FDS slots, count in *@rn)
+ * when it is not NULL, else they are closed. */
 static int ctrl_call(struct tally_client *c, struct tally_msg *msg,
-		     const int *fds, int nfds, enum tally_msg_type want)
+		     const int *fds, int nfds, enum tally_msg_type want,
+		     int *rfds, int *rn)
 {
-	int rfds[TALLY_MSG_MAX_FDS], rn, ret;
+	int tmp[TALLY_MSG_MAX_FDS], tn, ret;
 
+	if (!rfds) {
+		rfds = tmp;
+		rn = &tn;
+	}
 	if (c->daemon_lost)
 		return -TALLY_EDAEMONLOST;
 	if (msg_send(c->sock, msg, fds, nfds))
 		goto lost;
-	ret = msg_recv(c->sock, msg, rfds, &rn);
-	for (int i = 0; i < rn; i++)
-		close(rfds[i]);
+	ret = msg_recv(c->sock, msg, rfds, rn);
+	if (rfds == tmp)
+		for (int i = 0; i < tn; i++)
+			close(tmp[i]);
 	if (ret == -EPROTO)
 		return -TALLY_EPROTO;
 	if (ret <= 0 || msg->type != want)
@@ -94,7 +101,7 @@ int tally_connect(const char *socket_path, struct tally_client **out)
 {
 	struct tally_client *c;
 	struct tally_msg msg;
-	int fds[3], ret;
+	int fds[TALLY_MSG_MAX_FDS], nfds = 0, ret;
 
 	if (!out)
 		return -TALLY_EINVAL;
@@ -115,12 +122,6 @@ int tally_connect(const char *socket_path, struct tally_client **out)
 		ret = c->sock;
 		goto fail;
 	}
-	c->sq_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	c->cq_kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->sq_kick_fd < 0 || c->cq_kick_fd < 0) {
-		ret = -TALLY_ENOMEM;
-		goto fail;
-	}
 	ret = setup_rings(c);
 	if (ret)
 		goto fail;
@@ -129,14 +130,18 @@ int tally_connect(const char *socket_path, struct tally_client **out)
 	msg.arg[0] = CLIENT_SQ_ENTRIES;
 	msg.arg[1] = CLIENT_CQ_ENTRIES;
 	msg.arg[2] = c->ctrl.size;
-	fds[0] = c->ctrl.fd;
-	fds[1] = c->sq_kick_fd;
-	fds[2] = c->cq_kick_fd;
-	ret = ctrl_call(c, &msg, fds, 3, TALLY_MSG_WELCOME);
+	ret = ctrl_call(c, &msg, &c->ctrl.fd, 1, TALLY_MSG_WELCOME, fds, &nfds);
 	if (ret == -TALLY_EDAEMONLOST)
 		ret = -TALLY_ECONNECT;
-	if (ret)
+	if (!ret && nfds != 2)
+		ret = -TALLY_EPROTO;	/* welcomed without doorbells */
+	if (ret) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
 		goto fail;
+	}
+	c->sq_kick_fd = fds[0];
+	c->cq_kick_fd = fds[1];
 	c->rank = (int)msg.arg[0];
 	c->size = (int)msg.arg[1];
 	*out = c;
@@ -166,23 +171,36 @@ void *tally_alloc(struct tally_client *c, size_t bytes)
 {
 	struct client_seg *slot = NULL;
 	struct tally_msg msg;
+	int ret;
 
-	if (!c || bytes == 0)
+	if (!c)
 		return NULL;
+	c->last_error = -TALLY_EINVAL;
+	if (bytes == 0)
+		return NULL;
+	c->last_error = -TALLY_ELIMIT;	/* all TALLY_MAX_SEGMENTS in use */
 	for (int i = 0; i < TALLY_MAX_SEGMENTS && !slot; i++)
 		if (!c->segs[i].id)
 			slot = &c->segs[i];
-	if (!slot || segment_create(&slot->seg, bytes, "tally-buf"))
+	if (!slot)
+		return NULL;
+	c->last_error = bytes > SEGMENT_MAX_BYTES ? -TALLY_ELIMIT :
+			segment_create(&slot->seg, bytes, "tally-buf");
+	if (c->last_error)
 		return NULL;
 
 	msg_init(&msg, TALLY_MSG_SEG_ADD);
 	msg.arg[0] = c->next_seg_id;
 	msg.arg[1] = slot->seg.size;
-	if (ctrl_call(c, &msg, &slot->seg.fd, 1, TALLY_MSG_SEG_ACK)) {
+	ret = ctrl_call(c, &msg, &slot->seg.fd, 1, TALLY_MSG_SEG_ACK, NULL,
+			NULL);
+	if (ret) {
+		c->last_error = ret;
 		segment_destroy(&slot->seg);
 		return NULL;
 	}
 	slot->id = c->next_seg_id++;
+	c->last_error = 0;
 	return slot->seg.base;
 }
 
@@ -199,11 +217,18 @@ void tally_free(struct tally_client *c, void *ptr)
 			continue;
 		msg_init(&msg, TALLY_MSG_SEG_DEL);
 		msg.arg[0] = s->id;
-		ctrl_call(c, &msg, NULL, 0, TALLY_MSG_SEG_ACK);
+		c->last_error = ctrl_call(c, &msg, NULL, 0, TALLY_MSG_SEG_ACK,
+					  NULL, NULL);
 		segment_destroy(&s->seg);
 		s->id = 0;
 		return;
 	}
+	c->last_error = -TALLY_EINVAL;
+}
+
+int tally_last_error(const struct tally_client *c)
+{
+	return c ? c->last_error : -TALLY_EINVAL;
 }
 
 int client_translate(const struct tally_client *c, const void *ptr,

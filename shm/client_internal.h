@@ -33,12 +33,13 @@ struct client_seg {
 
 struct tally_client {
 	int sock;
-	int sq_kick_fd;		/* eventfd: we ring the daemon */
-	int cq_kick_fd;		/* eventfd: the daemon rings us */
+	int sq_kick_fd;		/* pipe write end: we ring the daemon */
+	int cq_kick_fd;		/* pipe read end: the daemon rings us */
 	struct segment ctrl;	/* holds both rings */
 	struct ring sq, cq;
 	int rank, size;
 	bool daemon_lost;
+	int last_error;		/* of the last tally_alloc()/tally_free() */
 	uint32_t next_seg_id;
 	unsigned int inflight;
 	uint64_t spin_ewma_ns;	/* recent wait durations, for the spin */

@@ -83,7 +83,7 @@ int client_submit_sqe(struct tally_client *c, struct tally_sqe *sqe,
 	r->state = REQ_PENDING;
 	c->inflight++;
 	if (ring_needs_wakeup(&c->sq)) {
-		uint64_t one = 1;
+		char one = 1;	/* a full pipe: a wake-up is pending already */
 
 		if (write(c->sq_kick_fd, &one, sizeof(one)) < 0 &&
 		    errno != EAGAIN)
@@ -206,9 +206,11 @@ static bool sleep_on_doorbell(struct tally_client *c, uint64_t deadline)
 	n = poll(pfd, 2, timeout);
 	ring_sleep_done(&c->cq);
 	if (n > 0 && (pfd[0].revents & POLLIN)) {
-		uint64_t v;
+		char v[64];
+		ssize_t r = read(c->cq_kick_fd, v, sizeof(v));
 
-		if (read(c->cq_kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		/* EOF: the daemon closed its end */
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
 			c->daemon_lost = true;
 	}
 	/* The daemon never writes unasked on the socket: readable means EOF. */

@@ -79,6 +79,56 @@ static void close_fds(int *fds, int *nfds)
 	*nfds = 0;
 }
 
+void msg_rx_init(struct msg_rx *rx)
+{
+	memset(rx, 0, sizeof(*rx));
+	for (int i = 0; i < TALLY_MSG_MAX_FDS; i++)
+		rx->fds[i] = -1;
+}
+
+void msg_rx_reset(struct msg_rx *rx)
+{
+	for (int i = 0; i < rx->nfds; i++)
+		if (rx->fds[i] >= 0)
+			close(rx->fds[i]);
+	msg_rx_init(rx);
+}
+
+int msg_recv_step(int sock, struct msg_rx *rx)
+{
+	char ctl[CMSG_SPACE(sizeof(int) * 16)];
+	struct iovec iov = { (char *)&rx->msg + rx->got,
+			     sizeof(rx->msg) - rx->got };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl) };
+	ssize_t n;
+
+	if (rx->got >= sizeof(rx->msg))
+		return 1;
+	do {
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return -EAGAIN;
+	if (n <= 0) {
+		int err = n < 0 ? -errno : (rx->got ? -ECONNRESET : 0);
+
+		msg_rx_reset(rx);
+		return err;
+	}
+	take_fds(&mh, rx->fds, &rx->nfds);
+	rx->got += (size_t)n;
+	if (rx->got < sizeof(rx->msg))
+		return -EAGAIN;
+	if (rx->msg.magic != TALLY_MSG_MAGIC ||
+	    rx->msg.version != TALLY_PROTO_VERSION) {
+		msg_rx_reset(rx);
+		return -EPROTO;
+	}
+	return 1;
+}
+
 int msg_recv(int sock, struct tally_msg *msg, int *fds, int *nfds)
 {
 	char ctl[CMSG_SPACE(sizeof(int) * 16)];

@@ -20,6 +20,32 @@ int msg_send(int sock, const struct tally_msg *msg, const int *fds, int nfds);
  */
 int msg_recv(int sock, struct tally_msg *msg, int *fds, int *nfds);
 
+/*
+ * A message being received piece by piece on a non-blocking socket (the
+ * daemon's side: a peer that sends half a message must never stall it).
+ */
+struct msg_rx {
+	struct tally_msg msg;
+	size_t got;			/* bytes of msg received so far */
+	int fds[TALLY_MSG_MAX_FDS];	/* -1 where unused */
+	int nfds;
+};
+
+void msg_rx_init(struct msg_rx *rx);
+
+/*
+ * Read what is there of the next message, never past its end, so that a
+ * following message's fds stay queued for it.  1 once the message is whole
+ * (rx->msg and rx->fds are the caller's to use, then msg_rx_reset()),
+ * -EAGAIN while incomplete, 0 on EOF before any byte, -ECONNRESET on EOF
+ * inside a message, -EPROTO for a wrong magic or version, else -errno.
+ * On an error the fds received so far are closed.
+ */
+int msg_recv_step(int sock, struct msg_rx *rx);
+
+/* Close the fds the caller left in @rx and start on the next message. */
+void msg_rx_reset(struct msg_rx *rx);
+
 /* Fill the common header of a message. */
 void msg_init(struct tally_msg *msg, enum tally_msg_type type);
 

@@ -5,11 +5,12 @@
  * Control path: fixed-size messages on a Unix stream socket, file
  * descriptors attached with SCM_RIGHTS.  Data path: a submission ring
  * (client -> daemon) and a completion ring (daemon -> client) in a shared
- * control segment, plus one eventfd doorbell per direction.
+ * control segment, plus one doorbell pipe per direction.
  *
  *   client                                   tallyd
- *   HELLO  + [ctrl memfd, sq eventfd, cq eventfd]  ->
- *                                         <-  WELCOME (rank, size) or error
+ *   HELLO  + [ctrl memfd]                 ->
+ *                     <-  WELCOME (rank, size) + [sq doorbell, cq doorbell]
+ *                         or WELCOME (error status), no fds
  *   SEG_ADD + [memfd] (id, size)          ->
  *                                         <-  SEG_ACK (status)
  *   SEG_DEL (id)                          ->
@@ -18,6 +19,14 @@
  *
  * The daemon never trusts anything in shared memory: ring sizes come from
  * HELLO, its own ring index is private, and every descriptor is validated.
+ *
+ * The doorbells are pipes the daemon creates: it keeps the read end of the
+ * submission doorbell and the write end of the completion doorbell, both
+ * non-blocking, and hands the client the other ends.  The daemon so never
+ * reads or writes a file description a client can also change (a client's
+ * eventfd could be switched back to blocking, or filled to its limit, and
+ * stall the daemon's write forever).  A doorbell is one byte; a full pipe
+ * means a wake-up is pending already.
  */
 #ifndef TALLY_SHM_PROTO_H
 #define TALLY_SHM_PROTO_H
@@ -25,7 +34,7 @@
 #include <stdint.h>
 
 #define TALLY_MSG_MAGIC 0x544c4c59u	/* "TLLY" */
-#define TALLY_PROTO_VERSION 1
+#define TALLY_PROTO_VERSION 2
 
 enum tally_msg_type {
 	TALLY_MSG_HELLO = 1,
@@ -45,13 +54,19 @@ struct tally_msg {
 };
 
 /* HELLO:    arg[0] = sq entries, arg[1] = cq entries, arg[2] = ctrl size
- * WELCOME:  arg[0] = rank, arg[1] = local size
+ * WELCOME:  arg[0] = rank, arg[1] = local size; fds: sq write end, cq read
+ *           end
  * SEG_ADD:  arg[0] = segment id, arg[1] = size in bytes
  * SEG_DEL:  arg[0] = segment id
  * SEG_ACK:  arg[0] = segment id */
 
-/* Most fds one message carries (HELLO's three). */
+/* Most fds one message may carry (WELCOME carries two); more are closed
+ * unseen, and each message says how many it must have. */
 #define TALLY_MSG_MAX_FDS 3
+
+/* Connections the daemon lets wait for admission at once (a HELLO not yet
+ * whole); more are answered WELCOME with -TALLY_ELIMIT. */
+#define TALLY_MAX_PENDING 32
 
 /* Segment id 0 is the control segment holding the rings. */
 #define TALLY_CTRL_SEG_ID 0

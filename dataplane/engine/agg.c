@@ -28,7 +28,9 @@ struct agg_slot {
 	uint8_t probes;
 	int8_t shift;
 	uint8_t fallback;
-	/* the chunk this entry last completed and freed (a tombstone) */
+	/* the chunk this entry last completed and freed (a tombstone),
+	 * believed for tombstone_ns after done_ns */
+	uint64_t done_ns;
 	uint32_t done_tensor;
 	uint16_t done_chunk;
 	uint8_t done_exp;
@@ -64,8 +66,11 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 	a->cfg = *cfg;
 	if (!a->cfg.poll_budget)
 		a->cfg.poll_budget = 64;
+	if (!a->cfg.tombstone_ns)
+		a->cfg.tombstone_ns = 4 * a->cfg.evict_ns;
 	a->lim = (struct tly_wire_limits){
-		.job = cfg->job, .k = cfg->k, .n_ranks = cfg->n_workers,
+		.job = cfg->job, .cookie = cfg->cookie, .k = cfg->k,
+		.n_ranks = cfg->n_workers,
 		.n_slots = cfg->n_slots, .n_hops = 0,
 	};
 	a->all = cfg->n_workers == 64 ? ~0ull : (1ull << cfg->n_workers) - 1;
@@ -144,9 +149,11 @@ static int64_t fb_find(const struct tly_agg *a, const struct tly_hdr *h)
 	return -1;
 }
 
-static void slot_release(struct tly_agg *a, struct agg_slot *s)
+static void slot_release(struct tly_agg *a, struct agg_slot *s,
+			 uint64_t now)
 {
 	if (s->state == SLOT_DONE) {
+		s->done_ns = now;
 		s->done_tensor = s->tensor;
 		s->done_chunk = s->chunk;
 		s->done_exp = !!(s->mode & TLY_F_EXP);
@@ -167,7 +174,7 @@ static void slot_claim(struct tly_agg *a, uint32_t idx,
 
 	if (s->state == SLOT_AGG)
 		a->c.evictions++;
-	slot_release(a, s);
+	slot_release(a, s, now);
 	s->state = SLOT_AGG;
 	s->tensor = h->tensor;
 	s->chunk = h->chunk;
@@ -185,10 +192,19 @@ static void slot_claim(struct tly_agg *a, uint32_t idx,
 		a->fb_used++;
 }
 
-static inline int slot_finished(const struct agg_slot *s,
-				 const struct tly_hdr *h)
+/*
+ * A tombstone is believed for tombstone_ns only: strays arrive within a
+ * network delay of the last receipt, while a later job of the same wire
+ * id may use the chunk's id again (its tensor keys and iterations restart
+ * on daemons that outlive it) and must get in; until the tombstone ends
+ * its contributions are dropped and retransmitted.
+ */
+static inline int slot_finished(const struct tly_agg *a,
+				 const struct agg_slot *s,
+				 const struct tly_hdr *h, uint64_t now)
 {
-	return s->has_done && s->done_tensor == h->tensor &&
+	return s->has_done && now - s->done_ns < a->cfg.tombstone_ns &&
+	       s->done_tensor == h->tensor &&
 	       s->done_chunk == h->chunk &&
 	       s->done_exp == !!(h->flags & TLY_F_EXP);
 }
@@ -198,18 +214,19 @@ static inline int slot_finished(const struct agg_slot *s,
  * still arrives for it is a stray (a duplicate the network delayed), and
  * nobody waits for it.  Looks at the entries the chunk may have used.
  */
-static int chunk_finished(const struct tly_agg *a, const struct tly_hdr *h)
+static int chunk_finished(const struct tly_agg *a, const struct tly_hdr *h,
+			  uint64_t now)
 {
 	uint32_t base, i;
 
-	if (slot_finished(&a->slots[h->slot], h))
+	if (slot_finished(a, &a->slots[h->slot], h, now))
 		return 1;
 	if (!a->cfg.n_fallback)
 		return 0;
 	base = fb_base(a, h);
 	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++)
-		if (slot_finished(&a->slots[a->cfg.n_slots +
-				  (base + i) % a->cfg.n_fallback], h))
+		if (slot_finished(a, &a->slots[a->cfg.n_slots +
+				  (base + i) % a->cfg.n_fallback], h, now))
 			return 1;
 	return 0;
 }
@@ -232,7 +249,7 @@ static int64_t slot_for_data(struct tly_agg *a, const struct tly_hdr *h,
 	idx = fb_find(a, h);
 	if (idx >= 0)
 		return idx;
-	if (chunk_finished(a, h))
+	if (chunk_finished(a, h, now))
 		return -2;
 	if (slot_evictable(a, s, now)) {
 		slot_claim(a, h->slot, h, now);
@@ -321,6 +338,7 @@ static void agg_reply(struct tly_agg *a, const struct tly_hdr *in,
 		  (fallback ? TLY_F_FALLBACK : 0);
 	h.shift = 0;
 	h.job = a->cfg.job;
+	h.cookie = a->cfg.cookie;
 	tly_hdr_write(o.pkt, &h);
 	tly_out_send(&o, &a->cfg.ops, &a->cfg.net, &a->c);
 	if (type == TLY_T_ACK)
@@ -341,6 +359,7 @@ static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 	hdr_for_slot(&h, s, TLY_T_RESULT, rank);
 	h.flags |= extra_flags;
 	h.job = a->cfg.job;
+	h.cookie = a->cfg.cookie;
 	h.shift = s->shift;
 	tly_hdr_write(o->pkt, &h);
 	sum_emit(o->pkt + TLY_HDR_LEN, slot_sum(a, idx), a->cfg.k);
@@ -452,7 +471,8 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 }
 
 static void agg_confirm_one(struct tly_agg *a, uint32_t tensor,
-			    uint16_t chunk, uint8_t exp, uint64_t bit)
+			    uint16_t chunk, uint8_t exp, uint64_t bit,
+			    uint64_t now)
 {
 	struct tly_hdr h = {
 		.tensor = tensor, .chunk = chunk, .flags = exp ? TLY_F_EXP : 0,
@@ -470,12 +490,12 @@ static void agg_confirm_one(struct tly_agg *a, uint32_t tensor,
 	s->confirmed |= bit;
 	a->c.confirms++;
 	if ((s->confirmed & a->all) == a->all)
-		slot_release(a, s);
+		slot_release(a, s, now);
 }
 
 /* each range costs at most TLY_CONFIRM_RANGE_MAX lookups */
 static void agg_confirm(struct tly_agg *a, const struct tly_hdr *h,
-			const uint8_t *pkt)
+			const uint8_t *pkt, uint64_t now)
 {
 	const uint8_t *p = pkt + TLY_HDR_LEN;
 	uint64_t bit = 1ull << h->rank;
@@ -490,7 +510,7 @@ static void agg_confirm(struct tly_agg *a, const struct tly_hdr *h,
 
 		for (j = 0; j < count; j++)
 			agg_confirm_one(a, tensor, (uint16_t)(first + j), exp,
-					bit);
+					bit, now);
 	}
 }
 
@@ -509,7 +529,7 @@ void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
 		agg_data(a, &h, pkt, dscp, now);
 		break;
 	case TLY_T_CONFIRM:
-		agg_confirm(a, &h, pkt);
+		agg_confirm(a, &h, pkt, now);
 		break;
 	default:
 		a->c.drops[TLY_E_ROLE]++;

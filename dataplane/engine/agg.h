@@ -27,6 +27,7 @@
 
 struct tly_agg_cfg {
 	uint16_t job;
+	uint32_t cookie;		/* the epoch's (ctrl/auth.h) */
 	uint16_t k;			/* payload words per packet */
 	uint16_t n_workers;		/* 1 .. TLY_MAX_WORKERS */
 	uint16_t self;			/* this node's id */
@@ -34,6 +35,8 @@ struct tly_agg_cfg {
 	uint32_t n_fallback;		/* fallback store entries */
 	uint64_t evict_ns;		/* idle partial may be evicted */
 	uint64_t probe_ns;		/* unconfirmed result re-sent after */
+	uint64_t tombstone_ns;		/* a freed chunk's strays dropped
+					 * this long (0: 4 * evict_ns) */
 	uint32_t poll_budget;		/* slots visited per poll (0: 64) */
 	struct tly_net net;
 	struct tly_tx_ops ops;

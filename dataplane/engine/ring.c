@@ -130,7 +130,8 @@ void ring_send(struct tly_worker *w, struct wtensor *t, uint32_t c,
 	struct wchunk *ch = &t->chunks[c];
 	size_t n = chunk_elems(t, c, w->cfg.k), off = (size_t)c * w->cfg.k;
 	struct tly_hdr h = {
-		.type = TLY_T_RING, .job = w->cfg.job, .rank = w->cfg.rank,
+		.type = TLY_T_RING, .job = w->cfg.job,
+		.cookie = w->cfg.cookie, .rank = w->cfg.rank,
 		.slot = ch->hop, .tensor = t->d.id, .chunk = (uint16_t)c,
 	};
 	struct tly_out o;
@@ -158,6 +159,7 @@ static void ring_ack_send(struct tly_worker *w, uint16_t dst,
 {
 	struct tly_hdr h = {
 		.type = TLY_T_RING_ACK, .job = w->cfg.job,
+		.cookie = w->cfg.cookie,
 		.rank = w->cfg.rank, .slot = hop, .tensor = tensor,
 		.chunk = chunk, .aux = more,
 		.flags = refuse ? TLY_F_REFUSE : 0,

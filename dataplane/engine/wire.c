@@ -48,6 +48,7 @@ void tly_hdr_write(uint8_t *p, const struct tly_hdr *h)
 	put16(p + 12, h->chunk);
 	p[14] = (uint8_t)h->shift;
 	p[15] = h->aux;
+	put32(p + TLY_COOKIE_OFF, h->cookie);
 }
 
 /* allowed flag bits per type */
@@ -99,8 +100,6 @@ static inline enum tly_drop hdr_check(const struct tly_hdr *h,
 		return TLY_E_FLAGS;
 	if ((h->flags & TLY_F_EXP) && (h->flags & TLY_F_INT))
 		return TLY_E_FLAGS;
-	if (h->job != lim->job)
-		return TLY_E_JOB;
 	if (h->type != TLY_T_CONFIRM && h->type != TLY_T_RING_ACK && h->aux)
 		return TLY_E_LEN;
 	if (len != TLY_HDR_LEN + tly_payload_len(h->type, lim->k, h->aux))
@@ -142,16 +141,31 @@ enum tly_drop tly_hdr_parse(const uint8_t *p, size_t len,
 			    const struct tly_wire_limits *lim,
 			    struct tly_hdr *out)
 {
-	struct tly_hdr h;
+	struct tly_hdr h = { 0 };
 	enum tly_drop d;
 
 	if (len < TLY_HDR_LEN)
 		return TLY_E_SHORT;
+	/*
+	 * First check: one 32-bit equality at a fixed offset, as a switch
+	 * would do it.  Nothing else of a packet without the epoch's cookie
+	 * is believed; the job key only names the drop (another job or
+	 * epoch, or a guessed key without the secret).
+	 */
+	h.cookie = get32(p + TLY_COOKIE_OFF);
+	h.job = get16(p + 2);
+	if (h.cookie != lim->cookie) {
+		*out = h;
+		return h.job != lim->job ? TLY_E_JOB : TLY_E_COOKIE;
+	}
+	if (h.job != lim->job) {
+		*out = h;
+		return TLY_E_JOB;
+	}
 	if (p[0] >> 4 != TLY_VERSION)
 		return TLY_E_VERSION;
 	h.type = p[0] & 0x0f;
 	h.flags = p[1];
-	h.job = get16(p + 2);
 	h.rank = get16(p + 4);
 	h.slot = get16(p + 6);
 	h.tensor = get32(p + 8);
@@ -274,6 +288,7 @@ const char *tly_drop_name(enum tly_drop d)
 		[TLY_E_L3] = "l3", [TLY_E_L4] = "l4",
 		[TLY_E_VERSION] = "version", [TLY_E_TYPE] = "type",
 		[TLY_E_FLAGS] = "flags", [TLY_E_JOB] = "job_key",
+		[TLY_E_COOKIE] = "cookie",
 		[TLY_E_LEN] = "length", [TLY_E_RANK] = "rank",
 		[TLY_E_SLOT] = "slot", [TLY_E_SHIFT] = "shift",
 		[TLY_E_CONFIRM] = "confirm", [TLY_E_ROLE] = "role",

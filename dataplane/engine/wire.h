@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * wire.h - the tally packet: a fixed 16-byte header after Ethernet/IPv4/UDP,
+ * wire.h - the tally packet: a fixed 20-byte header after Ethernet/IPv4/UDP,
  * then a payload whose length is fixed by the packet type (see
  * docs/protocol.md for the offset table and the state machines).
+ *
+ * The header's last word is the epoch's cookie, derived from the job's
+ * secret by the control plane (ctrl/auth.h); the parser compares it first,
+ * before any other field is believed.
  *
  * Every field sits at a fixed offset in network byte order.  Parsing
  * validates everything a receiver later relies on, so the engine never
@@ -14,8 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TLY_VERSION		1
-#define TLY_HDR_LEN		16
+#define TLY_VERSION		2	/* 2: the cookie */
+#define TLY_HDR_LEN		20
+#define TLY_COOKIE_OFF		16
 #define TLY_ETH_LEN		14
 #define TLY_IP_LEN		20
 #define TLY_UDP_LEN		8
@@ -26,6 +31,9 @@
 #define TLY_MAX_NODES		1024
 #define TLY_K_MIN		8
 #define TLY_K_MAX		1024
+/* the largest K whose DATA packet fits a 1500-byte IP MTU (363) */
+#define TLY_K_MTU1500		((1500 - TLY_IP_LEN - TLY_UDP_LEN - \
+				  TLY_HDR_LEN) / 4)
 /* a CONFIRM names at most this many ranges (aux is one byte) */
 #define TLY_CONFIRM_MAX		255
 #define TLY_CONFIRM_RANGE_MAX	256
@@ -62,7 +70,8 @@ enum tly_drop {
 	TLY_E_VERSION,
 	TLY_E_TYPE,
 	TLY_E_FLAGS,
-	TLY_E_JOB,		/* another job's key */
+	TLY_E_JOB,		/* another job's key (or epoch) */
+	TLY_E_COOKIE,		/* the job's key, not its epoch's cookie */
 	TLY_E_LEN,		/* length does not match the type */
 	TLY_E_RANK,
 	TLY_E_SLOT,		/* slot out of range or not the chunk's slot */
@@ -86,11 +95,13 @@ struct tly_hdr {
 	int8_t shift;		/* block scale: value = int * 2^-shift */
 	uint8_t aux;		/* CONFIRM: number of ranges; RING_ACK: chunks
 				 * chunk .. chunk + aux are acknowledged */
+	uint32_t cookie;	/* the epoch's, from the job secret */
 };
 
 /* what a receiver checks a header against */
 struct tly_wire_limits {
 	uint16_t job;
+	uint32_t cookie;
 	uint16_t k;		/* 32-bit payload words of DATA/RESULT/RING */
 	uint16_t n_ranks;	/* rank must be below this */
 	uint32_t n_slots;	/* slot must be below this (aggregator pool) */

@@ -31,7 +31,8 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 	if (!w->cfg.rto_max_ns)
 		w->cfg.rto_max_ns = 64 * cfg->rto_ns;
 	w->lim = (struct tly_wire_limits){
-		.job = cfg->job, .k = cfg->k, .n_ranks = cfg->n_workers,
+		.job = cfg->job, .cookie = cfg->cookie, .k = cfg->k,
+		.n_ranks = cfg->n_workers,
 		.n_slots = cfg->n_slots,
 		.n_hops = (uint16_t)(2 * (cfg->n_workers - 1)),
 	};
@@ -250,7 +251,8 @@ static void confirm_flush(struct tly_worker *w, uint32_t a)
 {
 	struct confirm_batch *b = &w->cb[a];
 	struct tly_hdr h = {
-		.type = TLY_T_CONFIRM, .job = w->cfg.job, .rank = w->cfg.rank,
+		.type = TLY_T_CONFIRM, .job = w->cfg.job,
+		.cookie = w->cfg.cookie, .rank = w->cfg.rank,
 		.aux = (uint8_t)b->n_ranges,
 	};
 	struct tly_out o;
@@ -372,7 +374,8 @@ static void agg_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	uint8_t exp = idx >= t->n_chunks;
 	uint16_t chunk = (uint16_t)(exp ? idx - t->n_chunks : idx);
 	struct tly_hdr h = {
-		.type = TLY_T_DATA, .job = w->cfg.job, .rank = w->cfg.rank,
+		.type = TLY_T_DATA, .job = w->cfg.job,
+		.cookie = w->cfg.cookie, .rank = w->cfg.rank,
 		.tensor = t->d.id, .chunk = chunk,
 	};
 	uint32_t a = agg_index(w, t->d.id, chunk, exp);

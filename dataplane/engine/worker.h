@@ -42,6 +42,7 @@ typedef void tly_tensor_done_fn(void *ctx, const struct tly_tensor_desc *d);
 
 struct tly_worker_cfg {
 	uint16_t job;
+	uint32_t cookie;		/* the epoch's (ctrl/auth.h) */
 	uint16_t k;
 	uint16_t n_workers;
 	uint16_t rank;			/* also this worker's node id */
@@ -76,5 +77,25 @@ void tly_worker_poll(struct tly_worker *w, uint64_t now_ns);
 uint32_t tly_worker_inflight(const struct tly_worker *w);
 uint32_t tly_worker_active(const struct tly_worker *w);
 const struct tly_counters *tly_worker_counters(const struct tly_worker *w);
+
+/* What an unfinished tensor waits for (the daemon's stuck-tensor reports).
+ * by_state counts its data chunks and exponent groups per chunk state
+ * (names from tly_chunk_state_name); first is the first data chunk not
+ * done (UINT32_MAX: none), in first_state, waiting on node peer: its
+ * aggregator, or for ring the rank whose hop (idle) or whose
+ * acknowledgement (otherwise) it needs. */
+#define TLY_CHUNK_STATES 7
+struct tly_tensor_wait {
+	uint32_t n_chunks, done;
+	uint32_t by_state[TLY_CHUNK_STATES];
+	uint32_t first;
+	uint8_t first_state;
+	uint16_t peer;
+};
+
+/* 0, or -ENOENT when no tensor with that id is in progress. */
+int tly_worker_tensor_wait(const struct tly_worker *w, uint32_t id,
+			   struct tly_tensor_wait *out);
+const char *tly_chunk_state_name(unsigned int state);
 
 #endif /* TALLY_DATAPLANE_ENGINE_WORKER_H */

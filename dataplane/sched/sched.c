@@ -71,7 +71,8 @@ struct unit_rec {
 
 struct sched {
 	struct sched_cfg cfg;
-	bool over_credit;	/* one partition may pass the credit */
+	uint64_t last_progress_ns;	/* a unit completed, or one went over
+					 * the credit (ByteScheduler stalls) */
 	struct pending *items;
 	uint32_t head, tail, free_head, n_items;
 	struct unit_rec *units;
@@ -302,8 +303,10 @@ static int unit_commit(struct sched *s, struct sched_unit *u, uint64_t now)
 	s->units[i].id = u->id;
 	s->units[i].bytes = u->bytes;
 	s->units[i].epoch = s->tune_epoch;
-	if (s->n_units++ == 0)
+	if (s->n_units++ == 0) {
 		s->busy_since = now;
+		s->last_progress_ns = now;
+	}
 	s->st.units++;
 	s->st.bytes_in_flight += u->bytes;
 	if (u->n_segments > 1)
@@ -402,6 +405,8 @@ static int next_mgwfbp(struct sched *s, uint64_t now, struct sched_unit *u)
 
 	if (s->head != NIL && s->items[s->head].it.group)
 		return next_mg_group(s, now, u);
+	if (s->cfg.mg_plan_only)
+		return next_wfbp(s, now, u);	/* no plan: no merging */
 	n = mg_waiting(s);
 	if (n == 0)
 		return 0;
@@ -414,6 +419,22 @@ static int next_mgwfbp(struct sched *s, uint64_t now, struct sched_unit *u)
 			unit_add(s, u, i, s->items[i].it.bytes);
 	}
 	return unit_commit(s, u, now);
+}
+
+/*
+ * No unit completed for stall_ns while the credit is full.  Partitions of
+ * one gradient complete only when every host has sent them (all-reduce
+ * and aggregation alike), and hosts whose gradients became ready in
+ * different orders can each fill their credit with partitions the others
+ * have not released: every host then waits for the others forever.  Every
+ * stall_ns one more partition goes past the credit; since each host
+ * releases its partitions in the same (iteration, priority) order, the
+ * partitions a host waits for are eventually released by every other host
+ * and complete (docs/scheduling.md, "Stalls").
+ */
+static bool bs_stalled(const struct sched *s, uint64_t now)
+{
+	return s->cfg.stall_ns && now - s->last_progress_ns >= s->cfg.stall_ns;
 }
 
 static int next_bytescheduler(struct sched *s, uint64_t now,
@@ -432,10 +453,14 @@ static int next_bytescheduler(struct sched *s, uint64_t now,
 	bytes = p->it.bytes - p->released;
 	if (part && bytes > part)
 		bytes = part;
-	if (s->n_units > 0 && !s->over_credit &&
-	    s->st.bytes_in_flight + bytes > s->cfg.credit_bytes)
-		return 0;
-	s->over_credit = false;
+	if (s->n_units > 0 &&
+	    s->st.bytes_in_flight + bytes > s->cfg.credit_bytes) {
+		if (!bs_stalled(s, now))
+			return 0;
+		/* see bs_stalled(): one partition past the credit */
+		s->last_progress_ns = now;
+		s->st.stall_releases++;
+	}
 	unit_add(s, u, best, bytes);
 	s->st.partitions++;
 	return unit_commit(s, u, now);
@@ -530,6 +555,7 @@ void sched_unit_done(struct sched *s, uint64_t unit_id, uint64_t now_ns)
 	epoch = s->units[i].epoch;
 	s->units[i].id = 0;
 	s->st.bytes_in_flight -= bytes;
+	s->last_progress_ns = now_ns;
 	if (--s->n_units == 0) {
 		s->busy_total_ns += now_ns - s->busy_since;
 		s->busy_until = now_ns;
@@ -541,19 +567,23 @@ void sched_unit_done(struct sched *s, uint64_t unit_id, uint64_t now_ns)
 
 uint64_t sched_next_deadline(const struct sched *s)
 {
-	if (!s || s->cfg.policy != SCHED_MGWFBP || s->head == NIL)
+	if (!s || s->head == NIL)
 		return UINT64_MAX;
-	if (s->items[s->head].it.group)
+	if (s->cfg.policy == SCHED_BYTESCHEDULER) {
+		uint64_t d = s->last_progress_ns + s->cfg.stall_ns;
+
+		/* a partition waits for credit only while units are out */
+		if (!s->cfg.stall_ns || s->n_units == 0)
+			return UINT64_MAX;
+		return d < s->last_progress_ns ? UINT64_MAX : d;
+	}
+	if (s->cfg.policy != SCHED_MGWFBP)
+		return UINT64_MAX;
+	if (s->items[s->head].it.group || s->cfg.mg_plan_only)
 		return UINT64_MAX;	/* a plan's group: only items close it */
 	if (s->n_units == 0 || mg_waiting(s) >= SCHED_MAX_SEGMENTS)
 		return 0;	/* due now */
 	return mg_deadline(s);
-}
-
-void sched_allow_over_credit(struct sched *s)
-{
-	if (s)
-		s->over_credit = true;
 }
 
 void sched_reset(struct sched *s)

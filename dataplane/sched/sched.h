@@ -57,11 +57,19 @@ struct sched_cfg {
 	/* MG-WFBP cost model: time(bytes) = a_ns + bytes * b_ns_per_byte */
 	double a_ns;
 	double b_ns_per_byte;
+	/* MG-WFBP merges only the groups of a plan; gradients without a
+	 * group leave one per unit, as in WFBP.  Timing-based merging forms
+	 * different units on different hosts, which a multi-host all-reduce
+	 * turns into wrong sums: the daemon always sets this. */
+	bool mg_plan_only;
 	/* ByteScheduler */
 	uint64_t partition_bytes;	/* 0: whole tensors */
 	uint64_t credit_bytes;		/* bytes in flight at most */
 	bool autotune;			/* adjust credit_bytes online */
 	uint64_t credit_min, credit_max;	/* autotune bounds */
+	/* no unit completed for this long while the credit is full: one
+	 * partition goes past it (0: never; see docs/scheduling.md) */
+	uint64_t stall_ns;
 };
 
 /* A gradient that became ready. */
@@ -94,9 +102,10 @@ struct sched_unit {
 
 /* merged_items: gradients that went in a unit with at least one other;
  * preemptions: ready events that overtook a less urgent gradient not yet
- * completely released (ByteScheduler). */
+ * completely released (ByteScheduler); stall_releases: partitions that
+ * went past the credit after stall_ns without a completion. */
 struct sched_stats {
-	uint64_t units, merged_items, partitions, preemptions;
+	uint64_t units, merged_items, partitions, preemptions, stall_releases;
 	uint64_t bytes_in_flight, credit_bytes;
 };
 
@@ -117,23 +126,14 @@ int sched_next(struct sched *s, uint64_t now_ns, struct sched_unit *u);
 void sched_unit_done(struct sched *s, uint64_t unit_id, uint64_t now_ns);
 
 /* Earliest time sched_next() may release something without another event
- * (MG-WFBP holding a merge; 0: due now); UINT64_MAX if none. */
+ * (MG-WFBP holding a merge, ByteScheduler's stall rule; 0: due now);
+ * UINT64_MAX if none. */
 uint64_t sched_next_deadline(const struct sched *s);
 
 /* Forget everything pending and in flight (the job was aborted); later
  * sched_unit_done() calls for old units are ignored.  The counters and an
  * autotuned credit are kept. */
 void sched_reset(struct sched *s);
-
-/*
- * Let the next ByteScheduler partition go past the credit.  For ring
- * all-reduce, whose partitions complete only when every host has sent them:
- * hosts whose ready sets differed may have filled their credits with
- * different partitions, each waiting for the others; the daemon calls this
- * when nothing completed for a while, which breaks such a wait.  (The
- * original uses a global readiness signal for all-reduce instead.)
- */
-void sched_allow_over_credit(struct sched *s);
 
 const struct sched_stats *sched_stats(const struct sched *s);
 const char *sched_policy_name(enum sched_policy p);

@@ -68,6 +68,8 @@ enum tally_error {
 	TALLY_EDENIED = 13,	/* admission refused (job full, credentials) */
 	TALLY_ENETWORK = 14,	/* multi-host aggregation failed */
 	TALLY_EINPROGRESS = 15,	/* tally_test(): not finished yet */
+	TALLY_ELIMIT = 16,	/* a tallyd limit: segments, segment size,
+				 * pending connections (see client-api.md) */
 	TALLY_ERROR_MAX
 };
 
@@ -139,6 +141,15 @@ void *tally_alloc(struct tally_client *c, size_t bytes);
 
 /* tally_free - release a buffer from tally_alloc(); it must not be in use. */
 void tally_free(struct tally_client *c, void *ptr);
+
+/*
+ * tally_last_error - why the last tally_alloc() returned NULL (or what the
+ * last tally_free() met): 0, or a negative TALLY_E* code, e.g.
+ * -TALLY_ELIMIT when all TALLY_MAX_SEGMENTS buffers exist or @bytes is
+ * above the 64 GiB a segment may hold, -TALLY_ENOMEM when the host has no
+ * memory for it.
+ */
+int tally_last_error(const struct tally_client *c);
 
 /*
  * tally_allreduce - submit an asynchronous all-reduce.

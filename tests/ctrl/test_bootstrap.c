@@ -51,8 +51,10 @@ static void test_register_round_trip(void **state)
 	in.reg.job_key = 42;
 	in.reg.world = 4;
 	in.reg.algorithm = ALGO_RING;
+	for (int i = 0; i < AUTH_NONCE_LEN; i++)
+		in.reg.nonce[i] = (uint8_t)(0xa0 + i);
 	len = boot_encode(&in, buf, sizeof(buf));
-	assert_int_equal(len, BOOT_HDR_LEN + 24);
+	assert_int_equal(len, BOOT_HDR_LEN + 40 + BOOT_TAG_LEN);
 	assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
 	assert_int_equal(out.type, BOOT_REGISTER);
 	assert_memory_equal(&out.reg.self, &in.reg.self,
@@ -60,6 +62,29 @@ static void test_register_round_trip(void **state)
 	assert_int_equal(out.reg.job_key, 42);
 	assert_int_equal(out.reg.world, 4);
 	assert_int_equal(out.reg.algorithm, ALGO_RING);
+	assert_memory_equal(out.reg.nonce, in.reg.nonce, AUTH_NONCE_LEN);
+}
+
+static void test_challenge_round_trip(void **state)
+{
+	struct boot_msg in = { .type = BOOT_CHALLENGE, .epoch = 7 }, out;
+	int len;
+
+	(void)state;
+	for (int i = 0; i < AUTH_NONCE_LEN; i++)
+		in.challenge.nonce[i] = (uint8_t)(3 * i + 1);
+	len = boot_encode(&in, buf, sizeof(buf));
+	assert_int_equal(len, BOOT_HDR_LEN + AUTH_NONCE_LEN + BOOT_TAG_LEN);
+	/* the tag is left zero for the sender to seal */
+	for (int i = 0; i < BOOT_TAG_LEN; i++)
+		assert_int_equal(buf[len - BOOT_TAG_LEN + i], 0);
+	assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
+	assert_int_equal(out.type, BOOT_CHALLENGE);
+	assert_int_equal(out.epoch, 7);
+	assert_memory_equal(out.challenge.nonce, in.challenge.nonce,
+			    AUTH_NONCE_LEN);
+	/* without its tag a message is not whole yet */
+	assert_int_equal(boot_decode(buf, (size_t)len - 1, &out), 0);
 }
 
 static void test_roster_round_trip(void **state)
@@ -70,7 +95,7 @@ static void test_roster_round_trip(void **state)
 	(void)state;
 	len = boot_encode(&in, buf, sizeof(buf));
 	assert_int_equal(len, BOOT_HDR_LEN + BOOT_ROSTER_FIXED +
-				  5 * BOOT_ENTRY_LEN);
+				  5 * BOOT_ENTRY_LEN + BOOT_TAG_LEN);
 	assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
 	assert_int_equal(out.epoch, 3);
 	assert_int_equal(out.roster.n, 5);
@@ -100,7 +125,7 @@ static void test_small_messages_round_trip(void **state)
 		else
 			in.peer.rank = 17;
 		len = boot_encode(&in, buf, sizeof(buf));
-		assert_int_equal(len, BOOT_HDR_LEN + 4);
+		assert_int_equal(len, BOOT_HDR_LEN + 4 + BOOT_TAG_LEN);
 		assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
 		assert_int_equal(out.type, types[i]);
 		assert_int_equal(out.epoch, 9);
@@ -183,8 +208,8 @@ static void test_malformed_fields(void **state)
 	/* port 0 */
 	reg.reg.self.port = 0;
 	assert_int_equal(boot_encode(&reg, buf, sizeof(buf)) > 0, 1);
-	assert_int_equal(boot_decode(buf, BOOT_HDR_LEN + 24, &reg),
-			 BOOT_E_FIELD);
+	assert_int_equal(boot_decode(buf, BOOT_HDR_LEN + 40 + BOOT_TAG_LEN,
+				     &reg), BOOT_E_FIELD);
 
 	/* roster: duplicate rank, bad role, bad algorithm, n beyond length */
 	assert_int_equal(encode_then(&ros, entry0 + BOOT_ENTRY_LEN + 1, 0),
@@ -231,6 +256,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_register_round_trip),
+		cmocka_unit_test(test_challenge_round_trip),
 		cmocka_unit_test(test_roster_round_trip),
 		cmocka_unit_test(test_small_messages_round_trip),
 		cmocka_unit_test(test_truncated_waits_for_more),

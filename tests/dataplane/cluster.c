@@ -10,10 +10,12 @@
 
 static void done_cb(void *ctx, const struct tly_tensor_desc *d)
 {
-	uint32_t *n = ctx;
+	struct cl_node *nd = ctx;
+	struct cluster *cl = nd->cl;
 
-	(void)d;
-	(*n)++;
+	cl->done[nd->node]++;
+	if (cl->cfg.on_done)
+		cl->cfg.on_done(cl->cfg.on_done_ctx, nd->node, d);
 }
 
 static void node_rx(void *ctx, const uint8_t *frame, size_t len,
@@ -80,10 +82,13 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 		fab_attach(cl->fab, i, node_rx, &cl->nodes[i]);
 		if (i < n) {
 			struct tly_worker_cfg wc = {
-				.job = 0x7a11, .k = cfg->k, .n_workers = n,
+				.job = 0x7a11, .cookie = 0xc0ffee11u,
+				.k = cfg->k, .n_workers = n,
 				.rank = i, .n_slots = cfg->n_slots,
 				.n_aggs = n_aggs, .agg_nodes = agg_nodes,
-				.window = cfg->window, .max_tensors = 8,
+				.window = cfg->window,
+				.max_tensors = cfg->max_tensors ?
+					       cfg->max_tensors : 8,
 				.rto_ns = 20000, .rto_max_ns = 200000,
 				.acked_ns = 100000, .busy_ns = 10000,
 				.confirm_ns = 5000,
@@ -92,7 +97,7 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 				.chunk_rotate = cfg->chunk_rotate,
 				.net = net,
 				.ops = fab_ops(cl->fab, i, 0, cl->addrs),
-				.done = done_cb, .done_ctx = &cl->done[i],
+				.done = done_cb, .done_ctx = &cl->nodes[i],
 			};
 
 			cl->w[i] = tly_worker_create(&wc);
@@ -102,7 +107,8 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 		if ((cfg->role == CL_COLOCATED && i < n) ||
 		    (cfg->role == CL_DEDICATED && i >= n)) {
 			struct tly_agg_cfg ac = {
-				.job = 0x7a11, .k = cfg->k, .n_workers = n,
+				.job = 0x7a11, .cookie = 0xc0ffee11u,
+				.k = cfg->k, .n_workers = n,
 				.self = i, .n_slots = cfg->n_slots,
 				.n_fallback = cfg->n_fallback,
 				.evict_ns = 5000000, .probe_ns = 50000,

@@ -24,6 +24,11 @@ struct cl_cfg {
 	int multicast;		/* results replicated by the "switch" */
 	uint32_t chunk_rotate;
 	uint32_t confirm_batch;	/* 0: 64 */
+	uint32_t max_tensors;	/* per worker; 0: 8 */
+	/* called on every completed tensor, after it is counted */
+	void (*on_done)(void *ctx, uint16_t rank,
+			const struct tly_tensor_desc *d);
+	void *on_done_ctx;
 	struct fab_cfg fab;
 };
 

@@ -16,6 +16,7 @@
 
 #define K 8
 #define JOB 0x1234
+#define COOKIE 0x5eed1e55u	/* the epoch's; ctrl derives it */
 #define MAX_OUT 256
 
 struct sent {
@@ -42,7 +43,8 @@ static uint8_t *cap_alloc(void *ctx, size_t len)
 static void record(uint16_t dst, const uint8_t *f, size_t len, uint64_t m)
 {
 	static const struct tly_wire_limits lim = {
-		.job = JOB, .k = K, .n_ranks = 64, .n_slots = 64,
+		.job = JOB, .cookie = COOKIE, .k = K, .n_ranks = 64,
+		.n_slots = 64,
 	};
 	struct sent *s = &out[n_out++];
 	unsigned int i;
@@ -71,10 +73,12 @@ static void cap_multicast(void *ctx, uint64_t mask, uint8_t *f, size_t len)
 	record(0xffff, f, len, mask);
 }
 
-static struct tly_agg *make(uint16_t n, uint32_t fallback, int mcast)
+static struct tly_agg *make_cookie(uint16_t n, uint32_t fallback, int mcast,
+				   uint32_t cookie)
 {
 	struct tly_agg_cfg c = {
-		.job = JOB, .k = K, .n_workers = n, .self = 100,
+		.job = JOB, .cookie = cookie, .k = K, .n_workers = n,
+		.self = 100,
 		.n_slots = 64, .n_fallback = fallback,
 		.evict_ns = 1000, .probe_ns = 500, .poll_budget = 1000,
 		.ops = { .alloc = cap_alloc, .send = cap_send,
@@ -85,14 +89,21 @@ static struct tly_agg *make(uint16_t n, uint32_t fallback, int mcast)
 	return tly_agg_create(&c);
 }
 
-static void send_data(struct tly_agg *a, uint16_t rank, uint32_t tensor,
-		      uint16_t chunk, uint8_t flags, int8_t shift,
-		      int32_t base, uint64_t now)
+static struct tly_agg *make(uint16_t n, uint32_t fallback, int mcast)
+{
+	return make_cookie(n, fallback, mcast, COOKIE);
+}
+
+static void send_data_cookie(struct tly_agg *a, uint16_t rank,
+			     uint32_t tensor, uint16_t chunk, uint8_t flags,
+			     int8_t shift, int32_t base, uint64_t now,
+			     uint32_t cookie)
 {
 	uint8_t f[TLY_HDR_LEN + 4 * K];
 	struct tly_hdr h = {
 		.type = TLY_T_DATA, .flags = flags, .job = JOB, .rank = rank,
 		.tensor = tensor, .chunk = chunk, .shift = shift,
+		.cookie = cookie,
 	};
 	unsigned int i;
 
@@ -110,22 +121,31 @@ static void send_data(struct tly_agg *a, uint16_t rank, uint32_t tensor,
 	tly_agg_rx(a, f, sizeof(f), now);
 }
 
+static void send_data(struct tly_agg *a, uint16_t rank, uint32_t tensor,
+		      uint16_t chunk, uint8_t flags, int8_t shift,
+		      int32_t base, uint64_t now)
+{
+	send_data_cookie(a, rank, tensor, chunk, flags, shift, base, now,
+			 COOKIE);
+}
+
 static void send_confirm(struct tly_agg *a, uint16_t rank, uint32_t tensor,
 			 uint16_t first, unsigned int count, uint64_t now)
 {
 	uint8_t f[TLY_HDR_LEN + 8];
 	struct tly_hdr h = { .type = TLY_T_CONFIRM, .job = JOB, .rank = rank,
-			     .aux = 1 };
+			     .aux = 1, .cookie = COOKIE };
+	uint8_t *r = f + TLY_HDR_LEN;
 
 	tly_hdr_write(f, &h);
-	f[16] = (uint8_t)(tensor >> 24);
-	f[17] = (uint8_t)(tensor >> 16);
-	f[18] = (uint8_t)(tensor >> 8);
-	f[19] = (uint8_t)tensor;
-	f[20] = (uint8_t)(first >> 8);
-	f[21] = (uint8_t)first;
-	f[22] = 0;
-	f[23] = (uint8_t)(count - 1);
+	r[0] = (uint8_t)(tensor >> 24);
+	r[1] = (uint8_t)(tensor >> 16);
+	r[2] = (uint8_t)(tensor >> 8);
+	r[3] = (uint8_t)tensor;
+	r[4] = (uint8_t)(first >> 8);
+	r[5] = (uint8_t)first;
+	r[6] = 0;
+	r[7] = (uint8_t)(count - 1);
 	tly_agg_rx(a, f, sizeof(f), now);
 }
 
@@ -324,6 +344,34 @@ static void test_stray_after_free_dropped(void **state)
 	tly_agg_destroy(a);
 }
 
+/*
+ * A tombstone lasts tombstone_ns (here 4 * evict_ns = 4000 ns): after it
+ * the same chunk id is a new chunk (a later job on the same daemons
+ * reusing its keys and iterations), summed afresh and delivered.
+ */
+static void test_tombstone_expires(void **state)
+{
+	struct tly_agg *a = make(2, 4, 0);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 1, 0);
+	send_data(a, 1, 7, 1, 0, 0, 1, 0);
+	send_confirm(a, 0, 7, 1, 1, 1);
+	send_confirm(a, 1, 7, 1, 1, 1);		/* freed at t = 1 */
+	n_out = 0;
+	send_data(a, 0, 7, 1, 0, 0, 10, 4000);	/* 3999 ns: still a stray */
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_STALE], 1);
+	send_data(a, 0, 7, 1, 0, 0, 10, 4001);	/* the next job's chunk */
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	assert_int_equal(n_out, 0);
+	send_data(a, 1, 7, 1, 0, 0, 20, 4002);
+	assert_int_equal(n_out, 2);
+	assert_result(&out[0], out[0].dst, 7, 1, 30, 2);
+	assert_result(&out[1], out[1].dst, 7, 1, 30, 2);
+	tly_agg_destroy(a);
+}
+
 static void test_collision_uses_fallback(void **state)
 {
 	struct tly_agg *a = make(2, 4, 0);
@@ -417,7 +465,8 @@ static void test_foreign_dropped(void **state)
 {
 	struct tly_agg *a = make(2, 0, 0);
 	uint8_t f[TLY_HDR_LEN + 4 * K] = { 0 };
-	struct tly_hdr h = { .type = TLY_T_DATA, .job = JOB + 1 };
+	struct tly_hdr h = { .type = TLY_T_DATA, .job = JOB + 1,
+			     .cookie = COOKIE };
 
 	(void)state;
 	h.slot = (uint16_t)tly_slot_of(0, 0, 0, 64);
@@ -438,6 +487,65 @@ static void test_foreign_dropped(void **state)
 	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_SHORT], 1);
 	assert_int_equal(n_out, 0);
 	assert_int_equal(tly_agg_slots_busy(a), 0);
+	tly_agg_destroy(a);
+}
+
+/*
+ * The right job key without the epoch's cookie (a guessed key, a forger
+ * without the secret): dropped by the first check and counted as such,
+ * before any other field is looked at; the honest sum is untouched.
+ */
+static void test_wrong_cookie_dropped_first(void **state)
+{
+	struct tly_agg *a = make(2, 0, 0);
+	uint8_t f[TLY_HDR_LEN + 4 * K] = { 0 };
+	struct tly_hdr h = { .type = TLY_T_DATA, .job = JOB,
+			     .cookie = COOKIE ^ 1, .rank = 1, .tensor = 7,
+			     .chunk = 1 };
+	const struct tly_counters *k = tly_agg_counters(a);
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 5, 0);
+	h.slot = (uint16_t)tly_slot_of(7, 1, 0, 64);
+	tly_hdr_write(f, &h);
+	f[TLY_HDR_LEN + 3] = 100;		/* would corrupt the sum */
+	tly_agg_rx(a, f, sizeof(f), 1);
+	assert_int_equal(k->drops[TLY_E_COOKIE], 1);
+	/* a forgery that is wrong everywhere else too is still a cookie
+	 * drop: nothing past the cookie was looked at */
+	h.rank = 99;
+	tly_hdr_write(f, &h);
+	f[0] = 0xff;				/* version 15, type 15 */
+	tly_agg_rx(a, f, 3 + TLY_HDR_LEN, 2);
+	assert_int_equal(k->drops[TLY_E_COOKIE], 2);
+	assert_int_equal(k->drops[TLY_E_VERSION], 0);
+	assert_int_equal(k->drops[TLY_E_RANK], 0);
+	assert_int_equal(k->drops[TLY_E_LEN], 0);
+	assert_int_equal(n_out, 0);
+	/* the honest contribution completes the honest sum */
+	send_data(a, 1, 7, 1, 0, 0, 5, 3);
+	assert_int_equal(n_out, 2);
+	assert_result(&out[0], out[0].dst, 7, 1, 10, 2);
+	tly_agg_destroy(a);
+}
+
+/* The engine of the next epoch drops what the previous epoch sent. */
+static void test_previous_epoch_cookie_dropped(void **state)
+{
+	const uint32_t epoch1 = 0x11111111u, epoch2 = 0x22222222u;
+	struct tly_agg *a = make_cookie(2, 0, 0, epoch1);
+
+	(void)state;
+	send_data_cookie(a, 0, 7, 1, 0, 0, 5, 0, epoch1);
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	tly_agg_destroy(a);
+	a = make_cookie(2, 0, 0, epoch2);
+	send_data_cookie(a, 0, 7, 1, TLY_F_RETX, 0, 5, 1, epoch1);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_COOKIE], 1);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	send_data_cookie(a, 0, 7, 1, 0, 0, 5, 2, epoch2);
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_COOKIE], 1);
 	tly_agg_destroy(a);
 }
 
@@ -469,12 +577,15 @@ int main(void)
 		cmocka_unit_test(test_probe_unconfirmed),
 		cmocka_unit_test(test_slot_reuse_is_safe),
 		cmocka_unit_test(test_stray_after_free_dropped),
+		cmocka_unit_test(test_tombstone_expires),
 		cmocka_unit_test(test_collision_uses_fallback),
 		cmocka_unit_test(test_full_answers_busy),
 		cmocka_unit_test(test_idle_partial_evicted),
 		cmocka_unit_test(test_exponent_round_takes_max),
 		cmocka_unit_test(test_shift_mismatch_dropped),
 		cmocka_unit_test(test_foreign_dropped),
+		cmocka_unit_test(test_wrong_cookie_dropped_first),
+		cmocka_unit_test(test_previous_epoch_cookie_dropped),
 		cmocka_unit_test(test_64_workers_multicast),
 	};
 

@@ -404,6 +404,64 @@ static void test_bs_credit(void **state)
 }
 
 /*
+ * The stall rule: with the credit full and no completion for stall_ns,
+ * exactly one partition goes past the credit per stall_ns, the deadline
+ * says when, and a completion restarts the clock.
+ */
+static void test_bs_stall(void **state)
+{
+	struct sched_cfg c = {
+		.policy = SCHED_BYTESCHEDULER, .max_items = 16,
+		.partition_bytes = 4096, .credit_bytes = 8192,
+		.stall_ns = 1000 * US,
+	};
+	struct sched *s = sched_create(&c);
+	uint64_t id1, id2, id3;
+
+	(void)state;
+	assert_non_null(s);
+	assert_int_equal(sched_next_deadline(s), UINT64_MAX);
+	rdy(s, 1, 1, 0, 6 * 4096, false, 10 * US);
+	expect_piece(s, 10 * US, 1, 0, 4096, false, &id1);
+	expect_piece(s, 10 * US, 1, 4096, 4096, false, &id2);
+	expect_none(s, 10 * US);			/* credit full */
+	assert_int_equal(sched_next_deadline(s), 1010 * US);
+	expect_none(s, 1009 * US);
+	expect_piece(s, 1010 * US, 1, 8192, 4096, false, &id3);
+	expect_none(s, 1010 * US);			/* one per stall */
+	assert_int_equal(sched_stats(s)->stall_releases, 1);
+	assert_int_equal(sched_next_deadline(s), 2010 * US);
+	expect_none(s, 2009 * US);
+	expect_piece(s, 2010 * US, 1, 12288, 4096, false, NULL);
+	assert_int_equal(sched_stats(s)->stall_releases, 2);
+	assert_int_equal(sched_stats(s)->bytes_in_flight, 4 * 4096);
+	/* a completion is progress: the clock starts again from it */
+	sched_unit_done(s, id1, 2500 * US);
+	expect_none(s, 3499 * US);
+	assert_int_equal(sched_next_deadline(s), 3500 * US);
+	sched_unit_done(s, id2, 3000 * US);
+	sched_unit_done(s, id3, 3000 * US);
+	expect_piece(s, 3000 * US, 1, 16384, 4096, false, NULL); /* fits */
+	assert_int_equal(sched_stats(s)->stall_releases, 2);
+	expect_none(s, 3999 * US);
+	expect_piece(s, 4000 * US, 1, 20480, 4096, true, NULL);
+	assert_int_equal(sched_stats(s)->stall_releases, 3);
+	assert_int_equal(sched_next_deadline(s), UINT64_MAX);	/* none */
+	sched_destroy(s);
+
+	/* stall_ns = 0: the credit holds forever */
+	c.stall_ns = 0;
+	s = sched_create(&c);
+	assert_non_null(s);
+	rdy(s, 1, 1, 0, 3 * 4096, false, 0);
+	expect_piece(s, 0, 1, 0, 4096, false, NULL);
+	expect_piece(s, 0, 1, 4096, 4096, false, NULL);
+	expect_none(s, 1000000000 * US);
+	assert_int_equal(sched_next_deadline(s), UINT64_MAX);
+	sched_destroy(s);
+}
+
+/*
  * A low-priority gradient is half sent when an urgent one arrives: every
  * partition of the urgent one goes before the rest of the first.
  */
@@ -617,6 +675,40 @@ static void test_mgwfbp_plan_groups(void **state)
 	sched_destroy(s);
 }
 
+/*
+ * mg_plan_only (what the daemon sets): the timing of test_mgwfbp_merge_
+ * while_busy merges nothing, since another host's timing would merge
+ * differently; a plan's groups still merge.
+ */
+static void test_mgwfbp_plan_only(void **state)
+{
+	struct sched_cfg c = {
+		.policy = SCHED_MGWFBP, .max_items = 32,
+		.a_ns = 100.0 * US, .b_ns_per_byte = 1.0, .mg_plan_only = true,
+	};
+	struct sched *s = sched_create(&c);
+	struct sched_unit u;
+	uint32_t i;
+
+	(void)state;
+	assert_non_null(s);
+	rdy(s, 100, 1, 0, 1000000, false, 0);
+	expect_whole(s, 0, 100, 1000000);
+	for (i = 0; i < 10; i++) {	/* busy network: still one each */
+		rdy(s, i, 1, 0, 10000, false, (i + 1) * 5 * US);
+		expect_whole(s, (i + 1) * 5 * US, i, 10000);
+		assert_int_equal(sched_next_deadline(s), UINT64_MAX);
+	}
+	assert_int_equal(sched_stats(s)->merged_items, 0);
+	assert_int_equal(rdy_group(s, 20, 1, 1, 100, false, 100 * US), 0);
+	assert_int_equal(rdy_group(s, 21, 1, 1, 200, true, 100 * US), 0);
+	assert_int_equal(sched_next(s, 100 * US, &u), 1);
+	assert_int_equal(u.n_segments, 2);
+	assert_int_equal(u.bytes, 300);
+	expect_none(s, 100 * US);
+	sched_destroy(s);
+}
+
 static void test_reset(void **state)
 {
 	struct sched *s = mk_bs(100, 1000, 4);
@@ -660,10 +752,12 @@ int main(void)
 		cmocka_unit_test(test_mgwfbp_never_mixes_iterations),
 		cmocka_unit_test(test_mgwfbp_segment_cap),
 		cmocka_unit_test(test_mgwfbp_plan_groups),
+		cmocka_unit_test(test_mgwfbp_plan_only),
 		cmocka_unit_test(test_bs_partition_sizes),
 		cmocka_unit_test(test_bs_priority_order),
 		cmocka_unit_test(test_bs_credit),
 		cmocka_unit_test(test_bs_preemption),
+		cmocka_unit_test(test_bs_stall),
 		cmocka_unit_test(test_bs_autotune),
 		cmocka_unit_test(test_enospc),
 		cmocka_unit_test(test_units_bounded),

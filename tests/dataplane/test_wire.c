@@ -15,7 +15,8 @@
 #define K 64
 
 static const struct tly_wire_limits lim = {
-	.job = 0xbeef, .k = K, .n_ranks = 8, .n_slots = 1000, .n_hops = 6,
+	.job = 0xbeef, .cookie = 0xc001d00du, .k = K, .n_ranks = 8,
+	.n_slots = 1000, .n_hops = 6,
 };
 
 static uint8_t pkt[TLY_L2L4_LEN + TLY_HDR_LEN + 4 * K + 64];
@@ -25,6 +26,7 @@ static struct tly_hdr data_hdr(void)
 	struct tly_hdr h = {
 		.type = TLY_T_DATA, .flags = TLY_F_ACK_REQ, .job = 0xbeef,
 		.rank = 5, .tensor = 0xdeadbeef, .chunk = 777, .shift = -3,
+		.cookie = 0xc001d00du,
 	};
 
 	h.slot = (uint16_t)tly_slot_of(h.tensor, h.chunk, 0, lim.n_slots);
@@ -51,7 +53,7 @@ static void test_roundtrip(void **state)
 	(void)state;
 	tly_hdr_write(pkt, &h);
 	/* fixed offsets, network byte order */
-	assert_int_equal(pkt[0], 0x11);
+	assert_int_equal(pkt[0], 0x21);
 	assert_int_equal(pkt[1], TLY_F_ACK_REQ);
 	assert_int_equal(pkt[2], 0xbe);
 	assert_int_equal(pkt[3], 0xef);
@@ -60,6 +62,11 @@ static void test_roundtrip(void **state)
 	assert_int_equal(pkt[11], 0xef);
 	assert_int_equal(pkt[12] << 8 | pkt[13], 777);
 	assert_int_equal((int8_t)pkt[14], -3);
+	assert_int_equal(TLY_HDR_LEN, 20);
+	assert_int_equal(pkt[16], 0xc0);
+	assert_int_equal(pkt[17], 0x01);
+	assert_int_equal(pkt[18], 0xd0);
+	assert_int_equal(pkt[19], 0x0d);
 	assert_int_equal(tly_hdr_parse(pkt, data_len(), &lim, &out), TLY_OK);
 	assert_int_equal(out.type, h.type);
 	assert_int_equal(out.flags, h.flags);
@@ -70,6 +77,7 @@ static void test_roundtrip(void **state)
 	assert_int_equal(out.chunk, h.chunk);
 	assert_int_equal(out.shift, h.shift);
 	assert_int_equal(out.aux, 0);
+	assert_int_equal(out.cookie, h.cookie);
 }
 
 static void test_short(void **state)
@@ -87,7 +95,7 @@ static void test_version(void **state)
 
 	(void)state;
 	tly_hdr_write(pkt, &h);
-	pkt[0] = (uint8_t)(2 << 4 | TLY_T_DATA);
+	pkt[0] = (uint8_t)(1 << 4 | TLY_T_DATA);	/* before the cookie */
 	assert_int_equal(tly_hdr_parse(pkt, data_len(), &lim, &out),
 			 TLY_E_VERSION);
 	pkt[0] = TLY_T_DATA;		/* version 0 */
@@ -132,6 +140,33 @@ static void test_job_key(void **state)
 	(void)state;
 	h.job = 0xbeee;
 	assert_int_equal(parse(&h, data_len()), TLY_E_JOB);
+}
+
+/*
+ * The cookie is the first check: a packet of the job's key without it is
+ * a cookie drop whatever else is wrong; with another job's key as well it
+ * is counted as that job's.  Every bit of it counts.
+ */
+static void test_cookie_first(void **state)
+{
+	struct tly_hdr h = data_hdr();
+
+	(void)state;
+	for (int bit = 0; bit < 32; bit++) {
+		h.cookie = lim.cookie ^ (1u << bit);
+		assert_int_equal(parse(&h, data_len()), TLY_E_COOKIE);
+	}
+	h.type = 15;			/* and a bad type, rank, length */
+	h.rank = 1000;
+	assert_int_equal(parse(&h, TLY_HDR_LEN), TLY_E_COOKIE);
+	h.job = 0xbeee;
+	assert_int_equal(parse(&h, TLY_HDR_LEN), TLY_E_JOB);
+	h = data_hdr();
+	h.cookie = 0;
+	assert_int_equal(parse(&h, data_len()), TLY_E_COOKIE);
+	h.cookie = lim.cookie;
+	assert_int_equal(parse(&h, data_len()), TLY_OK);
+	assert_string_equal(tly_drop_name(TLY_E_COOKIE), "cookie");
 }
 
 static void test_length(void **state)
@@ -226,7 +261,7 @@ static void put_range(uint8_t *p, uint32_t tensor, uint16_t first,
 static void test_confirm(void **state)
 {
 	struct tly_hdr h = { .type = TLY_T_CONFIRM, .job = 0xbeef,
-			     .rank = 1, .aux = 2 }, out;
+			     .rank = 1, .aux = 2, .cookie = 0xc001d00du }, out;
 	size_t len = TLY_HDR_LEN + 16;
 
 	(void)state;
@@ -337,6 +372,7 @@ int main(void)
 		cmocka_unit_test(test_type),
 		cmocka_unit_test(test_flags),
 		cmocka_unit_test(test_job_key),
+		cmocka_unit_test(test_cookie_first),
 		cmocka_unit_test(test_length),
 		cmocka_unit_test(test_rank),
 		cmocka_unit_test(test_slot),

@@ -16,6 +16,7 @@
 #include "cluster.h"
 
 #define K 64
+#define COOKIE 0xc0c0a5a5u
 #define MAX_OUT 512
 
 static struct {
@@ -37,7 +38,8 @@ static uint8_t *t_alloc(void *ctx, size_t len)
 static void t_send(void *ctx, uint16_t dst, uint8_t *f, size_t len)
 {
 	static const struct tly_wire_limits lim = {
-		.job = 1, .k = K, .n_ranks = 4, .n_slots = 128, .n_hops = 6,
+		.job = 1, .cookie = COOKIE, .k = K, .n_ranks = 4,
+		.n_slots = 128, .n_hops = 6,
 	};
 
 	(void)ctx;
@@ -61,7 +63,8 @@ static struct tly_worker *make(uint16_t n, uint32_t window)
 {
 	static const uint16_t aggs[1] = { 3 };
 	struct tly_worker_cfg c = {
-		.job = 1, .k = K, .n_workers = n, .rank = 0, .n_slots = 128,
+		.job = 1, .cookie = COOKIE, .k = K, .n_workers = n, .rank = 0,
+		.n_slots = 128,
 		.n_aggs = 1, .agg_nodes = aggs, .window = window,
 		.max_tensors = 2, .rto_ns = 100, .acked_ns = 1000,
 		.busy_ns = 50, .confirm_ns = 10,
@@ -146,6 +149,31 @@ static void test_window_and_ack(void **state)
 	assert_true(n_sent > 5);
 	assert_int_equal(sent[5].h.flags & (TLY_F_RETX | TLY_F_ACK_REQ),
 			 TLY_F_RETX | TLY_F_ACK_REQ);
+	tly_worker_destroy(w);
+}
+
+/* An answer without the epoch's cookie moves nothing: no credit back. */
+static void test_wrong_cookie_dropped(void **state)
+{
+	struct tly_worker *w = make(2, 1);
+	static uint32_t x[K * 2];
+	struct tly_tensor_desc d = {
+		.id = 9, .dtype = TLY_DT_I32, .src = x, .dst = x,
+		.count = K * 2,
+	};
+
+	(void)state;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	assert_int_equal(n_sent, 1);
+	sent[0].h.cookie ^= 0x80000000u;
+	answer(w, 0, TLY_T_ACK, 1);
+	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_COOKIE], 1);
+	assert_int_equal(tly_worker_inflight(w), 1);
+	sent[0].h.cookie ^= 0x80000000u;
+	answer(w, 0, TLY_T_ACK, 2);
+	assert_int_equal(tly_worker_inflight(w), 0);
+	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_COOKIE], 1);
 	tly_worker_destroy(w);
 }
 
@@ -281,6 +309,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_submit_checks),
 		cmocka_unit_test(test_window_and_ack),
+		cmocka_unit_test(test_wrong_cookie_dropped),
 		cmocka_unit_test(test_inplace_and_callback),
 		cmocka_unit_test(test_one_worker),
 		cmocka_unit_test(test_exponent_round_first),

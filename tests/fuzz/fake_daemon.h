@@ -22,7 +22,7 @@
 
 /* Kinds of file descriptor a fuzzed message can carry. */
 enum fake_fd_kind {
-	FD_MEMFD,		/* of the given size */
+	FD_MEMFD,		/* of the given size, sealable, allocated */
 	FD_EVENTFD,
 	FD_DEVNULL,
 	FD_PIPE_READ,
@@ -30,19 +30,37 @@ enum fake_fd_kind {
 	FD_SOCKET,
 	FD_DIRECTORY,
 	FD_MEMFD_RDONLY,	/* a memfd reopened read-only */
+	FD_MEMFD_UNSEALABLE,	/* a memfd without MFD_ALLOW_SEALING */
+	FD_MEMFD_SEALED,	/* sealed against writes already */
+	FD_MEMFD_SPARSE,	/* sealable, its memory not allocated */
 	FD_KINDS
+};
+
+/* A connection's client end, and the control segment it offered, mapped
+ * before the HELLO went out (as libtally does: once the daemon mapped it,
+ * it is sealed against new writable mappings). */
+struct fake_conn {
+	int sock;		/* -1 when none */
+	void *base;		/* the first fd it sent, mapped; or NULL */
+	size_t size;
+	uint8_t hello[sizeof(struct tally_msg)];	/* bytes sent so far */
+	size_t sent;
 };
 
 struct fake_client {
 	int sock;		/* our end; -1 when not connected */
-	struct segment ctrl;	/* our mapping of it once admitted */
+	void *base;		/* our mapping of the rings once admitted */
+	size_t size;
+	int sq_bell, cq_bell;	/* the doorbell ends WELCOME gave us */
 	struct ring sq, cq;	/* producer of sq, consumer of cq */
 	uint32_t sq_n, cq_n;
+	uint64_t sent, acks;	/* control bytes sent, SEG_ACKs received */
 };
 
 struct fake_daemon {
 	struct tallyd *d;
 	struct fake_client c[CONFIG_MAX_LOCAL_SIZE];
+	struct fake_conn pend[DAEMON_MAX_PENDING];	/* by daemon slot */
 	int fds_at_start;
 };
 
@@ -59,22 +77,32 @@ int fake_fd(enum fake_fd_kind kind, size_t size);
 void fake_fill(int fd, size_t bytes, uint64_t seed);
 
 /*
- * Connect a new client: send @len bytes (a struct tally_msg, or part of
- * one) with @fds attached, then run the daemon's admission on the other
- * end.  The fds are the caller's and stay open.  Returns the rank the
- * daemon admitted, or -1 if it refused (checked against its reply).
+ * Connect a new client: send @len bytes (a struct tally_msg, part of one,
+ * or more) with @fds attached, then run the daemon's admission on the
+ * other end (daemon_admit, as after accept).  The fds are the caller's and
+ * stay open.  Returns the rank the daemon admitted, -2 if the connection
+ * is still pending (half a HELLO: see fake_more), or -1 if it was refused
+ * (checked against its reply).
  */
 int fake_connect(struct fake_daemon *f, const void *msg, size_t len,
 		 const int *fds, int nfds);
+/* Send more of pending connection @slot's HELLO (as fake_connect) and let
+ * the daemon read it; the same returns, -1 also when no @slot is pending. */
+int fake_more(struct fake_daemon *f, int slot, const void *msg, size_t len,
+	      const int *fds, int nfds);
+/* Pending connection @slot: @how 0 closes it, 1 shuts down its writing
+ * side, 2 lets its HELLO deadline pass (the daemon's sweep). */
+void fake_pending_end(struct fake_daemon *f, int slot, int how);
 
-/* Send a control message from admitted client @rank and let the daemon
- * handle it.  Returns the status of its SEG_ACK, or 1 if it dropped the
+/* Send a control message (or part of one, or more) from admitted client
+ * @rank and let the daemon handle what arrived.  Returns the status of the
+ * last SEG_ACK, 2 if the message is incomplete, or 1 if it dropped the
  * client (which the harness then forgets too). */
 int fake_control(struct fake_daemon *f, int rank, const void *msg,
 		 size_t len, const int *fds, int nfds);
 
 /* Client @rank goes away: closes its end (@half: only shuts down its
- * writing side) and the daemon notices. */
+ * writing side) and the daemon notices, after what was queued. */
 void fake_hangup(struct fake_daemon *f, int rank, int half);
 
 /* Put @n submissions into client @rank's ring (those that fit). */

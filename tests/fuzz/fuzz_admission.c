@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * fuzz_admission.c - libFuzzer target for what tallyd reads from a
- * client's Unix socket: the HELLO handshake with its three passed fds,
- * then SEG_ADD / SEG_DEL control messages with theirs, hang-ups at any
- * point, and a first look at the rings the handshake set up.  The real
- * ctrl/admission.c runs on socketpairs (see fake_daemon.h), with fds of
- * every kind in place of the memfds and eventfds a client should pass.
+ * client's Unix socket: the HELLO handshake with its control memfd, sent
+ * whole or piece by piece over a pending connection, then SEG_ADD /
+ * SEG_DEL control messages with theirs (also in pieces), hang-ups and
+ * expired HELLO deadlines at any point, and a first look at the rings the
+ * handshake set up.  The real ctrl/admission.c runs on non-blocking
+ * socketpairs (see fake_daemon.h), with fds of every kind in place of the
+ * sealable memfd a client should pass.
  *
  * Input: one byte, the local size (1 + its low 2 bits), then records,
  * each an op byte and its fields:
- *   op & 3 == 0  connect  [fds] [msg]
+ *   op & 3 == 0  connect  [fds] [msg]         op & 0x40: [slot] first, more
+ *                                             of pending connection slot
  *   op & 3 == 1  control  [rank] [fds] [msg]
  *   op & 3 == 2  hang up  [rank]              op & 4: shut down writing only
+ *                op & 0x40: [slot], end pending connection slot: op >> 2 & 3
+ *                0 close, 1 shut down writing, else its deadline passes
  *   op & 3 == 3  ring     [rank] [sqe: 64]    op & 4: [which] [u32] written
  *                                             over a shared ring index
  * [fds] = [n] and n & 7 times [kind] [size in 4 KiB pages] (memfds)
@@ -100,26 +105,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct tally_sqe sqe;
 		int rank = 0;
 
-		if ((op & 3) != 0)
-			rank = fuzz_u8(&in) % local_size;
+		if ((op & 3) != 0 || (op & 0x40))
+			rank = fuzz_u8(&in);
 		switch (op & 3) {
 		case 0:
 			read_fds(&in, &m);
 			read_msg(&in, &m, op, TALLY_MSG_HELLO);
-			fake_connect(&f, m.bytes, m.len, m.fds, m.nfds);
+			if (op & 0x40)
+				fake_more(&f, rank % DAEMON_MAX_PENDING,
+					  m.bytes, m.len, m.fds, m.nfds);
+			else
+				fake_connect(&f, m.bytes, m.len, m.fds,
+					     m.nfds);
 			close_fds(&m);
 			break;
 		case 1:
 			read_fds(&in, &m);
 			read_msg(&in, &m, op, op & 0x20 ? TALLY_MSG_SEG_DEL :
 					      TALLY_MSG_SEG_ADD);
-			fake_control(&f, rank, m.bytes, m.len, m.fds, m.nfds);
+			fake_control(&f, rank % local_size, m.bytes, m.len,
+				     m.fds, m.nfds);
 			close_fds(&m);
 			break;
 		case 2:
-			fake_hangup(&f, rank, op & 4);
+			if (op & 0x40)
+				fake_pending_end(&f, rank % DAEMON_MAX_PENDING,
+						 op >> 2 & 3);
+			else
+				fake_hangup(&f, rank % local_size, op & 4);
 			break;
 		default:
+			rank %= local_size;
 			if (op & 4) {
 				uint8_t which = fuzz_u8(&in);
 

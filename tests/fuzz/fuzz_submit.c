@@ -47,18 +47,15 @@ static int admit_one(struct fake_daemon *f)
 			 RING_CACHELINE - 1) & ~(size_t)(RING_CACHELINE - 1);
 	size_t need = cq_off + ring_bytes(RING_N, sizeof(struct tally_cqe));
 	struct tally_msg m;
-	int fds[3], rank;
+	int fd, rank;
 
 	msg_init(&m, TALLY_MSG_HELLO);
 	m.arg[0] = RING_N;
 	m.arg[1] = RING_N;
 	m.arg[2] = need;
-	fds[0] = fake_fd(FD_MEMFD, need);
-	fds[1] = fake_fd(FD_EVENTFD, 0);
-	fds[2] = fake_fd(FD_EVENTFD, 0);
-	rank = fake_connect(f, &m, sizeof(m), fds, 3);
-	for (int i = 0; i < 3; i++)
-		close(fds[i]);
+	fd = fake_fd(FD_MEMFD, need);
+	rank = fake_connect(f, &m, sizeof(m), &fd, 1);
+	close(fd);
 	return rank;
 }
 

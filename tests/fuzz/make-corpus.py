@@ -3,7 +3,11 @@
 
 fuzz-wire       one valid packet of each type, bare and in full
                 Ethernet/IPv4/UDP frames, and one conversation, in the record
-                format of fuzz_wire.c (job 0x7a11, K 8, 3 workers, 16 slots)
+                format of fuzz_wire.c (job 0x7a11, cookie 0, K 8, 3 workers,
+                16 slots); header version 2: 20 bytes, the epoch's cookie at
+                offset 16
+fuzz-bootstrap  one control message of each kind (version 2, with a MAC tag)
+                and a stream of them
 fuzz-admission  handshakes, control messages and hang-ups (fuzz_admission.c)
 fuzz-submit     descriptors that complete, mismatch, fall outside their
                 segments, back up the rings (fuzz_submit.c)
@@ -36,6 +40,7 @@ def write_all(target, seeds):
 
 M64 = (1 << 64) - 1
 JOB, K, SLOTS = 0x7a11, 8, 16
+COOKIE = 0          # fuzz_wire.c's engines leave it 0
 
 
 def chunk_hash(tensor, chunk, exp):
@@ -49,8 +54,8 @@ def chunk_hash(tensor, chunk, exp):
 def hdr(typ, flags, rank, tensor, chunk, shift=0, aux=0, slot=None):
     if slot is None:
         slot = ((chunk_hash(tensor, chunk, flags & 1) & 0xffffffff) * SLOTS) >> 32
-    return struct.pack(">BBHHHIHbB", 0x10 | typ, flags, JOB, rank, slot,
-                       tensor, chunk, shift, aux)
+    return struct.pack(">BBHHHIHbBI", 0x20 | typ, flags, JOB, rank, slot,
+                       tensor, chunk, shift, aux, COOKIE)
 
 
 def ip_sum(h):
@@ -103,10 +108,42 @@ with open(os.path.join(out, "sequence"), "wb") as f:
                                 "confirm", "ring", "ring-ack")))
 
 
+# ---- fuzz-bootstrap: the daemons' control messages (ctrl/bootstrap.h) ----
+# Version 2: 16-byte header, payload, 32-byte MAC tag (not checked by the
+# decoder; the target decodes and re-encodes only).
+def boot(typ, payload, epoch=1):
+    return (struct.pack(">IHHII", 0x544c5942, 2, typ, len(payload), epoch)
+            + payload + bytes(range(32)))
+
+
+def entry(rank, role, port, ip):
+    return struct.pack(">HBB6sHI", rank, role, 2 if role != 2 else 0,
+                       bytes([2, 0, 0, 0, 0, rank]), port, ip)
+
+
+boot_seeds = {
+    "challenge": boot(7, bytes(range(16)), epoch=0),
+    "register": boot(1, entry(1, 1, 7001, 0x0a4d0002)
+                     + struct.pack(">IHBB", 42, 4, 1, 0)
+                     + bytes(range(100, 116)), epoch=0),
+    "roster": boot(2, struct.pack(">IIHHB7x", 42, 4096, 256, 2, 1)
+                   + entry(0, 1, 7000, 0x0a4d0001)
+                   + entry(1, 2, 7001, 0x0a4d0002)),
+    "heartbeat": boot(3, struct.pack(">HH", 1, 0)),
+    "refuse": boot(5, struct.pack(">HH", 4, 0), epoch=0),
+}
+boot_seeds["stream"] = b"".join(boot_seeds[n] for n in
+                                ("challenge", "register", "heartbeat",
+                                 "roster"))
+write_all("fuzz-bootstrap", boot_seeds)
+
+
 # --- the client protocol (shm/proto.h, host byte order) ---
-MAGIC, VERSION = 0x544C4C59, 1
+MAGIC, VERSION = 0x544C4C59, 2
 HELLO, WELCOME, SEG_ADD, SEG_DEL = 1, 2, 3, 4
-MEMFD, EVENTFD, DEVNULL, PIPE_R, PIPE_W, SOCKET, DIRECTORY, MEMFD_RO = range(8)
+(MEMFD, EVENTFD, DEVNULL, PIPE_R, PIPE_W, SOCKET, DIRECTORY, MEMFD_RO,
+ MEMFD_UNSEALABLE, MEMFD_SEALED, MEMFD_SPARSE) = range(11)
+MSG_LEN = 48
 
 
 def msg(typ, *args):
@@ -126,41 +163,72 @@ def fds(*kinds):
     return bytes([len(kinds)]) + b"".join(bytes([k, 1]) for k in kinds)
 
 
-def a_connect(m, kinds=(MEMFD, EVENTFD, EVENTFD), op=0):
+def a_connect(m, kinds=(MEMFD,), op=0):
     return bytes([op]) + fds(*kinds) + bytes([len(m)]) + m
+
+
+def a_more(slot, m, kinds=()):
+    """more of pending connection @slot's HELLO"""
+    return bytes([0x40, slot]) + fds(*kinds) + bytes([len(m)]) + m
+
+
+def a_pending_end(slot, how):
+    return bytes([0x42 | how << 2, slot])
 
 
 def a_control(rank, m, kinds=(), op=1):
     return bytes([op, rank]) + fds(*kinds) + bytes([len(m)]) + m
 
 
-def a_ring(rank, entry):
-    return bytes([3, rank]) + entry
+def a_ring(rank, e):
+    return bytes([3, rank]) + e
 
 
 HELLO_OK = msg(HELLO, 8, 8, 4096)
 admission = {
     "hello": b"\x00" + a_connect(HELLO_OK),
     "hello-bad-rings": b"\x00" + a_connect(msg(HELLO, 3, 8, 4096)),
-    "hello-wrong-fds": b"\x00" + a_connect(HELLO_OK,
-                                           (DEVNULL, PIPE_R, PIPE_W)),
+    "hello-wrong-fds": b"\x00" + a_connect(HELLO_OK, (DEVNULL,)),
+    "hello-eventfds": b"\x00" + a_connect(HELLO_OK, (MEMFD, EVENTFD,
+                                                    EVENTFD)),
     "hello-dir-socket": b"\x00" + a_connect(HELLO_OK,
                                             (DIRECTORY, SOCKET, MEMFD_RO)),
-    "hello-readonly": b"\x00" + a_connect(HELLO_OK,
-                                          (MEMFD_RO, EVENTFD, EVENTFD)),
+    "hello-readonly": b"\x00" + a_connect(HELLO_OK, (MEMFD_RO,)),
+    "hello-unsealable": b"\x00" + a_connect(HELLO_OK, (MEMFD_UNSEALABLE,)),
+    "hello-sealed": b"\x00" + a_connect(HELLO_OK, (MEMFD_SEALED,)),
+    "hello-sparse": b"\x00" + a_connect(HELLO_OK, (MEMFD_SPARSE,)),
     "hello-too-many-fds": b"\x00" + a_connect(
         HELLO_OK, (MEMFD, EVENTFD, EVENTFD, EVENTFD, MEMFD, SOCKET, PIPE_R)),
     "hello-half": b"\x00" + a_connect(HELLO_OK[:20]),
     "hello-version": b"\x00" + a_connect(
-        struct.pack("<IHHiI4Q", MAGIC, 2, HELLO, 0, 0, 8, 8, 4096, 0)),
+        struct.pack("<IHHiI4Q", MAGIC, 1, HELLO, 0, 0, 8, 8, 4096, 0)),
+    # msg_recv_step: a HELLO in three pieces, its fd with the first
+    "hello-pieces": b"\x00" + a_connect(HELLO_OK[:7]) +
+    a_more(0, HELLO_OK[7:30]) + a_more(0, HELLO_OK[30:]) +
+    a_control(0, msg(SEG_ADD, 1, 4096), (MEMFD,)),
+    "hello-pieces-fd-late": b"\x00" + a_connect(HELLO_OK[:10], ()) +
+    a_more(0, HELLO_OK[10:], (MEMFD,)),
+    "pending-ends": b"\x01" + a_connect(HELLO_OK[:5]) +
+    a_connect(HELLO_OK[:9]) + a_connect(HELLO_OK[:40]) +
+    a_pending_end(0, 0) + a_pending_end(1, 1) + a_pending_end(2, 2) +
+    a_connect(HELLO_OK),
     "full": b"\x00" + a_connect(HELLO_OK) + a_connect(HELLO_OK),
     "segments": b"\x01" + a_connect(HELLO_OK) +
     a_control(0, msg(SEG_ADD, 1, 4096), (MEMFD,)) +
     a_control(0, msg(SEG_ADD, 1, 4096), (MEMFD,)) +
     a_control(0, msg(SEG_ADD, 2, 8192), (MEMFD,)) +
     a_control(0, msg(SEG_ADD, 3, 4096), (EVENTFD,)) +
+    a_control(0, msg(SEG_ADD, 4, 4096), (MEMFD_SPARSE,)) +
+    a_control(0, msg(SEG_ADD, 5, 4096), (MEMFD_UNSEALABLE,)) +
     a_control(0, msg(SEG_DEL, 1)) + a_control(0, msg(SEG_DEL, 1)) +
     a_control(0, msg(WELCOME)),
+    # control messages in pieces and two in one write
+    "control-pieces": b"\x00" + a_connect(HELLO_OK) +
+    a_control(0, msg(SEG_ADD, 1, 4096)[:13], (MEMFD,)) +
+    a_control(0, msg(SEG_ADD, 1, 4096)[13:]) +
+    a_control(0, msg(SEG_DEL, 1) + msg(SEG_DEL, 1)[:16]) +
+    a_control(0, msg(SEG_DEL, 1)[16:]) +
+    a_control(0, msg(SEG_DEL, 1)[:30]) + bytes([6, 0]),
     "allreduce": b"\x01" + a_connect(HELLO_OK) + a_connect(HELLO_OK) +
     a_control(0, msg(SEG_ADD, 1, 4096), (MEMFD,)) +
     a_control(1, msg(SEG_ADD, 1, 4096), (MEMFD,)) +
@@ -173,8 +241,7 @@ admission = {
     a_ring(0, sqe(opcode=0)),
 }
 # a 98-page ctrl memfd for 4096-entry rings
-admission["hello-big-rings"] = b"\x00" + bytes([0, 3, MEMFD, 98, EVENTFD, 0,
-                                               EVENTFD, 0, 48]) + \
+admission["hello-big-rings"] = b"\x00" + bytes([0, 1, MEMFD, 98, MSG_LEN]) + \
     msg(HELLO, 4096, 4096, 400000)
 write_all("fuzz-admission", admission)
 

@@ -157,6 +157,8 @@ int run_checked_job(const struct cluster_spec *spec, int rounds,
 	if (cluster_up(&tc, spec))
 		return -1;
 	failed = run_cluster_clients(&tc, spec->workers, job, timeout_ms);
+	if (failed)
+		cluster_show_warnings(&tc);
 	return failed + cluster_down(&tc);
 }
 

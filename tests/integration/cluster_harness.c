@@ -17,14 +17,24 @@
 
 #define ARGS_MAX 40
 
+void cluster_default_secret(void)
+{
+	char secret[64];
+
+	snprintf(secret, sizeof(secret), "tally-test-job-secret-%d-%ld",
+		 getpid(), (long)test_now_ms());
+	setenv("TALLY_JOB_SECRET", secret, 0);
+}
+
 int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
 {
 	int base = 20000 + (getpid() % 2000) * 16;
 	const char *ip0 = spec->coord_ip ? spec->coord_ip :
 			  spec->ip[0] ? spec->ip[0] : "127.0.0.1";
 	char coord[64], addr[CL_MAX_DAEMONS][64], rank[CL_MAX_DAEMONS][16];
-	char world[16], key[16];
+	char world[16], key[16], secret[CL_MAX_DAEMONS][160];
 
+	cluster_default_secret();
 	memset(tc, 0, sizeof(*tc));
 	tc->n = spec->workers + spec->aggregators;
 	snprintf(coord, sizeof(coord), "%s:%d", ip0, base);
@@ -65,6 +75,13 @@ int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
 			argv[argc++] = "--mac";
 			argv[argc++] = spec->mac[r];
 		}
+		if (spec->secret_file[r]) {
+			snprintf(secret[r], sizeof(secret[r]),
+				 "cluster.secret_file=%s",
+				 spec->secret_file[r]);
+			argv[argc++] = "--set";
+			argv[argc++] = secret[r];
+		}
 		for (int i = 0; spec->extra && spec->extra[i] &&
 				argc < ARGS_MAX - 1; i++)
 			argv[argc++] = spec->extra[i];
@@ -78,6 +95,22 @@ int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
 		}
 	}
 	return 0;
+}
+
+void cluster_show_warnings(const struct test_cluster *tc)
+{
+	char line[512];
+
+	for (int r = 0; r < tc->n; r++) {
+		FILE *f = fopen(tc->d[r].log, "r");
+
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (strstr(line, "warn:") || strstr(line, "error:"))
+				fprintf(stderr, "daemon %d: %s", r, line);
+		fclose(f);
+	}
 }
 
 int cluster_down(struct test_cluster *tc)

@@ -24,6 +24,8 @@ struct cluster_spec {
 	const char *ip[CL_MAX_DAEMONS];	/* data addresses (default loopback) */
 	const char *coord_ip;		/* default: ip[0] */
 	const char *mac[CL_MAX_DAEMONS];
+	/* a daemon's own secret file (default: the shared secret, below) */
+	const char *secret_file[CL_MAX_DAEMONS];
 };
 
 struct test_cluster {
@@ -31,9 +33,17 @@ struct test_cluster {
 	struct test_daemon d[CL_MAX_DAEMONS];
 };
 
+/* Every multi-host job needs a job secret (ctrl/auth.h): the daemons of
+ * a test job share $TALLY_JOB_SECRET, set here unless the caller did.
+ * cluster_up() calls it; tests that start daemons alone call it too. */
+void cluster_default_secret(void);
+
 /* Start every daemon (rank 0 first) and wait until each client socket
  * accepts.  0 or -1. */
 int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec);
+/* Print every daemon's warnings and errors so far (a failed test says
+ * why: which peer was lost and how). */
+void cluster_show_warnings(const struct test_cluster *tc);
 /* Stop all; returns the number of daemons that did not exit cleanly. */
 int cluster_down(struct test_cluster *tc);
 

@@ -136,6 +136,20 @@ int daemon_stop(struct test_daemon *d)
 	return ret;
 }
 
+int daemon_log_count(const struct test_daemon *d, const char *what)
+{
+	char line[1024];
+	FILE *f = fopen(d->log, "r");
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, what) != NULL;
+	fclose(f);
+	return n;
+}
+
 pid_t child_start(int (*fn)(void *), void *arg)
 {
 	pid_t pid;

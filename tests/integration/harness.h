@@ -26,6 +26,8 @@ int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
 /* SIGTERM, reap, remove the directory.  Returns the daemon's exit status,
  * or -1 if it had died of a signal (a crash). */
 int daemon_stop(struct test_daemon *d);
+/* Lines of the daemon's log that contain @what (-1: no log). */
+int daemon_log_count(const struct test_daemon *d, const char *what);
 /* Is the daemon process still running? */
 int daemon_alive(const struct test_daemon *d);
 

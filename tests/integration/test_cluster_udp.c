@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -104,6 +105,65 @@ static void test_daemon_killed_mid_run(void **state)
 }
 
 /*
+ * Every daemon of the job frozen for longer than peer_timeout_ms (a paused
+ * VM, a machine too busy to run any of them): on waking up each one finds
+ * its peers' heartbeats waiting in its sockets, so nobody is declared
+ * lost and the job goes on.  A daemon that judged its peers before
+ * reading what they had sent declared them all lost.
+ */
+static void test_all_frozen_then_resumed(void **state)
+{
+	struct cluster_spec s = { .workers = 2, .aggregators = 1,
+				  .role = "worker", .algorithm = "aggregate" };
+	struct client_job job = { .hosts = 2, .rounds = 1, .go_fd = -1 };
+	struct test_cluster tc;
+	int failed;
+
+	(void)state;
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	usleep(500000);			/* heartbeats flow */
+	for (int i = 0; i < tc.n; i++)
+		kill(tc.d[i].pid, SIGSTOP);
+	usleep(1800000);		/* peer_timeout_ms is 1000 */
+	for (int i = 0; i < tc.n; i++)
+		kill(tc.d[i].pid, SIGCONT);
+	usleep(500000);
+	failed = run_cluster_clients(&tc, 2, job, 60000);
+	if (failed)
+		cluster_show_warnings(&tc);
+	for (int i = 0; i < tc.n; i++)
+		assert_int_equal(daemon_log_count(&tc.d[i], "stopped answering"),
+				 0);
+	assert_int_equal(cluster_down(&tc), 0);
+	assert_int_equal(failed, 0);
+}
+
+/*
+ * Two jobs one after the other on the same daemons, with the same tensor
+ * keys and iterations (a training script run twice): the aggregators'
+ * tombstones of the first job must not drop the second job's chunks for
+ * ever (found by tools/soak: the second run hung).
+ */
+static void test_second_job_same_ids(void **state)
+{
+	struct cluster_spec s = { .workers = 2, .aggregators = 1,
+				  .role = "worker", .algorithm = "aggregate" };
+	struct client_job job = { .hosts = 2, .rounds = 1, .go_fd = -1 };
+	struct test_cluster tc;
+	int first, second;
+
+	(void)state;
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	first = run_cluster_clients(&tc, 2, job, 60000);
+	second = run_cluster_clients(&tc, 2, job, 60000);
+	if (first || second)
+		cluster_show_warnings(&tc);
+	assert_int_equal(cluster_down(&tc), 0);
+	assert_int_equal(first, 0);
+	assert_int_equal(second, 0);
+}
+
+/*
  * A daemon of another job registers: the coordinator refuses it, it says
  * why, and its clients' operations fail instead of waiting for a job that
  * will never form.
@@ -145,6 +205,7 @@ static void test_wrong_job_key_refused(void **state)
 	int ret;
 
 	(void)state;
+	cluster_default_secret();
 	snprintf(coord, sizeof(coord), "127.0.0.1:%d", base);
 	snprintf(a0, sizeof(a0), "127.0.0.1:%d", base + 1);
 	snprintf(a1, sizeof(a1), "127.0.0.1:%d", base + 2);
@@ -162,6 +223,94 @@ static void test_wrong_job_key_refused(void **state)
 	assert_true(said);
 }
 
+static bool log_says(const char *path, const char *what)
+{
+	char line[512];
+	bool said = false;
+	FILE *log = fopen(path, "r");
+
+	while (log && fgets(line, sizeof(line), log))
+		said |= strstr(line, what) != NULL;
+	if (log)
+		fclose(log);
+	return said;
+}
+
+/*
+ * A daemon with another job secret (from its own 0600 file) registers:
+ * the coordinator refuses it for its MAC and counts it, the daemon says
+ * why, and its clients' operations fail instead of waiting.
+ */
+static void test_wrong_secret_refused(void **state)
+{
+	char dir[] = "/tmp/tally-secret-XXXXXX", path[64];
+	struct cluster_spec s = { .workers = 2, .role = "worker+aggregator",
+				  .algorithm = "aggregate" };
+	struct test_cluster tc;
+	bool refused, counted, told;
+	FILE *f;
+	int ret;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/job.secret", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("a secret of some other job\n", f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0600), 0);
+	s.secret_file[1] = path;
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	ret = child_wait(child_start(foreign_client, &tc.d[1]), 30000);
+	refused = log_says(tc.d[0].log, "registration of rank 1 refused: "
+			   "authentication failed");
+	counted = log_says(tc.d[0].log, "failed authentication (another "
+			   "job secret, or forged); 1 so far");
+	told = log_says(tc.d[1].log, "job secret differs");
+	assert_int_equal(cluster_down(&tc), 0);
+	unlink(path);
+	rmdir(dir);
+	assert_int_equal(ret, 0);
+	assert_true(refused);
+	assert_true(counted);
+	assert_true(told);
+}
+
+/* A secret file others can read is refused at start, saying why. */
+static void test_open_secret_file_refused(void **state)
+{
+	char dir[] = "/tmp/tally-secret-XXXXXX", path[64], set[128];
+	const char *args[] = { "--rank", "0", "--world", "2",
+			       "--coordinator", "127.0.0.1:9", "--address",
+			       "127.0.0.1:10", "--set", set, NULL };
+	struct test_daemon d;
+	bool exited, said;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/job.secret", dir);
+	snprintf(set, sizeof(set), "cluster.secret_file=%s", path);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("a secret that everyone can read\n", f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0644), 0);
+	/* it may exit before or after its client socket accepts */
+	(void)daemon_start(&d, 1, args);
+	for (int i = 0; i < 500 && d.pid && daemon_alive(&d); i++)
+		usleep(10000);
+	exited = !d.pid || !daemon_alive(&d);
+	if (exited)
+		d.pid = 0;		/* reaped */
+	said = log_says(d.log, "chmod 600");
+	daemon_stop(&d);
+	unlink(path);
+	rmdir(dir);
+	assert_true(exited);
+	assert_true(said);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -171,7 +320,11 @@ int main(void)
 		cmocka_unit_test(test_dedicated_aggregator_lossy),
 		cmocka_unit_test(test_ring_lossy),
 		cmocka_unit_test(test_daemon_killed_mid_run),
+		cmocka_unit_test(test_all_frozen_then_resumed),
+		cmocka_unit_test(test_second_job_same_ids),
 		cmocka_unit_test(test_wrong_job_key_refused),
+		cmocka_unit_test(test_wrong_secret_refused),
+		cmocka_unit_test(test_open_secret_file_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,7 +12,10 @@
 # the modules for virtio-9p and rdma_rxe, and an init that mounts the
 # host's / read-only over virtio-9p and chroots into it, so host-built
 # programs and the host's rdma-core run unchanged.  A second, read-write
-# 9p share carries the results back.  In the guest: dummy0 gets 10.0.0.1
+# 9p share carries the results back.  The guest gets fresh tmpfs on /tmp
+# and /run; the folders there that the run needs (the current directory's
+# and each PROGRAM's, e.g. a checkout under /tmp) are bound back from the
+# host's root first.  In the guest: dummy0 gets 10.0.0.1
 # (MTU 9000, so rxe's path MTU is 4096), rxe0 sits on it with the RoCEv2
 # GID ::ffff:10.0.0.1 at index 1, and each PROGRAM runs in turn from the
 # current directory with its output sent to this script's stdout.  The
@@ -102,19 +105,37 @@ if mount -t 9p -o $o,ro,cache=loose hostroot /newroot; then
 	mount -t proc proc /newroot/proc
 	mount -t sysfs sys /newroot/sys
 	mount -t devtmpfs dev /newroot/dev
-	mkdir -p /newroot/dev/shm
+	mkdir -p /newroot/dev/shm /host/tmp /host/run
 	mount -t tmpfs shm /newroot/dev/shm
+	# keep the host's /tmp and /run reachable under the fresh tmpfs
+	mount -o bind /newroot/tmp /host/tmp
+	mount -o bind /newroot/run /host/run
 	mount -t tmpfs tmp /newroot/tmp
 	mount -t tmpfs run /newroot/run
 	mkdir -p /newroot/tmp/out
-	mount -t 9p -o $o out /newroot/tmp/out &&
-		chroot /newroot /bin/sh /tmp/out/run.sh
+	mount -t 9p -o $o out /newroot/tmp/out
+	for b in $(cat /binds); do
+		mkdir -p /newroot$b
+		mount -o bind /host$b /newroot$b ||
+			echo "guest: cannot bind $b"
+	done
+	chroot /newroot /bin/sh /tmp/out/run.sh
 else
 	echo "guest: cannot mount the host's root"
 fi
 poweroff -f
 EOF
 chmod +x "$root/init"
+# the top folders under /tmp and /run this run needs from the host
+for p in "$(pwd)" "$@"; do
+	case $p in
+	/tmp/?* | /run/?*)
+		top=${p#/*/}
+		top=${top%%/*}
+		d=${p#/}
+		echo "/${d%%/*}/$top" ;;
+	esac
+done | sort -u > "$root/binds"
 (cd "$root" && find . | cpio -o -H newc --quiet) | gzip -1 > "$work/initrd"
 
 # what runs in the guest, from the host's root

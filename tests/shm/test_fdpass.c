@@ -440,6 +440,110 @@ static void test_fdpass_recv_on_bad_socket(void **state)
 	(void)p;
 }
 
+/*
+ * msg_recv_step: a message dribbled in byte by byte is assembled without
+ * ever blocking, its fd kept with it; the next message and its fd stay
+ * queued for the next call.
+ */
+static void test_step_assembles_pieces_without_blocking(void **state)
+{
+	struct pair *p = *state;
+	struct tally_msg out, out2;
+	struct msg_rx rx;
+	int pfd[2];
+
+	assert_int_equal(pipe(pfd), 0);
+	fill_msg(&out, 7);
+	fill_msg(&out2, 8);
+	msg_rx_init(&rx);
+	assert_int_equal(msg_recv_step(p->rx, &rx), -EAGAIN);	/* nothing */
+	{	/* the first byte carries the fd */
+		char ctl[CMSG_SPACE(sizeof(int))];
+		struct iovec iov = { &out, 1 };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = ctl,
+				     .msg_controllen = sizeof(ctl) };
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pfd[1], sizeof(int));
+		assert_int_equal(sendmsg(p->tx, &mh, 0), 1);
+	}
+	assert_int_equal(msg_recv_step(p->rx, &rx), -EAGAIN);
+	assert_int_equal(rx.nfds, 1);
+	for (size_t i = 1; i < sizeof(out) - 1; i++) {
+		assert_int_equal(write(p->tx, (char *)&out + i, 1), 1);
+		assert_int_equal(msg_recv_step(p->rx, &rx), -EAGAIN);
+	}
+	/* the last byte and the whole next message, with its own fd */
+	assert_int_equal(write(p->tx, (char *)&out + sizeof(out) - 1, 1), 1);
+	assert_int_equal(msg_send(p->tx, &out2, &pfd[0], 1), 0);
+	assert_int_equal(msg_recv_step(p->rx, &rx), 1);
+	assert_msg_equal(&rx.msg, &out);
+	assert_int_equal(rx.nfds, 1);
+	assert_pipe_works(rx.fds[0], pfd[0], "first");
+	msg_rx_reset(&rx);
+	assert_int_equal(msg_recv_step(p->rx, &rx), 1);
+	assert_msg_equal(&rx.msg, &out2);
+	assert_int_equal(rx.nfds, 1);
+	assert_pipe_works(pfd[1], rx.fds[0], "second");
+	msg_rx_reset(&rx);
+	close(pfd[0]);
+	close(pfd[1]);
+}
+
+/* EOF: clean between messages, a reset inside one (its fds closed); a
+ * wrong magic is -EPROTO. */
+static void test_step_eof_and_garbage(void **state)
+{
+	struct pair *p = *state;
+	struct tally_msg out;
+	struct msg_rx rx;
+	int fd, pfd[2];
+
+	assert_int_equal(pipe(pfd), 0);
+	fill_msg(&out, 9);
+	msg_rx_init(&rx);
+	fd = pfd[0];
+	assert_int_equal(msg_send(p->tx, &out, &fd, 1), 0);
+	assert_int_equal(msg_recv_step(p->rx, &rx), 1);
+	msg_rx_reset(&rx);
+	out.magic = 0xdeadbeef;
+	assert_int_equal(msg_send(p->tx, &out, NULL, 0), 0);
+	assert_int_equal(msg_recv_step(p->rx, &rx), -EPROTO);
+	fill_msg(&out, 10);
+	fd = pfd[0];
+	assert_int_equal(msg_send(p->tx, &out, &fd, 1), 0);
+	assert_int_equal(msg_recv_step(p->rx, &rx), 1);
+	msg_rx_reset(&rx);
+	{	/* half a message with an fd, then EOF */
+		char ctl[CMSG_SPACE(sizeof(int))];
+		struct iovec iov = { &out, 20 };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = ctl,
+				     .msg_controllen = sizeof(ctl) };
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+		fd = pfd[0];
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		assert_int_equal(sendmsg(p->tx, &mh, 0), 20);
+	}
+	assert_int_equal(msg_recv_step(p->rx, &rx), -EAGAIN);
+	close(p->tx);
+	p->tx = -1;
+	assert_int_equal(msg_recv_step(p->rx, &rx), -ECONNRESET);
+	assert_int_equal(rx.nfds, 0);		/* closed: teardown counts */
+	msg_rx_init(&rx);
+	assert_int_equal(msg_recv_step(p->rx, &rx), 0);
+	close(pfd[0]);
+	close(pfd[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -484,6 +588,11 @@ int main(void)
 			test_fdpass_many_extra_fds_are_closed,
 			pair_setup, pair_teardown),
 		cmocka_unit_test_setup_teardown(test_fdpass_recv_on_bad_socket,
+						pair_setup, pair_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_step_assembles_pieces_without_blocking,
+			pair_setup, pair_teardown),
+		cmocka_unit_test_setup_teardown(test_step_eof_and_garbage,
 						pair_setup, pair_teardown),
 	};
 

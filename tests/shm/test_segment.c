@@ -101,7 +101,8 @@ static void test_segment_map_fd_shares_contents(void **state)
 	dupfd = dup(a.fd);
 	assert_true(dupfd >= 0);
 	assert_int_equal(segment_map_fd(&b, dupfd, a.size), 0);
-	assert_int_equal(b.fd, dupfd);
+	assert_int_equal(b.fd, -1);		/* the mapping is enough */
+	assert_false(fd_is_open(dupfd));
 	assert_int_equal(b.size, a.size);
 	assert_ptr_not_equal(a.base, b.base);
 
@@ -118,11 +119,9 @@ static void test_segment_map_fd_shares_contents(void **state)
 	/* one side going away leaves the other intact */
 	segment_destroy(&a);
 	assert_false(fd_is_open(a.fd));
-	assert_true(fd_is_open(dupfd));
 	assert_int_equal(((uint64_t *)b.base)[b.size / 8 - 1],
 			 0x0123456789abcdefull);
 	segment_destroy(&b);
-	assert_false(fd_is_open(dupfd));
 }
 
 static void test_segment_map_fd_smaller_size_ok(void **state)
@@ -246,6 +245,83 @@ static void test_segment_contains_overflow(void **state)
 	assert_false(segment_contains(&seg, 1, 0));
 }
 
+/* What a sender can do to the daemon's mapping: nothing that shrinks it. */
+static void test_segment_created_sealed_against_shrink(void **state)
+{
+	struct segment a;
+
+	(void)state;
+	assert_int_equal(segment_create(&a, 2 * page_size(), "sealed"), 0);
+	assert_true(fcntl(a.fd, F_GET_SEALS) & F_SEAL_SHRINK);
+	assert_int_equal(ftruncate(a.fd, 0), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(ftruncate(a.fd, (off_t)(4 * page_size())), 0);
+	segment_destroy(&a);
+}
+
+/* A memfd that allows sealing but is not sealed: the receiver seals it. */
+static void test_segment_map_fd_seals_unsealed_memfd(void **state)
+{
+	struct segment seg;
+	int fd = memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int keep;
+
+	(void)state;
+	assert_int_equal(ftruncate(fd, (off_t)page_size()), 0);
+	memset(mmap(NULL, page_size(), PROT_WRITE, MAP_SHARED, fd, 0), 1,
+	       page_size());	/* populated (the mapping leaks: a test) */
+	keep = dup(fd);
+	assert_int_equal(segment_map_fd(&seg, fd, page_size()), 0);
+	assert_int_equal(seg.fd, -1);		/* mapped: fd not kept */
+	assert_false(fd_is_open(fd));
+	assert_int_equal(ftruncate(keep, 0), -1);	/* now it cannot */
+	/* nor punch a hole: the pages under the mapping are fixed */
+	assert_int_equal(fallocate(keep, FALLOC_FL_PUNCH_HOLE |
+				   FALLOC_FL_KEEP_SIZE, 0, 4096), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(((unsigned char *)seg.base)[7], 1);
+	segment_destroy(&seg);
+	close(keep);
+}
+
+/* Refused: a memfd that forbids sealing, a sparse one, a disk file. */
+static void test_segment_map_fd_rejects_unsafe_fds(void **s)
+{
+	struct segment seg;
+	char path[] = "/tmp/tally-seg-XXXXXX";
+	int fd = memfd_create("nosealing", MFD_CLOEXEC);
+
+	(void)s;
+	assert_int_equal(ftruncate(fd, (off_t)page_size()), 0);
+	assert_int_equal(segment_map_fd(&seg, fd, page_size()),
+			 -TALLY_EINVAL);
+	assert_false(fd_is_open(fd));
+
+	fd = memfd_create("sparse", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	assert_int_equal(ftruncate(fd, (off_t)(1024 * page_size())), 0);
+	assert_int_equal(segment_map_fd(&seg, fd, 1024 * page_size()),
+			 -TALLY_EINVAL);
+
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(ftruncate(fd, (off_t)page_size()), 0);
+	assert_int_equal(segment_map_fd(&seg, fd, page_size()),
+			 -TALLY_EINVAL);
+	assert_null(seg.base);
+}
+
+static void test_segment_map_fd_size_limit(void **state)
+{
+	struct segment seg;
+	int fd = memfd_create("big", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	(void)state;
+	assert_int_equal(segment_map_fd(&seg, fd, SEGMENT_MAX_BYTES + 1),
+			 -TALLY_ELIMIT);
+	assert_false(fd_is_open(fd));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -261,6 +337,10 @@ int main(void)
 		cmocka_unit_test(test_segment_destroy_twice_is_safe),
 		cmocka_unit_test(test_segment_contains_edges),
 		cmocka_unit_test(test_segment_contains_overflow),
+		cmocka_unit_test(test_segment_created_sealed_against_shrink),
+		cmocka_unit_test(test_segment_map_fd_seals_unsealed_memfd),
+		cmocka_unit_test(test_segment_map_fd_rejects_unsafe_fds),
+		cmocka_unit_test(test_segment_map_fd_size_limit),
 	};
 
 	return cmocka_run_group_tests(tests, setup_no_huge, NULL);

@@ -105,7 +105,8 @@ static void build(struct frames *fr, struct tly_addr *addrs, uint16_t w,
 			}
 		for (x = 0; x < w; x++) {
 			uint8_t *f = fr->confirm + ((size_t)r * w + x) *
-				     fr->clen, *p = f + TLY_L2L4_LEN + 16;
+				     fr->clen;
+			uint8_t *p = f + TLY_L2L4_LEN + TLY_HDR_LEN;
 			struct tly_hdr h = {
 				.type = TLY_T_CONFIRM, .job = JOB, .rank = x,
 				.aux = 1,

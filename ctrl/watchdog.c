@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * watchdog.c - stuck-operation reports (see watchdog.h).
+ *
+ * The local-group pool is the one place every operation of this host
+ * lives in until it completes, so the watchdog scans it: an entry is
+ * timed from the first scan that saw its (key, iteration), which keeps
+ * local_group.c free of clocks.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ctrl/cluster.h"
+#include "ctrl/daemon.h"
+#include "ctrl/log.h"
+#include "ctrl/watchdog.h"
+
+struct wd_entry {
+	bool used;
+	bool reported;
+	uint64_t key, iteration;
+	uint64_t since_ns;
+};
+
+struct watchdog {
+	uint64_t stuck_ns;
+	uint64_t next_scan_ns;
+	struct wd_entry *e;		/* one per local-group pool entry */
+	struct watchdog_stats st;
+};
+
+int watchdog_init(struct tallyd *d)
+{
+	struct watchdog *w;
+
+	if (d->cfg.stuck_ms <= 0)
+		return 0;		/* off */
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -1;
+	w->e = calloc(d->groups.n_pool, sizeof(*w->e));
+	if (!w->e) {
+		free(w);
+		return -1;
+	}
+	w->stuck_ns = (uint64_t)d->cfg.stuck_ms * 1000000ull;
+	d->watchdog = w;
+	return 0;
+}
+
+void watchdog_fini(struct tallyd *d)
+{
+	if (!d->watchdog)
+		return;
+	free(d->watchdog->e);
+	free(d->watchdog);
+	d->watchdog = NULL;
+}
+
+/* "local ranks 1,3 have not submitted" */
+static void describe_members(const struct tallyd *d,
+			     const struct lg_group *g, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "%slocal ranks",
+				    g->failed ? "failed; " : "");
+
+	for (unsigned int r = 0; r < d->groups.size && n < len; r++)
+		if (!(g->arrived & (1ull << r)))
+			n += (size_t)snprintf(buf + n, len - n, " %u", r);
+	if (n < len)
+		snprintf(buf + n, len - n, " have not submitted");
+}
+
+static void describe(struct tallyd *d, uint32_t idx, char *buf, size_t len)
+{
+	const struct lg_group *g = &d->groups.pool[idx];
+	uint64_t all = d->groups.size >= 64 ? UINT64_MAX :
+		       (1ull << d->groups.size) - 1;
+
+	if ((g->arrived & all) != all)
+		describe_members(d, g, buf, len);
+	else if (!d->cluster || cluster_describe_op(d, idx, buf, len))
+		snprintf(buf, len, "all local ranks submitted; in the "
+			 "daemon's hands");
+}
+
+static void scan(struct tallyd *d, struct watchdog *w, uint64_t now)
+{
+	char why[512];
+
+	w->st.stuck_now = 0;
+	for (uint32_t i = 0; i < d->groups.n_pool; i++) {
+		const struct lg_group *g = &d->groups.pool[i];
+		struct wd_entry *e = &w->e[i];
+		uint64_t age;
+
+		if (e->used && (!g->used || e->key != g->op.key ||
+				e->iteration != g->op.iteration)) {
+			if (e->reported)
+				log_info("key %llu iteration %llu is no longer "
+					 "stuck: it finished after %llu ms or "
+					 "more", (unsigned long long)e->key,
+					 (unsigned long long)e->iteration,
+					 (unsigned long long)
+					 ((now - e->since_ns) / 1000000));
+			e->used = false;
+		}
+		if (!g->used)
+			continue;
+		if (!e->used) {
+			*e = (struct wd_entry){ .used = true,
+						.key = g->op.key,
+						.iteration = g->op.iteration,
+						.since_ns = now };
+			continue;
+		}
+		age = now - e->since_ns;
+		if (age < w->stuck_ns)
+			continue;
+		w->st.stuck_now++;
+		if (e->reported)
+			continue;
+		e->reported = true;
+		w->st.reports++;
+		describe(d, i, why, sizeof(why));
+		log_warn("stuck: key %llu iteration %llu unfinished for "
+			 "%llu ms: %s", (unsigned long long)g->op.key,
+			 (unsigned long long)g->op.iteration,
+			 (unsigned long long)(age / 1000000), why);
+	}
+}
+
+void watchdog_poll(struct tallyd *d, uint64_t now_ns)
+{
+	struct watchdog *w = d->watchdog;
+
+	if (!w || now_ns < w->next_scan_ns)
+		return;
+	w->next_scan_ns = now_ns + w->stuck_ns / 4;
+	scan(d, w, now_ns);
+}
+
+int64_t watchdog_sleep_ns(const struct tallyd *d, uint64_t now_ns)
+{
+	const struct watchdog *w = d->watchdog;
+
+	/* idle with nothing pending, nothing reported to close, needs no
+	 * scan */
+	if (!w || (d->groups.n_used == 0 && w->st.stuck_now == 0))
+		return -1;
+	return w->next_scan_ns > now_ns ? (int64_t)(w->next_scan_ns - now_ns)
+					 : 0;
+}
+
+const struct watchdog_stats *watchdog_stats(const struct tallyd *d)
+{
+	static const struct watchdog_stats off;
+
+	return d->watchdog ? &d->watchdog->st : &off;
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * watchdog.h - reports every operation that has not finished within
+ * daemon.stuck_ms, once, naming what it waits for: local members that
+ * have not submitted, the scheduler's credit, or the engine's chunks and
+ * the node whose packets they need.  A report is a warning in the log and
+ * a count in the daemon's statistics; the end of a reported operation is
+ * logged too.  Scans run every stuck_ms / 4, so a report comes between
+ * stuck_ms and 1.25 stuck_ms after the operation was first seen.
+ */
+#ifndef TALLY_CTRL_WATCHDOG_H
+#define TALLY_CTRL_WATCHDOG_H
+
+#include <stdint.h>
+
+struct tallyd;
+
+struct watchdog_stats {
+	uint64_t reports;	/* operations reported stuck, in total */
+	uint32_t stuck_now;	/* operations stuck at the last scan */
+};
+
+int watchdog_init(struct tallyd *d);
+void watchdog_fini(struct tallyd *d);
+/* Scan when due; cheap otherwise. */
+void watchdog_poll(struct tallyd *d, uint64_t now_ns);
+/* How long the loop may sleep before the next scan is due (-1: no limit). */
+int64_t watchdog_sleep_ns(const struct tallyd *d, uint64_t now_ns);
+const struct watchdog_stats *watchdog_stats(const struct tallyd *d);
+
+#endif /* TALLY_CTRL_WATCHDOG_H */
