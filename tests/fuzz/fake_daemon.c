@@ -257,7 +257,8 @@ static int take_reply(int sock, struct tally_msg *rep, int *fds, int *nfds)
 	char ctl[CMSG_SPACE(sizeof(int) * TALLY_MSG_MAX_FDS)];
 	struct iovec iov = { rep, sizeof(*rep) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+			     .msg_control = ctl,
+			     .msg_controllen = sizeof(ctl) };
 	struct cmsghdr *cm;
 	ssize_t n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	int got = 0;
@@ -271,7 +272,8 @@ static int take_reply(int sock, struct tally_msg *rep, int *fds, int *nfds)
 		for (int i = 0; i < k; i++) {
 			int fd;
 
-			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
+			       sizeof(fd));
 			if (fds && got < 2)
 				fds[got++] = fd;
 			else
