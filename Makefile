@@ -1,12 +1,20 @@
 # tally - front door.  `make demo` and `make test` work on a fresh Debian 12.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
 SOAK_SECONDS ?= 600
 MESON_OPTS ?=
+# Under TSan: the tests where tallyd (with two reduction threads) and
+# several client processes run together, and the unit tests that start
+# threads (the reduction pool, the UDP transport's wake-up).  Cluster,
+# DPDK and RDMA tests are left out: docs/fuzzing.md says why.
+TSAN_TESTS ?= test_local_allreduce test_local_faults test_local_peer_loss \
+	dataplane_reduce transport_udp
 
-.PHONY: all deps build test test-asan fuzz bench soak demo clean
+.PHONY: all deps build test test-asan test-tsan fuzz fuzz-build fuzz-coverage \
+	bench soak demo clean
 
 all: build
 
@@ -31,14 +39,32 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 	@tests/run-suite.py $(ASAN_BUILD) --suite unit
 
+$(TSAN_BUILD)/build.ninja:
+	meson setup $(TSAN_BUILD) -Dbuildtype=debug -Db_sanitize=thread \
+		-Db_lundef=false -Ddpdk=disabled -Drdma=disabled \
+		-Dcuda=disabled $(MESON_OPTS)
+
+# ThreadSanitizer over the daemon and the client library in the
+# multi-process integration tests; any report fails it.
+test-tsan: deps $(TSAN_BUILD)/build.ninja
+	ninja -C $(TSAN_BUILD)
+	@tests/run-tsan $(TSAN_BUILD) $(TSAN_TESTS)
+
 $(FUZZ_BUILD)/build.ninja:
 	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Dtests=disabled \
 		-Dbuildtype=debugoptimized $(MESON_OPTS)
 
-# Each libFuzzer target runs for FUZZ_SECONDS on its seed corpus.
-fuzz: deps $(FUZZ_BUILD)/build.ninja
+fuzz-build: deps $(FUZZ_BUILD)/build.ninja
 	ninja -C $(FUZZ_BUILD)
+
+# Each libFuzzer target runs for FUZZ_SECONDS on its seed corpus
+# (docs/fuzzing.md: `make fuzz FUZZ_SECONDS=3600` for a campaign).
+fuzz: fuzz-build
 	@tests/fuzz/run-fuzzers $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# Source coverage the corpora of the last `make fuzz` reach.
+fuzz-coverage:
+	@tests/fuzz/coverage $(FUZZ_BUILD)/tests/fuzz/corpus
 
 bench: build
 	@tools/bench-all $(BUILD)
@@ -51,4 +77,5 @@ demo: build
 	@tools/demo $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) .bench
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) \
+		build-fuzz-cov .bench

@@ -371,6 +371,35 @@ static struct daemon_conn *free_conn(struct tallyd *d)
 	return free_cn;
 }
 
+void daemon_admit(struct tallyd *d, int s)
+{
+	struct ucred cred = { .pid = -1 };
+	socklen_t len = sizeof(cred);
+	struct daemon_conn *cn;
+
+	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+		close(s);
+		return;
+	}
+	cn = free_conn(d);
+	if (!cn) {
+		refuse(d, s, -TALLY_ELIMIT, cred.pid,
+		       "too many connections waiting for admission");
+		return;
+	}
+	cn->used = true;
+	cn->sock = s;
+	cn->pid = cred.pid;
+	cn->uid = cred.uid;
+	cn->deadline_ns = transport_now_ns() + DAEMON_HELLO_TIMEOUT_NS;
+	msg_rx_init(&cn->rx);
+	epoll_add(d, s, TAG_CONN | (uint64_t)(cn - d->pending),
+		  EPOLLIN | EPOLLRDHUP);
+	conn_timer_update(d);
+	/* an honest client sent its HELLO right after connecting */
+	daemon_conn_event(d, (int)(cn - d->pending));
+}
+
 /* Connections taken per wake-up: a process connecting in a tight loop
  * must not keep the event loop here. */
 #define ACCEPT_BURST 64
@@ -378,9 +407,6 @@ static struct daemon_conn *free_conn(struct tallyd *d)
 void daemon_accept(struct tallyd *d)
 {
 	for (int i = 0; i < ACCEPT_BURST; i++) {
-		struct ucred cred = { .pid = -1 };
-		socklen_t len = sizeof(cred);
-		struct daemon_conn *cn;
 		int s = accept4(d->listen_fd, NULL, NULL,
 				SOCK_CLOEXEC | SOCK_NONBLOCK);
 
@@ -389,27 +415,7 @@ void daemon_accept(struct tallyd *d)
 				refuse(d, -1, 0, -1, strerror(errno));
 			return;
 		}
-		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
-			close(s);
-			continue;
-		}
-		cn = free_conn(d);
-		if (!cn) {
-			refuse(d, s, -TALLY_ELIMIT, cred.pid,
-			       "too many connections waiting for admission");
-			continue;
-		}
-		cn->used = true;
-		cn->sock = s;
-		cn->pid = cred.pid;
-		cn->uid = cred.uid;
-		cn->deadline_ns = transport_now_ns() + DAEMON_HELLO_TIMEOUT_NS;
-		msg_rx_init(&cn->rx);
-		epoll_add(d, s, TAG_CONN | (uint64_t)(cn - d->pending),
-			  EPOLLIN | EPOLLRDHUP);
-		conn_timer_update(d);
-		/* an honest client sent its HELLO right after connecting */
-		daemon_conn_event(d, (int)(cn - d->pending));
+		daemon_admit(d, s);
 	}
 }
 

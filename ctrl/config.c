@@ -3,6 +3,7 @@
  * config.c - defaults, INI file (libinih) and overrides (see config.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <arpa/inet.h>
 #include <limits.h>
@@ -10,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <tally/tally.h>
 #include "ctrl/bootstrap.h"
@@ -208,14 +211,10 @@ static int set_value(struct tally_config *cfg, const struct key_spec *k,
 		e = !strcmp(v, "aggregate") ? ALGO_AGGREGATE :
 		    !strcmp(v, "ring") ? ALGO_RING : -1;
 		break;
-	case K_ADDR: {
-		struct config_addr a;
-
-		if (parse_addr(v, &a))
-			return -1;
-		*(struct config_addr *)field = a;
-		return 0;
-	}
+	case K_ADDR:
+		/* fields only: a struct copy would carry stack bytes into the
+		 * padding, and two equal configurations would differ */
+		return parse_addr(v, (struct config_addr *)field);
 	case K_MAC: {
 		uint8_t mac[6];
 
@@ -343,21 +342,16 @@ static int on_ini_line(void *user, const char *section, const char *key,
 	return 1;
 }
 
-int config_load_file(struct tally_config *cfg, const char *path,
-		     char *err, int errlen)
+int config_load_stream(struct tally_config *cfg, FILE *f, const char *name,
+		       char *err, int errlen)
 {
-	struct ini_ctx ctx = { .cfg = cfg, .f = fopen(path, "r") };
+	struct ini_ctx ctx = { .cfg = cfg, .f = f };
 	int ret;
 
-	if (!ctx.f) {
-		snprintf(err, (size_t)errlen, "%s: %s", path, strerror(errno));
-		return -1;
-	}
 	/* returns the line of the first error: ours or a syntax error */
 	ret = ini_parse_stream(read_line, &ctx, on_ini_line, &ctx);
-	fclose(ctx.f);
-	if (ret < 0) {
-		snprintf(err, (size_t)errlen, "%s: cannot read", path);
+	if (ret < 0 || ferror(f)) {
+		snprintf(err, (size_t)errlen, "%s: cannot read", name);
 		return -1;
 	}
 	/* the first error wins: ours (a bad key, a long line) or inih's */
@@ -365,7 +359,38 @@ int config_load_file(struct tally_config *cfg, const char *path,
 		ret = ctx.failed_line;
 	if (ret == 0)
 		return 0;
-	snprintf(err, (size_t)errlen, "%s:%d: %s", path, ret,
+	snprintf(err, (size_t)errlen, "%s:%d: %s", name, ret,
 		 ctx.failed_line == ret ? ctx.msg : "syntax error");
 	return -1;
+}
+
+int config_load_file(struct tally_config *cfg, const char *path,
+		     char *err, int errlen)
+{
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+	FILE *f;
+	int ret;
+
+	if (fd < 0) {
+		snprintf(err, (size_t)errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* a directory reads as an empty file and /dev/zero as one endless
+	 * line: only a regular file is a configuration */
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		snprintf(err, (size_t)errlen, "%s: not a regular file", path);
+		close(fd);
+		return -1;
+	}
+	f = fdopen(fd, "r");
+	if (!f) {
+		snprintf(err, (size_t)errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	ret = config_load_stream(cfg, f, path, err, errlen);
+	fclose(f);
+	return ret;
 }

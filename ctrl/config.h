@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CONFIG_PATH_MAX 108	/* sun_path */
 #define CONFIG_MAX_LOCAL_SIZE 64
@@ -77,6 +78,12 @@ void config_defaults(struct tally_config *cfg);
 int config_load_file(struct tally_config *cfg, const char *path,
 		     char *err, int errlen);
 
+/* config_load_stream - the same over an open stream; @name stands for the
+ * file in messages.  config_load_file() refuses anything but a regular
+ * file, then reads it with this. */
+int config_load_stream(struct tally_config *cfg, FILE *f, const char *name,
+		       char *err, int errlen);
+
 /* config_set - set one key of a section from text; used by the INI parser
  * and the command line.  0 or -1 with @err set; a rejected value leaves
  * the old one. */
@@ -86,6 +93,16 @@ int config_set(struct tally_config *cfg, const char *section,
 /* config_check - cross-key rules (e.g. a cluster needs a coordinator).
  * 0 or -1 with @err set. */
 int config_check(const struct tally_config *cfg, char *err, int errlen);
+
+/* config_parse_args (cmdline.c) - tallyd's command line: defaults, then
+ * the files of --config, then the other options in their order, then
+ * config_check().  Errors are logged.  0, CONFIG_ARGS_HELP for --help, or
+ * -1; CONFIG_ARGS_USAGE when the error is an unknown option or a missing
+ * argument (the caller shows config_usage()). */
+#define CONFIG_ARGS_HELP 1
+#define CONFIG_ARGS_USAGE (-2)
+int config_parse_args(struct tally_config *cfg, int argc, char **argv);
+void config_usage(FILE *f);
 
 /* Is this daemon part of a multi-host job? */
 static inline bool config_is_cluster(const struct tally_config *cfg)

@@ -63,6 +63,7 @@ struct tallyd {
 	struct tally_config cfg;
 	int listen_fd;
 	int epoll_fd;
+	int signal_fd;		/* SIGINT, SIGTERM (see tallyd.c) */
 	bool stop;
 	/* Set when a member left while others remain: every pending and new
 	 * operation fails with TALLY_EPEERLOST until all members are gone. */
@@ -84,6 +85,10 @@ struct tallyd {
 /* admission.c */
 int daemon_listen(struct tallyd *d);
 void daemon_accept(struct tallyd *d);
+/* Take the connected, non-blocking @sock as a pending connection: its
+ * HELLO is read now or on later events (daemon_conn_event), and WELCOME
+ * replied; the socket is closed when the client is refused. */
+void daemon_admit(struct tallyd *d, int sock);
 void daemon_conn_event(struct tallyd *d, int slot);
 void daemon_conns_close(struct tallyd *d);
 void daemon_client_ctrl(struct tallyd *d, struct daemon_client *cl);

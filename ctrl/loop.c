@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +38,14 @@ static void handle_event(struct tallyd *d, uint64_t tag)
 
 	if (TAG_KIND(tag) == TAG_LISTEN) {
 		daemon_accept(d);
+		return;
+	}
+	if (TAG_KIND(tag) == TAG_SIGNAL) {
+		struct signalfd_siginfo si;
+
+		if (read(d->signal_fd, &si, sizeof(si)) == sizeof(si))
+			log_info("%s: stopping", strsignal((int)si.ssi_signo));
+		d->stop = true;
 		return;
 	}
 	if (TAG_KIND(tag) == TAG_CONN) {

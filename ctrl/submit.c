@@ -126,6 +126,10 @@ static int check_sqe(const struct tally_sqe *s, uint64_t *bytes)
 		return -TALLY_EBADOP;
 	if (s->count == 0 || s->count > UINT64_MAX / esz)
 		return -TALLY_EINVAL;
+	/* segments are page-aligned: aligned offsets are aligned elements,
+	 * which the reduction kernels load as such */
+	if ((s->send_off | s->recv_off) % esz)
+		return -TALLY_EINVAL;
 	*bytes = s->count * esz;
 	return 0;
 }

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * tallyd.c - the per-host tally daemon: configuration, socket, event loop.
+ * tallyd.c - the per-host tally daemon: configuration (cmdline.c), socket,
+ * event loop.
  */
-#include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <tally/tally.h>
@@ -16,155 +18,30 @@
 #include "ctrl/loop_tags.h"
 #include "ctrl/watchdog.h"
 
-static struct tallyd *the_daemon;
-
-static void on_signal(int sig)
+/*
+ * SIGINT and SIGTERM stop the daemon.  They stay blocked in every thread
+ * (block them before the first thread starts) and the loop reads them
+ * from a signalfd in its epoll set: one that comes between the loop's
+ * last look at d->stop and its sleep still wakes it, and no handler runs
+ * in the middle of the loop's work.
+ */
+static void stop_signals(sigset_t *set)
 {
-	(void)sig;
-	if (the_daemon)
-		the_daemon->stop = true;
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: tallyd [options]\n"
-		"  -c, --config FILE       INI configuration file\n"
-		"  -s, --socket PATH       client socket (default %s)\n"
-		"  -n, --local-size N      training processes on this host\n"
-		"      --idle-spin-us US   poll this long before sleeping\n"
-		"      --reduce-threads N  cores one reduction uses (0: auto)\n"
-		"cluster (world > 1):\n"
-		"      --rank R --world N --role worker|aggregator|"
-		"worker+aggregator\n"
-		"      --schedule bsp|wfbp|mgwfbp|bytescheduler\n"
-		"      --algorithm aggregate|ring --coordinator IP:PORT "
-		"--job-key KEY\n"
-		"      --transport udp|dpdk --address IP:PORT --mac MAC "
-		"--eal-args ARGS\n"
-		"      --set SECTION.KEY=VALUE   any key of the file\n"
-		"  -l, --log-level LEVEL   error|warn|info|debug\n"
-		"  -h, --help\n"
-		"Command-line options override the file; see "
-		"docs/configuration.md.\n", TALLY_DEFAULT_SOCKET);
-}
-
-/* --set section.key=value: any configuration key from the command line */
-static int set_override(struct tally_config *cfg, const char *arg)
-{
-	char buf[600], err[512];
-	char *dot, *eq;
-
-	snprintf(buf, sizeof(buf), "%s", arg);
-	dot = strchr(buf, '.');
-	eq = strchr(buf, '=');
-	if (!dot || !eq || dot > eq) {
-		log_err("--set %s: expected SECTION.KEY=VALUE", arg);
-		return -1;
-	}
-	*dot = *eq = '\0';
-	if (config_set(cfg, buf, dot + 1, eq + 1, err, sizeof(err))) {
-		log_err("--set: %s", err);
-		return -1;
-	}
-	return 0;
-}
-
-/* Defaults, then the file, then the command line. */
-static int parse_args(struct tally_config *cfg, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "socket", required_argument, NULL, 's' },
-		{ "local-size", required_argument, NULL, 'n' },
-		{ "idle-spin-us", required_argument, NULL, 'i' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "reduce-threads", required_argument, NULL, 'r' },
-		{ "rank", required_argument, NULL, 'R' },
-		{ "world", required_argument, NULL, 'W' },
-		{ "role", required_argument, NULL, 'O' },
-		{ "algorithm", required_argument, NULL, 'A' },
-		{ "coordinator", required_argument, NULL, 'C' },
-		{ "job-key", required_argument, NULL, 'J' },
-		{ "transport", required_argument, NULL, 'T' },
-		{ "address", required_argument, NULL, 'a' },
-		{ "mac", required_argument, NULL, 'm' },
-		{ "eal-args", required_argument, NULL, 'E' },
-		{ "set", required_argument, NULL, 'S' },
-		{ "schedule", required_argument, NULL, 'D' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	static const char *const keys[128][2] = {
-		['s'] = { "daemon", "socket" },
-		['n'] = { "daemon", "local_size" },
-		['i'] = { "daemon", "idle_spin_us" },
-		['l'] = { "daemon", "log_level" },
-		['r'] = { "daemon", "reduce_threads" },
-		['R'] = { "cluster", "rank" },
-		['W'] = { "cluster", "world" },
-		['O'] = { "cluster", "role" },
-		['A'] = { "cluster", "algorithm" },
-		['C'] = { "cluster", "coordinator" },
-		['J'] = { "cluster", "job_key" },
-		['T'] = { "dataplane", "transport" },
-		['a'] = { "dataplane", "address" },
-		['m'] = { "dataplane", "mac" },
-		['E'] = { "dataplane", "eal_args" },
-		['D'] = { "cluster", "schedule" },
-	};
-	char err[512];
-	int c;
-
-	config_defaults(cfg);
-	/* first pass: only the file, so the command line wins */
-	while ((c = getopt_long(argc, argv, "c:s:n:l:h", opts, NULL)) != -1) {
-		if (c == 'h') {
-			usage(stdout);
-			exit(0);
-		}
-		if (c == '?') {
-			usage(stderr);
-			return -1;
-		}
-		if (c == 'c' && config_load_file(cfg, optarg, err, sizeof(err))) {
-			log_err("%s", err);
-			return -1;
-		}
-	}
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:s:n:l:h", opts, NULL)) != -1) {
-		if (c == 'S') {		/* --set section.key=value */
-			if (set_override(cfg, optarg))
-				return -1;
-			continue;
-		}
-		if (c == 'c' || c < 0 || c >= 128 || !keys[c][0])
-			continue;
-		if (config_set(cfg, keys[c][0], keys[c][1], optarg, err,
-			       sizeof(err))) {
-			log_err("command line: %s", err);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		log_err("unexpected argument '%s'", argv[optind]);
-		return -1;
-	}
-	if (config_check(cfg, err, sizeof(err))) {
-		log_err("configuration: %s", err);
-		return -1;
-	}
-	return 0;
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
 }
 
 static int daemon_init(struct tallyd *d)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_LISTEN };
+	struct epoll_event sev = { .events = EPOLLIN, .data.u64 = TAG_SIGNAL };
+	sigset_t sigs;
 	int threads;
 
 	d->listen_fd = -1;
 	d->epoll_fd = -1;
+	d->signal_fd = -1;
 	if (local_group_init(&d->groups, (unsigned int)d->cfg.local_size,
 			     (uint32_t)d->cfg.local_size * TALLY_MAX_INFLIGHT) ||
 	    watchdog_init(d)) {
@@ -181,7 +58,11 @@ static int daemon_init(struct tallyd *d)
 	if (!d->reducer)
 		return -1;
 	d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (d->epoll_fd < 0 || daemon_listen(d) ||
+	stop_signals(&sigs);
+	d->signal_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (d->epoll_fd < 0 || d->signal_fd < 0 ||
+	    epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->signal_fd, &sev) ||
+	    daemon_listen(d) ||
 	    epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->listen_fd, &ev))
 		return -1;
 	if (config_is_cluster(&d->cfg) && cluster_start(d))
@@ -201,6 +82,8 @@ static void daemon_fini(struct tallyd *d)
 	}
 	if (d->epoll_fd >= 0)
 		close(d->epoll_fd);
+	if (d->signal_fd >= 0)
+		close(d->signal_fd);
 	log_info("stopped: %llu operations done, %llu failed, %llu bytes "
 		 "reduced, %llu reported stuck",
 		 (unsigned long long)d->stat_ops_done,
@@ -214,17 +97,30 @@ static void daemon_fini(struct tallyd *d)
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
 	struct tallyd *d = calloc(1, sizeof(*d));
+	sigset_t sigs;
 	int ret = 1;
 
-	if (!d || parse_args(&d->cfg, argc, argv))
+	if (!d)
 		return 2;
+	switch (config_parse_args(&d->cfg, argc, argv)) {
+	case 0:
+		break;
+	case CONFIG_ARGS_HELP:
+		config_usage(stdout);
+		free(d);
+		return 0;
+	case CONFIG_ARGS_USAGE:
+		config_usage(stderr);
+		/* fall through */
+	default:
+		free(d);
+		return 2;
+	}
 	log_set_level((enum log_level)d->cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	the_daemon = d;
+	stop_signals(&sigs);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
 	if (daemon_init(d) == 0)
 		ret = daemon_run(d);

@@ -103,8 +103,9 @@ static int check_args(const struct tally_allreduce_args *a, uint64_t *bytes)
 	    a->group > UINT16_MAX)
 		return -TALLY_EINVAL;
 	esz = tally_dtype_size(a->dtype);
-	if (a->count > UINT64_MAX / esz)
-		return -TALLY_EINVAL;
+	if (a->count > UINT64_MAX / esz ||
+	    ((uintptr_t)a->sendbuf | (uintptr_t)a->recvbuf) % esz)
+		return -TALLY_EINVAL;	/* the daemon refuses them too */
 	*bytes = a->count * esz;
 	return 0;
 }

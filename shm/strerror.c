@@ -21,8 +21,8 @@ static const char *const error_text[TALLY_ERROR_MAX] = {
 	[TALLY_EDENIED] = "admission refused by tallyd",
 	[TALLY_ENETWORK] = "multi-host aggregation failed",
 	[TALLY_EINPROGRESS] = "request in progress",
-	[TALLY_ELIMIT] = "a tallyd limit was reached (segments, segment size "
-			 "or connections)",
+	[TALLY_ELIMIT] = ("a tallyd limit was reached (segments, segment "
+			  "size or connections)"),
 };
 
 const char *tally_strerror(int err)

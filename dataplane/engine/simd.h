@@ -12,8 +12,10 @@
 
 #include <stdint.h>
 
+/* not under ASan or TSan: the ifunc resolver runs before the sanitizer's
+ * run time is set up, and its instrumented prologue crashes there */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-	!defined(__SANITIZE_ADDRESS__)
+	!defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define TLY_HOT __attribute__((target_clones("avx2", "default")))
 #else
 #define TLY_HOT

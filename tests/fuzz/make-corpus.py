@@ -1,12 +1,42 @@
 #!/usr/bin/env python3
-"""Write the seed corpus of fuzz-wire: one valid packet of each type, bare
-and in full Ethernet/IPv4/UDP frames, and one conversation, in the record
-format of fuzz_wire.c (job 0x7a11, cookie 0, K 8, 3 workers, 16 slots).
-Header version 2: 20 bytes, the epoch's cookie at offset 16.  Then the seed
-corpus of fuzz-bootstrap: one control message of each kind (version 2, with
-a MAC tag) and a stream of them."""
+"""Write the seed corpora of the fuzz targets into corpus/<target>/:
+
+fuzz-wire       one valid packet of each type, bare and in full
+                Ethernet/IPv4/UDP frames, and one conversation, in the record
+                format of fuzz_wire.c (job 0x7a11, cookie 0, K 8, 3 workers,
+                16 slots); header version 2: 20 bytes, the epoch's cookie at
+                offset 16
+fuzz-bootstrap  one control message of each kind (version 2, with a MAC tag)
+                and a stream of them
+fuzz-admission  handshakes, control messages and hang-ups (fuzz_admission.c)
+fuzz-submit     descriptors that complete, mismatch, fall outside their
+                segments, back up the rings (fuzz_submit.c)
+fuzz-config     configuration files, valid and not
+fuzz-cmdline    command lines (NUL-separated arguments)
+
+and the dictionaries dict/fuzz-config.dict and dict/fuzz-cmdline.dict from
+the key table of ctrl/config.c and the options of ctrl/cmdline.c."""
 import os
+import re
 import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+
+
+def corpus_dir(target):
+    out = os.path.join(HERE, "corpus", target)
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(out):
+        os.remove(os.path.join(out, f))
+    return out
+
+
+def write_all(target, seeds):
+    out = corpus_dir(target)
+    for name, data in seeds.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
 
 M64 = (1 << 64) - 1
 JOB, K, SLOTS = 0x7a11, 8, 16
@@ -59,17 +89,13 @@ seeds = {
     "ring": hdr(6, 0x02, 2, 8, 0, slot=3) + payload,
     "ring-ack": hdr(7, 0, 1, 8, 5, slot=0),
 }
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus",
-                   "fuzz-wire")
-os.makedirs(out, exist_ok=True)
+out = corpus_dir("fuzz-wire")
 
 
 def record(pkt, op=0x06):
     return bytes([op]) + struct.pack(">H", len(pkt)) + pkt
 
 
-for f in os.listdir(out):
-    os.remove(os.path.join(out, f))
 for name, pkt in seeds.items():
     with open(os.path.join(out, name), "wb") as f:
         f.write(b"\x00" + record(pkt))
@@ -106,14 +132,217 @@ boot_seeds = {
     "heartbeat": boot(3, struct.pack(">HH", 1, 0)),
     "refuse": boot(5, struct.pack(">HH", 4, 0), epoch=0),
 }
-bout = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus",
-                    "fuzz-bootstrap")
-os.makedirs(bout, exist_ok=True)
-for f in os.listdir(bout):
-    os.remove(os.path.join(bout, f))
-for name, msg in boot_seeds.items():
-    with open(os.path.join(bout, name), "wb") as f:
-        f.write(msg)
-with open(os.path.join(bout, "stream"), "wb") as f:
-    f.write(b"".join(boot_seeds[n] for n in
-                     ("challenge", "register", "heartbeat", "roster")))
+boot_seeds["stream"] = b"".join(boot_seeds[n] for n in
+                                ("challenge", "register", "heartbeat",
+                                 "roster"))
+write_all("fuzz-bootstrap", boot_seeds)
+
+
+# --- the client protocol (shm/proto.h, host byte order) ---
+MAGIC, VERSION = 0x544C4C59, 2
+HELLO, WELCOME, SEG_ADD, SEG_DEL = 1, 2, 3, 4
+(MEMFD, EVENTFD, DEVNULL, PIPE_R, PIPE_W, SOCKET, DIRECTORY, MEMFD_RO,
+ MEMFD_UNSEALABLE, MEMFD_SEALED, MEMFD_SPARSE) = range(11)
+MSG_LEN = 48
+
+
+def msg(typ, *args):
+    a = list(args) + [0] * (4 - len(args))
+    return struct.pack("<IHHiI4Q", MAGIC, VERSION, typ, 0, 0, *a)
+
+
+def sqe(opcode=1, dtype=0, redop=0, key=1, iteration=0, count=16,
+        send_seg=1, recv_seg=1, send_off=0, recv_off=0, user_data=1):
+    return struct.pack("<BBBBHHQQQIIQQQ", opcode, dtype, redop, 0, 0, 0, key,
+                       iteration, count, send_seg, recv_seg, send_off,
+                       recv_off, user_data)
+
+
+def fds(*kinds):
+    """[n] then [kind][pages] per fd; memfds of one 4 KiB page."""
+    return bytes([len(kinds)]) + b"".join(bytes([k, 1]) for k in kinds)
+
+
+def a_connect(m, kinds=(MEMFD,), op=0):
+    return bytes([op]) + fds(*kinds) + bytes([len(m)]) + m
+
+
+def a_more(slot, m, kinds=()):
+    """more of pending connection @slot's HELLO"""
+    return bytes([0x40, slot]) + fds(*kinds) + bytes([len(m)]) + m
+
+
+def a_pending_end(slot, how):
+    return bytes([0x42 | how << 2, slot])
+
+
+def a_control(rank, m, kinds=(), op=1):
+    return bytes([op, rank]) + fds(*kinds) + bytes([len(m)]) + m
+
+
+def a_ring(rank, e):
+    return bytes([3, rank]) + e
+
+
+HELLO_OK = msg(HELLO, 8, 8, 4096)
+admission = {
+    "hello": b"\x00" + a_connect(HELLO_OK),
+    "hello-bad-rings": b"\x00" + a_connect(msg(HELLO, 3, 8, 4096)),
+    "hello-wrong-fds": b"\x00" + a_connect(HELLO_OK, (DEVNULL,)),
+    "hello-eventfds": b"\x00" + a_connect(HELLO_OK, (MEMFD, EVENTFD,
+                                                    EVENTFD)),
+    "hello-dir-socket": b"\x00" + a_connect(HELLO_OK,
+                                            (DIRECTORY, SOCKET, MEMFD_RO)),
+    "hello-readonly": b"\x00" + a_connect(HELLO_OK, (MEMFD_RO,)),
+    "hello-unsealable": b"\x00" + a_connect(HELLO_OK, (MEMFD_UNSEALABLE,)),
+    "hello-sealed": b"\x00" + a_connect(HELLO_OK, (MEMFD_SEALED,)),
+    "hello-sparse": b"\x00" + a_connect(HELLO_OK, (MEMFD_SPARSE,)),
+    "hello-too-many-fds": b"\x00" + a_connect(
+        HELLO_OK, (MEMFD, EVENTFD, EVENTFD, EVENTFD, MEMFD, SOCKET, PIPE_R)),
+    "hello-half": b"\x00" + a_connect(HELLO_OK[:20]),
+    "hello-version": b"\x00" + a_connect(
+        struct.pack("<IHHiI4Q", MAGIC, 1, HELLO, 0, 0, 8, 8, 4096, 0)),
+    # msg_recv_step: a HELLO in three pieces, its fd with the first
+    "hello-pieces": b"\x00" + a_connect(HELLO_OK[:7]) +
+    a_more(0, HELLO_OK[7:30]) + a_more(0, HELLO_OK[30:]) +
+    a_control(0, msg(SEG_ADD, 1, 4096), (MEMFD,)),
+    "hello-pieces-fd-late": b"\x00" + a_connect(HELLO_OK[:10], ()) +
+    a_more(0, HELLO_OK[10:], (MEMFD,)),
+    "pending-ends": b"\x01" + a_connect(HELLO_OK[:5]) +
+    a_connect(HELLO_OK[:9]) + a_connect(HELLO_OK[:40]) +
+    a_pending_end(0, 0) + a_pending_end(1, 1) + a_pending_end(2, 2) +
+    a_connect(HELLO_OK),
+    "full": b"\x00" + a_connect(HELLO_OK) + a_connect(HELLO_OK),
+    "segments": b"\x01" + a_connect(HELLO_OK) +
+    a_control(0, msg(SEG_ADD, 1, 4096), (MEMFD,)) +
+    a_control(0, msg(SEG_ADD, 1, 4096), (MEMFD,)) +
+    a_control(0, msg(SEG_ADD, 2, 8192), (MEMFD,)) +
+    a_control(0, msg(SEG_ADD, 3, 4096), (EVENTFD,)) +
+    a_control(0, msg(SEG_ADD, 4, 4096), (MEMFD_SPARSE,)) +
+    a_control(0, msg(SEG_ADD, 5, 4096), (MEMFD_UNSEALABLE,)) +
+    a_control(0, msg(SEG_DEL, 1)) + a_control(0, msg(SEG_DEL, 1)) +
+    a_control(0, msg(WELCOME)),
+    # control messages in pieces and two in one write
+    "control-pieces": b"\x00" + a_connect(HELLO_OK) +
+    a_control(0, msg(SEG_ADD, 1, 4096)[:13], (MEMFD,)) +
+    a_control(0, msg(SEG_ADD, 1, 4096)[13:]) +
+    a_control(0, msg(SEG_DEL, 1) + msg(SEG_DEL, 1)[:16]) +
+    a_control(0, msg(SEG_DEL, 1)[16:]) +
+    a_control(0, msg(SEG_DEL, 1)[:30]) + bytes([6, 0]),
+    "allreduce": b"\x01" + a_connect(HELLO_OK) + a_connect(HELLO_OK) +
+    a_control(0, msg(SEG_ADD, 1, 4096), (MEMFD,)) +
+    a_control(1, msg(SEG_ADD, 1, 4096), (MEMFD,)) +
+    a_ring(0, sqe()) + a_ring(1, sqe()) + a_ring(0, sqe(opcode=0)),
+    "hangups": b"\x01" + a_connect(HELLO_OK) + a_connect(HELLO_OK) +
+    a_control(0, msg(SEG_ADD, 1, 4096), (MEMFD,)) + a_ring(0, sqe()) +
+    bytes([6, 1]) + bytes([2, 0]) + a_connect(HELLO_OK),
+    "corrupt": b"\x00" + a_connect(HELLO_OK) + bytes([7, 0, 0]) +
+    struct.pack(">I", 1000) + bytes([7, 0, 4]) + struct.pack(">I", 77) +
+    a_ring(0, sqe(opcode=0)),
+}
+# a 98-page ctrl memfd for 4096-entry rings
+admission["hello-big-rings"] = b"\x00" + bytes([0, 1, MEMFD, 98, MSG_LEN]) + \
+    msg(HELLO, 4096, 4096, 400000)
+write_all("fuzz-admission", admission)
+
+
+def s_sub(rank, key=1, it=0, count=16, dtype=0, redop=0, segs=0x11,
+          soff=0, roff=0, op=0xC0):
+    return bytes([op, rank, key, it, count, dtype, redop, segs]) + \
+        struct.pack(">HH", soff, roff)
+
+
+submit = {
+    "pair": b"\x00" + s_sub(0) + s_sub(1),
+    "three": b"\x01" + s_sub(0) + s_sub(1) + s_sub(2),
+    "dtypes": b"\x00" + b"".join(s_sub(r, key=d, dtype=d, redop=d & 1)
+                                for d in range(4) for r in range(2)),
+    "mismatch": b"\x00" + s_sub(0, count=16) + s_sub(1, count=8),
+    "duplicate": b"\x00" + s_sub(0) + s_sub(0) + s_sub(1),
+    "out-of-range": b"\x00" + s_sub(0, soff=4090) + s_sub(1, segs=0x13) +
+    s_sub(0, segs=0x12, soff=0, roff=32) + s_sub(1, segs=0x11, roff=8),
+    "overlap": b"\x00" + s_sub(0, roff=16) + s_sub(1),
+    "seg-del-pending": b"\x00" + s_sub(0) + bytes([0x05, 0, 1]) +
+    s_sub(1) + bytes([0x0d, 0, 1, 0]) + s_sub(0, it=1) + s_sub(1, it=1),
+    "hangup-pending": b"\x00" + s_sub(0) + bytes([0x07, 0]) + s_sub(1),
+    "backpressure": b"\x00" + b"".join(s_sub(0, key=k, op=0x80)
+                                      for k in range(12)) +
+    b"".join(s_sub(1, key=k) for k in range(12)),
+    "corrupt": b"\x00" + s_sub(0, op=0) + bytes([0x86, 0, 0]) +
+    struct.pack(">I", 0x10000) + s_sub(1) + bytes([0xc6, 1, 4]) +
+    struct.pack(">I", 3),
+    "raw": b"\x00" + bytes([0xc4, 0]) + sqe() + bytes([0xc4, 1]) + sqe(),
+    "nop": b"\x00" + s_sub(0, key=0, op=0xC8),
+    # found by fuzzing: misaligned floats reached the reduction kernels
+    "misaligned": b"\x00" + s_sub(0, soff=1, roff=1) +
+    s_sub(1, soff=1, roff=1) + s_sub(0, key=2, dtype=1, soff=3, roff=3),
+}
+write_all("fuzz-submit", submit)
+
+# --- configuration file and command line ---
+config = {
+    "daemon": b"[daemon]\nsocket = /run/tally/tallyd.sock\nlocal_size = 4\n"
+    b"idle_spin_us = 50\nreduce_threads = 2\nlog_level = debug\n"
+    b"socket_group = tally\n",
+    "cluster": b"[cluster]\nrank = 1\nworld = 3\nrole = worker+aggregator\n"
+    b"algorithm = ring\ncoordinator = 10.0.0.1:7000\njob_key = 0x7a11\n"
+    b"heartbeat_ms = 100\npeer_timeout_ms = 500\nschedule = bytescheduler\n"
+    b"partition_kib = 512\ncredit_kib = 2048\ncredit_autotune = 1\n"
+    b"[dataplane]\naddress = 10.0.0.2:9191\n",
+    "dataplane": b"[dataplane]\ntransport = dpdk\nmac = 02:00:00:00:00:01\n"
+    b"eal_args = --in-memory --no-pci\nmbufs = 4096\nrdma_device = rxe0\n"
+    b"rdma_port = 1\nrdma_gid_index = 1\nk = 64\npool_slots = 1024\n"
+    b"window = 32\nrto_us = 2000\n",
+    "emulator": b"[emulator]\nrate_bps = 10000000000\ndelay_us = 10\n"
+    b"jitter_us = 5\nloss_ppm = 100\ndup_ppm = 10\nreorder_ppm = 10\n"
+    b"reorder_us = 20\nseed = 7\n",
+    "comments": b"; comment\n# another\n\n[daemon]  ; trailing\n"
+    b"local_size=2 ; two\n",
+    "errors": b"[daemon]\nlocal_size = 99\nbogus = 1\n[nope]\nx\n",
+    "long-line": b"[daemon]\n; " + b"x" * 300 + b"\nlocal_size = 2\n",
+}
+write_all("fuzz-config", config)
+
+cmdline = {
+    "local": b"\0".join([b"-n", b"4", b"-s", b"/tmp/t.sock", b"-l",
+                         b"debug"]),
+    "cluster": b"\0".join([b"--world", b"2", b"--rank", b"1", b"--role",
+                           b"worker", b"--algorithm", b"aggregate",
+                           b"--coordinator", b"10.0.0.1:7000",
+                           b"--address", b"10.0.0.2:9000", b"--job-key",
+                           b"0x10", b"--schedule", b"mgwfbp"]),
+    "dpdk": b"\0".join([b"--transport", b"dpdk", b"--eal-args",
+                        b"--no-pci --in-memory", b"--mac",
+                        b"02:00:00:00:00:02", b"--world", b"2",
+                        b"--coordinator", b"10.0.0.1:1", b"--address",
+                        b"10.0.0.1:2"]),
+    "set": b"\0".join([b"--set", b"cluster.heartbeat_ms=100", b"--set",
+                       b"emulator.loss_ppm=5", b"--idle-spin-us=10",
+                       b"--reduce-threads", b"1"]),
+    "help": b"-h",
+    "bad": b"\0".join([b"--local-size", b"0", b"stray"]),
+}
+write_all("fuzz-cmdline", cmdline)
+
+
+def dictionary(name, words):
+    os.makedirs(os.path.join(HERE, "dict"), exist_ok=True)
+    with open(os.path.join(HERE, "dict", name + ".dict"), "w") as f:
+        for w in sorted(set(words)):
+            f.write('"%s"\n' % "".join(
+                c if " " <= c <= "~" and c not in '"\\' else
+                "\\x%02x" % ord(c) for c in w))
+
+
+with open(os.path.join(ROOT, "ctrl", "config.c")) as f:
+    src = f.read()
+keys = re.findall(r'(?:STR\(|\{ )"(\w+)", "(\w+)"', src)
+values = ["udp", "dpdk", "rdma", "worker", "aggregator", "worker+aggregator",
+          "aggregate", "ring", "bsp", "wfbp", "mgwfbp", "bytescheduler",
+          "error", "warn", "info", "debug", "0x", "127.0.0.1:", "02:00:"]
+dictionary("fuzz-config", ["[%s]" % s for s, _ in keys] +
+           ["%s = " % k for _, k in keys] + values + ["\n", ";", "="])
+with open(os.path.join(ROOT, "ctrl", "cmdline.c")) as f:
+    opts = re.findall(r'\{ "([\w-]+)", (?:required|no)_argument', f.read())
+dictionary("fuzz-cmdline", ["--" + o for o in opts] +
+           ["%s.%s=" % k for k in keys] + values + ["\0"])

@@ -833,10 +833,13 @@ static void test_hostile_descriptors(void **state)
 	s.send_off = b.seg.size;	/* starts at the end */
 	assert_int_equal(atk_result(&a, &s), -TALLY_ERANGE);
 	s = good;
-	s.recv_off = b.seg.size - 63;	/* one byte past the end */
+	s.recv_off = b.seg.size - 60;	/* one element past the end */
 	assert_int_equal(atk_result(&a, &s), -TALLY_ERANGE);
 	s = good;
-	s.send_off = UINT64_MAX - 16;	/* offset + length overflows */
+	s.recv_off = b.seg.size - 63;	/* misaligned: refused first */
+	assert_int_equal(atk_result(&a, &s), -TALLY_EINVAL);
+	s = good;
+	s.send_off = UINT64_MAX - 15;	/* offset + length overflows */
 	assert_int_equal(atk_result(&a, &s), -TALLY_ERANGE);
 	s = good;
 	s.count = UINT64_MAX / 2;	/* count * 4 overflows */

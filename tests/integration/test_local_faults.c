@@ -109,6 +109,11 @@ static void test_api_argument_errors(void **state)
 	a.sendbuf = a.recvbuf = buf;
 	a.count = 4096 / 4 + 1;
 	assert_int_equal(tally_allreduce(c, &a, &req), -TALLY_ERANGE);
+	/* not aligned to the element size */
+	a.count = 4;
+	a.sendbuf = a.recvbuf = (char *)buf + 2;
+	assert_int_equal(tally_allreduce(c, &a, &req), -TALLY_EINVAL);
+	a.sendbuf = buf;
 	/* partial overlap of send and receive */
 	a.count = 8;
 	a.recvbuf = buf + 4;
@@ -193,11 +198,18 @@ static void test_daemon_rejects_bad_descriptors(void **state)
 	s.send_off = 4096 - 8;	/* runs past the end */
 	assert_int_equal(raw_submit(c, &s), -TALLY_ERANGE);
 	s = good;
-	s.recv_off = UINT64_MAX - 4;	/* offset + length overflows */
+	s.recv_off = UINT64_MAX - 7;	/* offset + length overflows */
 	assert_int_equal(raw_submit(c, &s), -TALLY_ERANGE);
 	s = good;
 	s.recv_off = 8;		/* partial overlap with the send range */
 	assert_int_equal(raw_submit(c, &s), -TALLY_ERANGE);
+	s = good;
+	s.send_off = s.recv_off = 1;	/* misaligned floats (fuzz-submit) */
+	assert_int_equal(raw_submit(c, &s), -TALLY_EINVAL);
+	s = good;
+	s.dtype = TALLY_FLOAT16;
+	s.send_off = s.recv_off = 3;	/* odd half-words */
+	assert_int_equal(raw_submit(c, &s), -TALLY_EINVAL);
 	s = good;
 	s.opcode = TALLY_OP_NOP;
 	assert_int_equal(raw_submit(c, &s), 0);
