@@ -164,7 +164,8 @@ static int attach_client(struct daemon_client *cl, struct msg_rx *rx,
 	    !ring_size_ok(sq_n) || !ring_size_ok(cq_n))
 		return -TALLY_EINVAL;
 	sq_bytes = ring_bytes((uint32_t)sq_n, sizeof(struct tally_sqe));
-	cq_off = (sq_bytes + RING_CACHELINE - 1) & ~(size_t)(RING_CACHELINE - 1);
+	cq_off = (sq_bytes + RING_CACHELINE - 1) &
+		 ~(size_t)(RING_CACHELINE - 1);
 	need = cq_off + ring_bytes((uint32_t)cq_n, sizeof(struct tally_cqe));
 	if (size < need || size > (64u << 20))
 		return -TALLY_EINVAL;
