@@ -2,10 +2,13 @@
 /*
  * test_range_edges.c - buffer ranges at the exact end of their segment,
  * against a real tallyd: a buffer that ends exactly at the end of its
- * segment is accepted and reduced, one that ends a single byte past it is
- * refused with TALLY_ERANGE, for the send and the receive buffer, by the
- * client library (at submission) and by the daemon (raw descriptors that
- * skip the library's check).
+ * segment is accepted and reduced, one that ends a single element past it
+ * is refused with TALLY_ERANGE, for the send and the receive buffer, by
+ * the client library (at submission) and by the daemon (raw descriptors
+ * that skip the library's check).  One that ends a single byte past it
+ * starts off its element alignment, which both refuse first, with
+ * TALLY_EINVAL; the library's range check itself is held to the byte by
+ * test_translate_exact_end.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -126,9 +129,11 @@ static void test_client_checks_exact_end(void **state)
 	(void)state;
 	for (size_t t = 0; t < sizeof(dts) / sizeof(dts[0]); t++) {
 		size_t bytes = COUNT * tally_dtype_size(dts[t]);
-		/* ends exactly at the segment's end, and 1 byte past it */
+		/* ends exactly at the segment's end, one element past it,
+		 * and one byte past it (misaligned) */
 		uint8_t *last = seg_base + seg_size - bytes;
-		uint8_t *past = last + 1;
+		uint8_t *past = last + tally_dtype_size(dts[t]);
+		uint8_t *odd = last + 1;
 
 		/* send buffer at the end, receive at the start */
 		fill(last, dts[t], 3);
@@ -137,6 +142,8 @@ static void test_client_checks_exact_end(void **state)
 		assert_memory_equal(seg_base, last, bytes);
 		assert_int_equal(submit_only(dts[t], past, seg_base),
 				 -TALLY_ERANGE);
+		assert_int_equal(submit_only(dts[t], odd, seg_base),
+				 -TALLY_EINVAL);
 		/* receive buffer at the end */
 		fill(seg_base, dts[t], 5);
 		memset(last, 0, bytes);
@@ -144,10 +151,14 @@ static void test_client_checks_exact_end(void **state)
 		assert_memory_equal(last, seg_base, bytes);
 		assert_int_equal(submit_only(dts[t], seg_base, past),
 				 -TALLY_ERANGE);
+		assert_int_equal(submit_only(dts[t], seg_base, odd),
+				 -TALLY_EINVAL);
 		/* in place at the end, and one byte past */
 		assert_int_equal(allreduce(dts[t], last, last), 0);
 		assert_int_equal(submit_only(dts[t], past, past),
 				 -TALLY_ERANGE);
+		assert_int_equal(submit_only(dts[t], odd, odd),
+				 -TALLY_EINVAL);
 	}
 }
 
@@ -181,8 +192,11 @@ static void test_daemon_checks_exact_end(void **state)
 	assert_int_equal(raw_submit(&s), 0);
 	assert_memory_equal(seg_base, seg_base + last, bytes);
 	s.iteration = 1;
-	s.send_off = last + 1;
+	s.send_off = last + 4;
 	assert_int_equal(raw_submit(&s), -TALLY_ERANGE);
+	s.iteration = 6;
+	s.send_off = last + 1;
+	assert_int_equal(raw_submit(&s), -TALLY_EINVAL);
 
 	fill(seg_base, TALLY_INT32, 11);
 	memset(seg_base + last, 0, bytes);
@@ -192,16 +206,22 @@ static void test_daemon_checks_exact_end(void **state)
 	assert_int_equal(raw_submit(&s), 0);
 	assert_memory_equal(seg_base + last, seg_base, bytes);
 	s.iteration = 3;
-	s.recv_off = last + 1;
+	s.recv_off = last + 4;
 	assert_int_equal(raw_submit(&s), -TALLY_ERANGE);
+	s.iteration = 7;
+	s.recv_off = last + 1;
+	assert_int_equal(raw_submit(&s), -TALLY_EINVAL);
 
 	s = good;
 	s.iteration = 4;
 	s.send_off = s.recv_off = last;
 	assert_int_equal(raw_submit(&s), 0);
 	s.iteration = 5;
-	s.send_off = s.recv_off = last + 1;
+	s.send_off = s.recv_off = last + 4;
 	assert_int_equal(raw_submit(&s), -TALLY_ERANGE);
+	s.iteration = 8;
+	s.send_off = s.recv_off = last + 1;
+	assert_int_equal(raw_submit(&s), -TALLY_EINVAL);
 	assert_true(daemon_alive(&dmn));
 }
 
