@@ -127,6 +127,31 @@ bit fin;			/* every result placed and checked */
 /* scratch of one step, not part of the state */
 hidden byte idx, i, j, rep, v, ww, cc;
 
+/*
+ * -DWITNESS: a check that the model is not vacuous.  Each path below is
+ * marked when the search takes it (seen is hidden: not part of the state,
+ * so it accumulates over the whole search); once every one has been taken
+ * the assertion fails, which the runner requires.  A search that ends
+ * without that error left some path unreached.
+ */
+#ifdef WITNESS
+hidden int seen;
+#define W_BUSY_SENT	0	/* BUSY */
+#define W_FB_CLAIM	1	/* a fallback entry claimed */
+#define W_STALE		2	/* a stray dropped by a tombstone */
+#define W_REUSE		3	/* an entry reused by the other tensor */
+#define W_EVICT		4	/* an idle partial evicted */
+#define W_DEFER_SENT	5	/* a refused chunk sent again */
+#define W_PROBE		6	/* RESULT again to an unconfirmed worker */
+#define W_RECONFIRM	7	/* a worker confirms a RESULT it has */
+#define W_ACK_SENT	8	/* ACK */
+#define W_RESULT_AGAIN	9	/* DATA of a DONE entry gets the RESULT */
+#define SEEN_ALL	((1 << 10) - 1)
+#define SEEN(k)		seen = seen | (1 << (k)); assert(seen != SEEN_ALL)
+#else
+#define SEEN(k)		skip
+#endif
+
 #define WDONE(w)	(cst[WC(w, 0)] == C_DONE && cst[WC(w, 1)] == C_DONE && \
 			 cst[WC(w, 2)] == C_DONE)
 #define ALLDONE		(WDONE(0) && WDONE(1) && WDONE(2))
@@ -169,10 +194,21 @@ inline release(j)
 	cnt[j] = 0; idle[j] = 0
 }
 
+#define TENSOR(c)	((c) == 2 -> 1 : 0)
+
 inline claim(j, c)
 {
 	if
 	:: st[j] == S_DONE -> tomb[j] = key[j] + 1
+	:: st[j] == S_AGG -> SEEN(W_EVICT)
+	:: else -> skip
+	fi;
+	if
+	:: j >= NS -> SEEN(W_FB_CLAIM)
+	:: else -> skip
+	fi;
+	if
+	:: tomb[j] != 0 && TENSOR(tomb[j] - 1) != TENSOR(c) -> SEEN(W_REUSE)
 	:: else -> skip
 	fi;
 	st[j] = S_AGG; key[j] = c; contrib[j] = 0; conf[j] = 0; sum[j] = 0; cnt[j] = 0;
@@ -224,13 +260,14 @@ inline agg_data(w, c, r)
 	if
 	:: idx == E + 1 ->
 		/* stale: a stray, nobody waits for it (tombstones) */
-		assert(cst[WC(w, c)] == C_DONE)
-	:: idx == E -> rep = 2		/* BUSY */
-	:: idx < E && st[idx] == S_DONE -> rep = 3
+		assert(cst[WC(w, c)] == C_DONE);
+		SEEN(W_STALE)
+	:: idx == E -> rep = 2; SEEN(W_BUSY_SENT)
+	:: idx < E && st[idx] == S_DONE -> rep = 3; SEEN(W_RESULT_AGAIN)
 #ifndef BUG_NO_BITMAP
 	:: idx < E && st[idx] == S_AGG && (contrib[idx] & (1 << w)) ->
 		if
-		:: r -> rep = 1
+		:: r -> rep = 1; SEEN(W_ACK_SENT)
 		:: else -> skip
 		fi
 #endif
@@ -252,7 +289,7 @@ inline agg_data(w, c, r)
 			st[idx] = S_DONE; rep = 4
 		:: else ->
 			if
-			:: r -> rep = 1
+			:: r -> rep = 1; SEEN(W_ACK_SENT)
 			:: else -> skip
 			fi
 		fi
@@ -343,7 +380,8 @@ inline rx_result(w, c, v)
 {
 	if
 	:: cst[WC(w, c)] == C_DONE ->
-		put(toagg, B_CONF(w, c))	/* receipt again */
+		put(toagg, B_CONF(w, c));	/* receipt again */
+		SEEN(W_RECONFIRM)
 	:: cst[WC(w, c)] == C_WAIT -> skip	/* mismatch: no shift yet */
 	:: cst[WC(w, c)] != C_DONE && cst[WC(w, c)] != C_WAIT &&
 	   c == EXPC && v < VAL(w, c) -> skip	/* max below ours */
@@ -495,7 +533,7 @@ inline tick()
 			if
 			:: cst[WC(ww, cc)] == C_DEFER && inflight[ww] < WINDOW &&
 			   !FRESH(ww) ->
-				launch(ww, cc)
+				launch(ww, cc); SEEN(W_DEFER_SENT)
 			:: else -> skip
 			fi;
 			cc++
@@ -513,7 +551,8 @@ inline tick()
 			do
 			:: ww < N ->
 				if
-				:: !(conf[j] & (1 << ww)) -> result_to(ww, j)
+				:: !(conf[j] & (1 << ww)) -> result_to(ww, j);
+					SEEN(W_PROBE)
 				:: else -> skip
 				fi;
 				ww++
