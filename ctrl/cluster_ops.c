@@ -383,6 +383,11 @@ int cluster_ops_init(struct tallyd *d)
 		.a_ns = 100000, .b_ns_per_byte = 1,
 		.mg_plan_only = true,
 		.stall_ns = CLUSTER_STALL_NS,
+		/* aggregation: every host's results leave through the
+		 * aggregators' ports, so on a slow network units take longer
+		 * than the bound; ring: crossed credits are routine and their
+		 * waits would feed the unit time (docs/scheduling.md) */
+		.stall_adapt = d->cfg.algorithm == ALGO_AGGREGATE,
 	};
 
 	c->queue_head = c->queue_tail = UNIT_NONE;

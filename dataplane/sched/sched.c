@@ -67,12 +67,14 @@ struct unit_rec {
 	uint64_t id;		/* 0: free */
 	uint64_t bytes;
 	uint64_t epoch;		/* autotune: the credit it went under */
+	uint64_t released_ns;
 };
 
 struct sched {
 	struct sched_cfg cfg;
 	uint64_t last_progress_ns;	/* a unit completed, or one went over
 					 * the credit (ByteScheduler stalls) */
+	uint64_t unit_ns;		/* units' release-to-done time, EWMA */
 	struct pending *items;
 	uint32_t head, tail, free_head, n_items;
 	struct unit_rec *units;
@@ -303,6 +305,7 @@ static int unit_commit(struct sched *s, struct sched_unit *u, uint64_t now)
 	s->units[i].id = u->id;
 	s->units[i].bytes = u->bytes;
 	s->units[i].epoch = s->tune_epoch;
+	s->units[i].released_ns = now;
 	if (s->n_units++ == 0) {
 		s->busy_since = now;
 		s->last_progress_ns = now;
@@ -430,11 +433,23 @@ static int next_mgwfbp(struct sched *s, uint64_t now, struct sched_unit *u)
  * stall_ns one more partition goes past the credit; since each host
  * releases its partitions in the same (iteration, priority) order, the
  * partitions a host waits for are eventually released by every other host
- * and complete (docs/scheduling.md, "Stalls").
+ * and complete (docs/scheduling.md, "Stalls").  With stall_adapt the
+ * bound grows to twice the usual time from a unit's release to its
+ * completion: on a slow link (a PS whose aggregator sends every host's
+ * results through one shaped port) units take longer than stall_ns, and
+ * releasing past the credit there only queues more.
  */
+static uint64_t bs_stall_ns(const struct sched *s)
+{
+	/* a slow link is no stall: twice the usual unit time at least */
+	if (!s->cfg.stall_adapt || s->cfg.stall_ns > 2 * s->unit_ns)
+		return s->cfg.stall_ns;
+	return 2 * s->unit_ns;
+}
+
 static bool bs_stalled(const struct sched *s, uint64_t now)
 {
-	return s->cfg.stall_ns && now - s->last_progress_ns >= s->cfg.stall_ns;
+	return s->cfg.stall_ns && now - s->last_progress_ns >= bs_stall_ns(s);
 }
 
 static int next_bytescheduler(struct sched *s, uint64_t now,
@@ -541,7 +556,7 @@ static void autotune(struct sched *s, uint64_t now, uint64_t bytes)
 
 void sched_unit_done(struct sched *s, uint64_t unit_id, uint64_t now_ns)
 {
-	uint64_t bytes, epoch;
+	uint64_t bytes, epoch, lat;
 	uint32_t i;
 
 	if (!s || unit_id == 0)
@@ -553,6 +568,8 @@ void sched_unit_done(struct sched *s, uint64_t unit_id, uint64_t now_ns)
 		return;		/* unknown, or from before sched_reset() */
 	bytes = s->units[i].bytes;
 	epoch = s->units[i].epoch;
+	lat = now_ns - s->units[i].released_ns;
+	s->unit_ns = s->unit_ns ? (7 * s->unit_ns + lat) / 8 : lat;
 	s->units[i].id = 0;
 	s->st.bytes_in_flight -= bytes;
 	s->last_progress_ns = now_ns;
@@ -570,7 +587,7 @@ uint64_t sched_next_deadline(const struct sched *s)
 	if (!s || s->head == NIL)
 		return UINT64_MAX;
 	if (s->cfg.policy == SCHED_BYTESCHEDULER) {
-		uint64_t d = s->last_progress_ns + s->cfg.stall_ns;
+		uint64_t d = s->last_progress_ns + bs_stall_ns(s);
 
 		/* a partition waits for credit only while units are out */
 		if (!s->cfg.stall_ns || s->n_units == 0)

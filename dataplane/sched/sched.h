@@ -70,6 +70,9 @@ struct sched_cfg {
 	/* no unit completed for this long while the credit is full: one
 	 * partition goes past it (0: never; see docs/scheduling.md) */
 	uint64_t stall_ns;
+	/* ... or for twice the usual time from a unit's release to its
+	 * completion, when that is longer */
+	bool stall_adapt;
 };
 
 /* A gradient that became ready. */

@@ -413,7 +413,7 @@ static void test_bs_stall(void **state)
 	struct sched_cfg c = {
 		.policy = SCHED_BYTESCHEDULER, .max_items = 16,
 		.partition_bytes = 4096, .credit_bytes = 8192,
-		.stall_ns = 1000 * US,
+		.stall_ns = 1000 * US, .stall_adapt = true,
 	};
 	struct sched *s = sched_create(&c);
 	uint64_t id1, id2, id3;
@@ -435,18 +435,39 @@ static void test_bs_stall(void **state)
 	expect_piece(s, 2010 * US, 1, 12288, 4096, false, NULL);
 	assert_int_equal(sched_stats(s)->stall_releases, 2);
 	assert_int_equal(sched_stats(s)->bytes_in_flight, 4 * 4096);
-	/* a completion is progress: the clock starts again from it */
+	/* a completion is progress: the clock starts again from it, and
+	 * units that take 2490 us (a slow link) make a stall twice that */
 	sched_unit_done(s, id1, 2500 * US);
-	expect_none(s, 3499 * US);
-	assert_int_equal(sched_next_deadline(s), 3500 * US);
-	sched_unit_done(s, id2, 3000 * US);
-	sched_unit_done(s, id3, 3000 * US);
-	expect_piece(s, 3000 * US, 1, 16384, 4096, false, NULL); /* fits */
-	assert_int_equal(sched_stats(s)->stall_releases, 2);
-	expect_none(s, 3999 * US);
-	expect_piece(s, 4000 * US, 1, 20480, 4096, true, NULL);
+	assert_int_equal(sched_next_deadline(s), 7480 * US);
+	expect_none(s, 7479 * US);
+	expect_piece(s, 7480 * US, 1, 16384, 4096, false, NULL);
 	assert_int_equal(sched_stats(s)->stall_releases, 3);
+	/* released at 10 us and 1010 us, done at 8000 us: the usual unit
+	 * time is now (7 * (7 * 2490 + 7990) / 8 + 6990) / 8 = 3654.062 us
+	 * (in ns, rounded down at each step) */
+	sched_unit_done(s, id2, 8000 * US);
+	sched_unit_done(s, id3, 8000 * US);
+	expect_none(s, 8000 * US);			/* 12288 > 8192 */
+	assert_int_equal(sched_next_deadline(s), 8000 * US + 2 * 3654062);
+	expect_none(s, 8000 * US + 2 * 3654062 - 1);
+	expect_piece(s, 8000 * US + 2 * 3654062, 1, 20480, 4096, true, NULL);
+	assert_int_equal(sched_stats(s)->stall_releases, 4);
 	assert_int_equal(sched_next_deadline(s), UINT64_MAX);	/* none */
+	sched_destroy(s);
+
+	/* without stall_adapt the bound stays stall_ns */
+	s = sched_create(&(struct sched_cfg){ .policy = SCHED_BYTESCHEDULER,
+		.max_items = 16, .partition_bytes = 4096,
+		.credit_bytes = 8192, .stall_ns = 1000 * US });
+	assert_non_null(s);
+	rdy(s, 1, 1, 0, 3 * 4096, false, 0);
+	expect_piece(s, 0, 1, 0, 4096, false, &id1);
+	expect_piece(s, 0, 1, 4096, 4096, false, NULL);
+	sched_unit_done(s, id1, 5000 * US);	/* a 5 ms unit */
+	rdy(s, 2, 1, 0, 2 * 4096, false, 5000 * US);
+	expect_piece(s, 5000 * US, 1, 8192, 4096, true, NULL);
+	expect_none(s, 5999 * US);
+	expect_piece(s, 6000 * US, 2, 0, 4096, false, NULL);
 	sched_destroy(s);
 
 	/* stall_ns = 0: the credit holds forever */
