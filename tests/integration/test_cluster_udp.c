@@ -199,9 +199,7 @@ static void test_wrong_job_key_refused(void **state)
 	const char *r1[] = { "--rank", "1", "--world", "2", "--job-key", "2",
 			     "--coordinator", coord, "--address", a1, NULL };
 	struct test_daemon d0, d1;
-	char line[256];
 	bool said = false;
-	FILE *log;
 	int ret;
 
 	(void)state;
@@ -212,28 +210,11 @@ static void test_wrong_job_key_refused(void **state)
 	assert_int_equal(daemon_start(&d0, CL_LOCAL, r0), 0);
 	assert_int_equal(daemon_start(&d1, 1, r1), 0);
 	ret = child_wait(child_start(foreign_client, &d1), 30000);
-	log = fopen(d1.log, "r");
-	while (log && fgets(line, sizeof(line), log))
-		said |= strstr(line, "wrong job key") != NULL;
-	if (log)
-		fclose(log);
+	said = daemon_log_count(&d1, "wrong job key") > 0;
 	assert_int_equal(daemon_stop(&d1), 0);
 	assert_int_equal(daemon_stop(&d0), 0);
 	assert_int_equal(ret, 0);
 	assert_true(said);
-}
-
-static bool log_says(const char *path, const char *what)
-{
-	char line[512];
-	bool said = false;
-	FILE *log = fopen(path, "r");
-
-	while (log && fgets(line, sizeof(line), log))
-		said |= strstr(line, what) != NULL;
-	if (log)
-		fclose(log);
-	return said;
 }
 
 /*
@@ -262,11 +243,12 @@ static void test_wrong_secret_refused(void **state)
 	s.secret_file[1] = path;
 	assert_int_equal(cluster_up(&tc, &s), 0);
 	ret = child_wait(child_start(foreign_client, &tc.d[1]), 30000);
-	refused = log_says(tc.d[0].log, "registration of rank 1 refused: "
-			   "authentication failed");
-	counted = log_says(tc.d[0].log, "failed authentication (another "
-			   "job secret, or forged); 1 so far");
-	told = log_says(tc.d[1].log, "job secret differs");
+	refused = daemon_log_count(&tc.d[0], "registration of rank 1 "
+				   "refused: authentication failed") > 0;
+	counted = daemon_log_count(&tc.d[0], "failed authentication "
+				   "(another job secret, or forged); 1 so "
+				   "far") > 0;
+	told = daemon_log_count(&tc.d[1], "job secret differs") > 0;
 	assert_int_equal(cluster_down(&tc), 0);
 	unlink(path);
 	rmdir(dir);
@@ -303,7 +285,7 @@ static void test_open_secret_file_refused(void **state)
 	exited = !d.pid || !daemon_alive(&d);
 	if (exited)
 		d.pid = 0;		/* reaped */
-	said = log_says(d.log, "chmod 600");
+	said = daemon_log_count(&d, "chmod 600") > 0;
 	daemon_stop(&d);
 	unlink(path);
 	rmdir(dir);

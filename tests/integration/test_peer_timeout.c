@@ -106,19 +106,6 @@ static int start_daemons(struct test_daemon d[2])
 	return 0;
 }
 
-static bool log_says(const char *path, const char *what)
-{
-	FILE *f = fopen(path, "r");
-	char line[512];
-	bool said = false;
-
-	while (f && fgets(line, sizeof(line), f))
-		said |= strstr(line, what) != NULL;
-	if (f)
-		fclose(f);
-	return said;
-}
-
 /*
  * Stop daemon @v while the other one's client waits on an operation that
  * needs it: the wait must end with TALLY_EPEERLOST in the window above,
@@ -153,7 +140,7 @@ static void stop_one(int v, const char *survivor_says)
 			took = test_now_ms() - t0;
 		}
 	}
-	said = log_says(d[s].log, survivor_says);
+	said = daemon_log_count(&d[s], survivor_says) > 0;
 	/* clean up before any assertion can leave a stopped daemon */
 	kill(d[v].pid, SIGCONT);
 	kill(vc, SIGKILL);
