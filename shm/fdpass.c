@@ -17,6 +17,21 @@ void msg_init(struct tally_msg *msg, enum tally_msg_type type)
 	msg->type = (uint16_t)type;
 }
 
+void msg_put_fds(struct msghdr *mh, void *ctl, const int *fds, int nfds)
+{
+	size_t bytes = sizeof(int) * (size_t)nfds;
+	struct cmsghdr *cm;
+
+	memset(ctl, 0, CMSG_SPACE(bytes));
+	mh->msg_control = ctl;
+	mh->msg_controllen = CMSG_SPACE(bytes);
+	cm = CMSG_FIRSTHDR(mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(bytes);
+	memcpy(CMSG_DATA(cm), fds, bytes);
+}
+
 int msg_send(int sock, const struct tally_msg *msg, const int *fds, int nfds)
 {
 	char ctl[CMSG_SPACE(sizeof(int) * TALLY_MSG_MAX_FDS)];
@@ -26,18 +41,8 @@ int msg_send(int sock, const struct tally_msg *msg, const int *fds, int nfds)
 
 	if (nfds < 0 || nfds > TALLY_MSG_MAX_FDS)
 		return -EINVAL;
-	if (nfds > 0) {
-		struct cmsghdr *cm;
-
-		memset(ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-	}
+	if (nfds > 0)
+		msg_put_fds(&mh, ctl, fds, nfds);
 	do {
 		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
 	} while (n < 0 && errno == EINTR);

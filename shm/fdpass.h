@@ -8,6 +8,12 @@
 
 #include "shm/proto.h"
 
+struct msghdr;
+
+/* Attach @nfds > 0 descriptors to @mh as one SCM_RIGHTS message, built in
+ * @ctl, which holds at least CMSG_SPACE(nfds * sizeof(int)) bytes. */
+void msg_put_fds(struct msghdr *mh, void *ctl, const int *fds, int nfds);
+
 /* 0, or -errno. Blocking socket: sends the whole message. */
 int msg_send(int sock, const struct tally_msg *msg, const int *fds, int nfds);
 

@@ -225,18 +225,8 @@ static void send_bytes(int sock, const void *buf, size_t len, const int *fds,
 
 	if (len == 0)
 		return;	/* a stream carries no fds without bytes */
-	if (nfds > 0 && nfds <= 16) {
-		struct cmsghdr *cm;
-
-		memset(ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-	}
+	if (nfds > 0 && nfds <= 16)	/* more than the library sends */
+		msg_put_fds(&mh, ctl, fds, nfds);
 	/* fails once we shut our side down: the client cannot send then */
 	(void)sendmsg(sock, &mh, MSG_NOSIGNAL);
 }
