@@ -7,6 +7,7 @@
 #ifndef TALLY_SHM_CLIENT_INTERNAL_H
 #define TALLY_SHM_CLIENT_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <tally/tally.h>
@@ -38,7 +39,8 @@ struct tally_client {
 	struct segment ctrl;	/* holds both rings */
 	struct ring sq, cq;
 	int rank, size;
-	bool daemon_lost;
+	/* atomic: tally_wait_ready() may set it from another thread */
+	atomic_bool daemon_lost;
 	int last_error;		/* of the last tally_alloc()/tally_free() */
 	uint32_t next_seg_id;
 	unsigned int inflight;

@@ -182,18 +182,30 @@ int tally_test(struct tally_client *c, uint64_t req)
 	return req_check(c, r);
 }
 
+/* Completions published and not yet taken.  Reads only the shared
+ * indices, so another thread may reap meanwhile (tally_wait_ready). */
+static bool cq_has_entries(const struct tally_client *c)
+{
+	return atomic_load_explicit(&c->cq.sh->tail, memory_order_acquire) !=
+	       atomic_load_explicit(&c->cq.sh->head, memory_order_acquire);
+}
+
 /* Sleep until the daemon rings the doorbell, the socket says it is gone,
- * or the deadline passes.  Returns false on timeout. */
-static bool sleep_on_doorbell(struct tally_client *c, uint64_t deadline)
+ * or the deadline passes.  @gone is what on the socket means gone: POLLIN
+ * when we alone use it (the daemon never writes unasked, so readable means
+ * EOF), POLLRDHUP when another thread may be awaiting a reply on it.
+ * Returns false on timeout. */
+static bool sleep_on_doorbell(struct tally_client *c, uint64_t deadline,
+			      short gone)
 {
 	struct pollfd pfd[2] = {
 		{ .fd = c->cq_kick_fd, .events = POLLIN },
-		{ .fd = c->sock, .events = POLLIN },
+		{ .fd = c->sock, .events = gone },
 	};
 	int timeout = -1, n;
 
 	ring_sleep_prepare(&c->cq);
-	if (ring_ready(&c->cq) != 0) {	/* raced with a completion */
+	if (cq_has_entries(c)) {	/* raced with a completion */
 		ring_sleep_done(&c->cq);
 		return true;
 	}
@@ -213,8 +225,7 @@ static bool sleep_on_doorbell(struct tally_client *c, uint64_t deadline)
 		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
 			c->daemon_lost = true;
 	}
-	/* The daemon never writes unasked on the socket: readable means EOF. */
-	if (n > 0 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
+	if (n > 0 && (pfd[1].revents & (gone | POLLHUP | POLLERR)))
 		c->daemon_lost = true;
 	return n != 0;
 }
@@ -251,9 +262,28 @@ int tally_wait(struct tally_client *c, uint64_t req, int timeout_ms)
 		if (now < spin_end)
 			sched_yield();	/* lets the daemon run on our core */
 		else
-			sleep_on_doorbell(c, deadline);
+			sleep_on_doorbell(c, deadline, POLLIN);
 	}
 	/* remember how long waits take: 7/8 old + 1/8 new */
 	c->spin_ewma_ns = (7 * c->spin_ewma_ns + (now_ns() - start)) / 8;
 	return ret;
+}
+
+int tally_wait_ready(struct tally_client *c, int timeout_ms)
+{
+	uint64_t deadline = 0;
+
+	if (!c)
+		return -TALLY_EINVAL;
+	if (timeout_ms >= 0)
+		deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull + 1;
+	for (;;) {
+		if (c->daemon_lost)
+			return -TALLY_EDAEMONLOST;
+		if (cq_has_entries(c))
+			return 0;
+		if (deadline && now_ns() >= deadline)
+			return -TALLY_ETIMEDOUT;
+		sleep_on_doorbell(c, deadline, POLLRDHUP);
+	}
 }

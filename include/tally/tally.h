@@ -30,7 +30,9 @@
  * Thread safety: a struct tally_client is NOT thread-safe; it owns one
  * single-producer/single-consumer submission ring and completion ring.  Use
  * it from one thread at a time (external locking is fine), or open one
- * client per thread.  Different clients may be used concurrently.
+ * client per thread.  Different clients may be used concurrently.  The one
+ * exception is tally_wait_ready(), made for a progress thread: it may run
+ * while another thread uses the client.
  * tally_strerror() and tally_dtype_size() are thread-safe.
  *
  * The library links libc only: no DPDK, rdma-core or CUDA.
@@ -177,6 +179,21 @@ int tally_test(struct tally_client *c, uint64_t req);
  * stays pending), or -TALLY_EDAEMONLOST if the daemon went away.
  */
 int tally_wait(struct tally_client *c, uint64_t req, int timeout_ms);
+
+/*
+ * tally_wait_ready - sleep until a completion is ready to be collected, the
+ * daemon is gone, or @timeout_ms passes (-1 waits forever, 0 polls).
+ * Returns 0 when at least one completion is ready (collect it with
+ * tally_test() on the pending handles), -TALLY_ETIMEDOUT, or
+ * -TALLY_EDAEMONLOST (every pending request then fails with it).
+ *
+ * It consumes nothing, so unlike every other call it may run in one
+ * thread while other threads use the client under their own lock: a
+ * progress thread sleeps here without the lock, then takes it to call
+ * tally_test().  At most one thread may be inside tally_wait_ready() or
+ * tally_wait() at a time.  (TALLY_1.2)
+ */
+int tally_wait_ready(struct tally_client *c, int timeout_ms);
 
 /* tally_strerror - static text for a (negative or positive) error code. */
 const char *tally_strerror(int err);
