@@ -148,7 +148,12 @@ class Request:
             self._event.set()
             callbacks, self._callbacks = self._callbacks, []
         for fn in callbacks:
-            fn(self)
+            try:
+                fn(self)
+            except Exception:          # noqa: BLE001
+                # the progress thread must survive a broken callback
+                import traceback
+                traceback.print_exc()
 
 
 _callback_lock = threading.Lock()

@@ -50,6 +50,38 @@ def _bytes_of(t):
     return t.numel() * t.element_size()
 
 
+def _attempt(fn):
+    """Run a completion's work; its exception, or None.  Completions
+    run in the progress thread: an exception escaping them would leave
+    the collective's future unfinished."""
+    try:
+        fn()
+        return None
+    except Exception as e:          # noqa: BLE001
+        return e
+
+
+def _reduce_rows(rows, op, n):
+    """Every rank's tensor, reduced in rank order, in a wide type (so
+    that float16 products and int32 sums do not depend on kernels the
+    narrow type lacks)."""
+    stack = torch.stack(rows)
+    wide = stack.double() if stack.is_floating_point() else stack.long()
+    if op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
+        res = wide.sum(0)
+        if op == dist.ReduceOp.AVG:
+            res = res / n if res.is_floating_point() else \
+                torch.div(res, n, rounding_mode="floor")
+        return res
+    if op == dist.ReduceOp.PRODUCT:
+        return wide.prod(0)
+    if op == dist.ReduceOp.MAX:
+        return wide.max(0).values
+    if op == dist.ReduceOp.MIN:
+        return wide.min(0).values
+    raise TallyError(EINVAL, "reduce op %s is not supported" % op)
+
+
 class ProcessGroupTally(dist.ProcessGroup):
     def __init__(self, store, rank, size, timeout=None):
         global _pg_count
@@ -98,7 +130,7 @@ class ProcessGroupTally(dist.ProcessGroup):
         def finish(r):
             err = r.error()
             if err is None and buf is not None:
-                tensor.view(-1).copy_(work)
+                err = _attempt(lambda: tensor.view(-1).copy_(work))
             if buf is not None:
                 self._pool.put(buf)
             done(err)
@@ -186,23 +218,8 @@ class ProcessGroupTally(dist.ProcessGroup):
         def reduce_one(t, cb):
             def done(err, rows):
                 if err is None:
-                    stack = torch.stack(rows)
-                    if op == dist.ReduceOp.SUM or op == dist.ReduceOp.AVG:
-                        res = stack.sum(0)
-                        if op == dist.ReduceOp.AVG:
-                            res = (res / n) if res.is_floating_point() \
-                                else torch.div(res, n, rounding_mode="floor")
-                    elif op == dist.ReduceOp.PRODUCT:
-                        res = stack.prod(0)
-                    elif op == dist.ReduceOp.MAX:
-                        res = stack.max(0).values
-                    elif op == dist.ReduceOp.MIN:
-                        res = stack.min(0).values
-                    else:
-                        err = TallyError(EINVAL, "reduce op %s is not supported"
-                                         % op)
-                    if err is None:
-                        t.copy_(res.to(t.dtype))
+                    err = _attempt(lambda: t.copy_(
+                        _reduce_rows(rows, op, n).to(t.dtype)))
                 cb(err)
             self._gather_rows(t, done)
         parts = [lambda cb, t=t: reduce_one(t, cb) for t in tensors]
@@ -219,10 +236,11 @@ class ProcessGroupTally(dist.ProcessGroup):
             raw[me * stride:me * stride + nb].copy_(src)
 
         def finish(err, raw):
-            rows = None
+            rows = []
             if err is None:
-                rows = [raw[r * stride:r * stride + nb].clone()
-                        .view(t.dtype).view(t.shape) for r in range(n)]
+                err = _attempt(lambda: rows.extend(
+                    raw[r * stride:r * stride + nb].clone()
+                    .view(t.dtype).view(t.shape) for r in range(n)))
             done(err, rows)
         self._exchange(n * stride, fill, finish)
 
@@ -240,9 +258,8 @@ class ProcessGroupTally(dist.ProcessGroup):
 
             def finish(err, raw):
                 if err is None and me != root:
-                    t.view(-1).view(torch.uint8).copy_(raw[:nb]) \
-                        if t.is_contiguous() else \
-                        t.copy_(raw[:nb].view(t.dtype).view(t.shape))
+                    err = _attempt(lambda: t.copy_(
+                        raw[:nb].clone().view(t.dtype).view(t.shape)))
                 cb(err)
             self._exchange(nb, fill, finish)
         parts = [lambda cb, t=t: one(t, cb) for t in tensors]
@@ -254,8 +271,8 @@ class ProcessGroupTally(dist.ProcessGroup):
 
             def done(err, rows):
                 if err is None:
-                    for o, row in zip(outs, rows):
-                        o.copy_(row)
+                    err = _attempt(lambda: [o.copy_(row) for o, row
+                                            in zip(outs, rows)])
                 cb(err)
             self._gather_rows(t, done)
         parts = [lambda cb, o=o, t=t: one(o, t, cb)
@@ -266,8 +283,8 @@ class ProcessGroupTally(dist.ProcessGroup):
         def one(cb):
             def done(err, rows):
                 if err is None:
-                    output.view(-1).copy_(torch.cat([r.reshape(-1)
-                                                     for r in rows]))
+                    err = _attempt(lambda: output.view(-1).copy_(
+                        torch.cat([r.reshape(-1) for r in rows])))
                 cb(err)
             self._gather_rows(input, done)
         return self._future_of([one], [output])
@@ -278,8 +295,8 @@ class ProcessGroupTally(dist.ProcessGroup):
         def one(cb):
             def done(err, rows):
                 if err is None and self.rank() == root:
-                    for o, row in zip(output_tensors[0], rows):
-                        o.copy_(row)
+                    err = _attempt(lambda: [o.copy_(row) for o, row
+                                            in zip(output_tensors[0], rows)])
                 cb(err)
             self._gather_rows(input_tensors[0], done)
         return self._future_of([one], output_tensors)
@@ -299,8 +316,9 @@ class ProcessGroupTally(dist.ProcessGroup):
 
             def finish(err, raw):
                 if err is None:
-                    out.copy_(raw[me * stride:me * stride + nb].clone()
-                              .view(out.dtype).view(out.shape))
+                    err = _attempt(lambda: out.copy_(
+                        raw[me * stride:me * stride + nb].clone()
+                        .view(out.dtype).view(out.shape)))
                 cb(err)
             self._exchange(n * stride, fill, finish)
         return self._future_of([one], output_tensors)
