@@ -193,7 +193,9 @@ class Client:
               "connecting to tallyd at %s" %
               (socket or "$TALLY_SOCKET or /run/tally/tallyd.sock"))
         self._c = c
-        self._lock = threading.Lock()
+        # reentrant: a Buffer freed by the garbage collector may call
+        # tally_free() from a thread that holds the lock already
+        self._lock = threading.RLock()
         self._cv = threading.Condition(self._lock)
         self._pending = {}      # handle -> Request
         self._buffers = {}      # address -> weakref to Buffer
