@@ -94,6 +94,14 @@ class Bucket:
         return self._last
 
 
+def timed(run, n):
+    """(wall, CPU of this process's threads) microseconds per bucket"""
+    t0, c0 = time.perf_counter(), time.process_time()
+    run(n)
+    return ((time.perf_counter() - t0) * 1e6 / n,
+            (time.process_time() - c0) * 1e6 / n)
+
+
 def time_hook(client, a):
     """us per bucket: allreduce_hook, then wait its Future, one at a time"""
     import tally.torch
@@ -107,11 +115,9 @@ def time_hook(client, a):
         for i in range(n):
             tally.torch.allreduce_hook(state, buckets[i % a.nbuckets]).wait()
     run(a.warmup)
-    t0 = time.perf_counter()
-    run(a.iters)
-    us = (time.perf_counter() - t0) * 1e6 / a.iters
+    us, cpu = timed(run, a.iters)
     ok = all(torch.all(b.buffer() == 1.0) for b in buckets)
-    return us, ok, state.copies
+    return us, cpu, ok, state.copies
 
 
 def time_shared(client, a):
@@ -140,11 +146,9 @@ def time_shared(client, a):
             if b.index == a.nbuckets - 1:
                 grads.synchronize()     # all done: resets, next step
     run(a.warmup)
-    t0 = time.perf_counter()
-    run(a.iters)
-    us = (time.perf_counter() - t0) * 1e6 / a.iters
+    us, cpu = timed(run, a.iters)
     ok = all(torch.all(b.flat == 1.0) for b in grads.buckets)
-    return us, ok
+    return us, cpu, ok
 
 
 def buckets(a):
@@ -155,10 +159,11 @@ def buckets(a):
     out = {"rank": client.rank}
     for path in a.order.split(","):
         if path == "hook":
-            out["hook_us"], out["hook_ok"], out["copies"] = \
-                time_hook(client, a)
+            out["hook_us"], out["hook_cpu_us"], out["hook_ok"], \
+                out["copies"] = time_hook(client, a)
         else:
-            out["shared_us"], out["shared_ok"] = time_shared(client, a)
+            out["shared_us"], out["shared_cpu_us"], out["shared_ok"] = \
+                time_shared(client, a)
     print(json.dumps(out), flush=True)
     client.close()
 
