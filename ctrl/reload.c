@@ -68,7 +68,7 @@ static void on_change(void *ctx, const char *section, const char *key,
 	} else if (!strcmp(key, "idle_spin_us")) {
 		d->cfg.idle_spin_us = r->next->idle_spin_us;
 	}
-	/* log_level last of all, in daemon_reload(): its own lines first */
+	/* log_level: at the end of daemon_reload() */
 }
 
 void daemon_reload(struct tallyd *d)
@@ -86,24 +86,27 @@ void daemon_reload(struct tallyd *d)
 		free(next);
 		return;
 	}
-	log_info("SIGHUP: reloading %s", d->cfg.config_file);
 	notify_send("RELOADING=1\nSTATUS=reloading %s", d->cfg.config_file);
 	if (config_parse_args(next, d->argc, d->argv)) {
 		/* config_parse_args() logged the error */
-		log_err("reload: refused, the running configuration stays");
+		log_err("SIGHUP: reload of %s refused, the running "
+			"configuration stays", d->cfg.config_file);
 		notify_send("READY=1\nSTATUS=reload of %s refused: errors "
 			    "(see the log); running configuration kept",
 			    d->cfg.config_file);
 		free(next);
 		return;
 	}
+	/* the reload's own lines at the more verbose of the two levels:
+	 * both going quieter and going louder show what changed */
+	if (next->log_level > d->cfg.log_level)
+		log_set_level((enum log_level)next->log_level);
+	log_info("SIGHUP: reloading %s", d->cfg.config_file);
 	config_diff(&d->cfg, next, on_change, &r);
 	log_info("reload: %d key%s applied, %d kept until a restart",
 		 r.applied, r.applied == 1 ? "" : "s", r.kept);
-	if (d->cfg.log_level != next->log_level) {
-		d->cfg.log_level = next->log_level;
-		log_set_level((enum log_level)next->log_level);
-	}
+	d->cfg.log_level = next->log_level;
+	log_set_level((enum log_level)next->log_level);
 	notify_send("READY=1\nSTATUS=reloaded %s: %d key%s applied, %d kept "
 		    "until a restart", d->cfg.config_file, r.applied,
 		    r.applied == 1 ? "" : "s", r.kept);
