@@ -239,6 +239,11 @@ static void on_lost(void *ctx, const char *why)
 
 /* ---- the loop's side -------------------------------------------------- */
 
+bool cluster_joined(struct tallyd *d)
+{
+	return d->cluster && d->cluster->have_roster;
+}
+
 int cluster_poll(struct tallyd *d, uint64_t now)
 {
 	struct cluster *c = d->cluster;

@@ -31,6 +31,9 @@ struct cluster;
 int cluster_start(struct tallyd *d);
 void cluster_stop(struct tallyd *d);
 
+/* Has the job's roster arrived (the job is formed and this daemon in it)? */
+bool cluster_joined(struct tallyd *d);
+
 /* A ready local group enters the network phase. */
 void cluster_submit_group(struct tallyd *d, struct lg_group *g);
 

@@ -112,10 +112,14 @@ int config_parse_args(struct tally_config *cfg, int argc, char **argv)
 			return CONFIG_ARGS_HELP;
 		if (c == '?')
 			return CONFIG_ARGS_USAGE;
-		if (c == 'c' && config_load_file(cfg, optarg, err, sizeof(err))) {
+		if (c != 'c')
+			continue;
+		if (config_load_file(cfg, optarg, err, sizeof(err))) {
 			log_err("%s", err);
 			return -1;
 		}
+		snprintf(cfg->config_file, sizeof(cfg->config_file), "%s",
+			 optarg);
 	}
 	optind = 0;
 	while ((c = getopt_long(argc, argv, "c:s:n:l:h", opts, NULL)) != -1) {

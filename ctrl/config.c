@@ -265,6 +265,106 @@ int config_set(struct tally_config *cfg, const char *section,
 	return -1;
 }
 
+/* @k's value in @cfg as the file would spell it */
+static void format_value(const struct tally_config *cfg,
+			 const struct key_spec *k, char *buf, size_t len)
+{
+	const char *field = (const char *)cfg + k->off;
+	const struct config_addr *a = (const void *)field;
+	const uint8_t *mac = (const void *)field;
+	static const char *const levels[] = { "error", "warn", "info",
+					      "debug" };
+	struct in_addr in;
+	char ip[INET_ADDRSTRLEN];
+	int v;
+
+	switch (k->type) {
+	case K_INT:
+		snprintf(buf, len, "%d", *(const int *)field);
+		return;
+	case K_U32:
+		snprintf(buf, len, "%u", *(const uint32_t *)field);
+		return;
+	case K_U64:
+		snprintf(buf, len, "%llu",
+			 (unsigned long long)*(const uint64_t *)field);
+		return;
+	case K_STR:
+	case K_TRANSPORT:
+		snprintf(buf, len, "'%s'", field);
+		return;
+	case K_LOG:
+		v = *(const int *)field;
+		snprintf(buf, len, "%s", v >= 0 && v <= LOG_DEBUG ?
+			 levels[v] : "?");
+		return;
+	case K_ROLE:
+		snprintf(buf, len, "%s", boot_role_name(*(const int *)field));
+		return;
+	case K_SCHED:
+		snprintf(buf, len, "%s", sched_policy_name(
+				 (enum sched_policy)*(const int *)field));
+		return;
+	case K_ALGO:
+		v = *(const int *)field;
+		snprintf(buf, len, "%s", v == ALGO_RING ? "ring" : "aggregate");
+		return;
+	case K_ADDR:
+		in.s_addr = htonl(a->ip);
+		if (!a->ip || !inet_ntop(AF_INET, &in, ip, sizeof(ip)))
+			snprintf(buf, len, "(unset)");
+		else
+			snprintf(buf, len, "%s:%u", ip, a->port);
+		return;
+	case K_MAC:
+		snprintf(buf, len, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0],
+			 mac[1], mac[2], mac[3], mac[4], mac[5]);
+		return;
+	}
+	snprintf(buf, len, "?");
+}
+
+static bool value_equal(const struct tally_config *a,
+			const struct tally_config *b, const struct key_spec *k)
+{
+	const char *fa = (const char *)a + k->off;
+	const char *fb = (const char *)b + k->off;
+	const struct config_addr *aa = (const void *)fa, *ab = (const void *)fb;
+
+	switch (k->type) {
+	case K_U64:
+		return !memcmp(fa, fb, sizeof(uint64_t));
+	case K_STR:
+	case K_TRANSPORT:
+		return !strcmp(fa, fb);
+	case K_ADDR:	/* fields only: never the padding */
+		return aa->ip == ab->ip && aa->port == ab->port;
+	case K_MAC:
+		return !memcmp(fa, fb, 6);
+	default:	/* int, uint32_t and the enums kept as int */
+		return !memcmp(fa, fb, sizeof(int));
+	}
+}
+
+int config_diff(const struct tally_config *a, const struct tally_config *b,
+		config_diff_fn fn, void *ctx)
+{
+	char va[600], vb[600];
+	int n = 0;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (value_equal(a, b, &keys[i]))
+			continue;
+		n++;
+		if (!fn)
+			continue;
+		format_value(a, &keys[i], va, sizeof(va));
+		format_value(b, &keys[i], vb, sizeof(vb));
+		fn(ctx, keys[i].section, keys[i].key, va, vb);
+	}
+	return n;
+}
+
 int config_check(const struct tally_config *cfg, char *err, int errlen)
 {
 	if (cfg->world == 1)

@@ -20,6 +20,8 @@ struct config_addr {
 };
 
 struct tally_config {
+	/* the last file of --config, for a reload ("": none); not a key */
+	char config_file[CONFIG_PATH_MAX * 2];
 	/* [daemon] */
 	char socket[CONFIG_PATH_MAX];
 	char socket_group[64];
@@ -93,6 +95,18 @@ int config_set(struct tally_config *cfg, const char *section,
 /* config_check - cross-key rules (e.g. a cluster needs a coordinator).
  * 0 or -1 with @err set. */
 int config_check(const struct tally_config *cfg, char *err, int errlen);
+
+/*
+ * config_diff - call @fn (when not NULL) for every key whose value differs
+ * between @a and @b, in the order of the key table, with both values as
+ * text (strings quoted).  Returns the number of keys that differ.
+ * tallyd's SIGHUP reload uses it to apply and log what changed.
+ */
+typedef void (*config_diff_fn)(void *ctx, const char *section,
+			       const char *key, const char *old_value,
+			       const char *new_value);
+int config_diff(const struct tally_config *a, const struct tally_config *b,
+		config_diff_fn fn, void *ctx);
 
 /* config_parse_args (cmdline.c) - tallyd's command line: defaults, then
  * the files of --config, then the other options in their order, then

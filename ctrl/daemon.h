@@ -63,7 +63,15 @@ struct tallyd {
 	struct tally_config cfg;
 	int listen_fd;
 	int epoll_fd;
-	int signal_fd;		/* SIGINT, SIGTERM (see tallyd.c) */
+	int signal_fd;		/* SIGINT, SIGTERM, SIGHUP (see tallyd.c) */
+	/* the command line, parsed again on SIGHUP (reload.c) */
+	int argc;
+	char **argv;
+	struct {			/* what notify.c last told systemd */
+		bool ready;
+		bool broken;
+		int clients;
+	} notify;
 	bool stop;
 	/* Set when a member left while others remain: every pending and new
 	 * operation fails with TALLY_EPEERLOST until all members are gone. */
@@ -109,5 +117,12 @@ bool daemon_log_bad(struct daemon_client *cl);
 
 /* loop.c */
 int daemon_run(struct tallyd *d);
+
+/* reload.c: SIGHUP.  Parse the command line (and its --config file) again
+ * and apply what can change while the daemon runs; a configuration with
+ * errors is refused whole and the running one kept. */
+void daemon_reload(struct tallyd *d);
+/* Can section.key change without a restart? */
+bool daemon_key_reloadable(const char *section, const char *key);
 
 #endif /* TALLY_CTRL_DAEMON_H */

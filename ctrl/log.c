@@ -4,18 +4,20 @@
  * prefixes, which journald understands.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ctrl/log.h"
 
-static enum log_level current = LOG_INFO;
+/* set by the main thread (a reload), read by every thread that logs */
+static _Atomic int current = LOG_INFO;
 static const char *const names[] = { "error", "warn", "info", "debug" };
 static const int syslog_prio[] = { 3, 4, 6, 7 };
 
 void log_set_level(enum log_level level)
 {
-	current = level;
+	atomic_store_explicit(&current, (int)level, memory_order_relaxed);
 }
 
 int log_level_parse(const char *name)
@@ -31,7 +33,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	char line[512];
 	va_list ap;
 
-	if (level > current)
+	if ((int)level > atomic_load_explicit(&current, memory_order_relaxed))
 		return;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);

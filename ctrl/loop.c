@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -19,6 +20,7 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
+#include "ctrl/notify.h"
 #include "ctrl/watchdog.h"
 
 #define MAX_EVENTS 64
@@ -43,9 +45,16 @@ static void handle_event(struct tallyd *d, uint64_t tag)
 	if (TAG_KIND(tag) == TAG_SIGNAL) {
 		struct signalfd_siginfo si;
 
-		if (read(d->signal_fd, &si, sizeof(si)) == sizeof(si))
+		while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+			if (si.ssi_signo == SIGHUP) {
+				daemon_reload(d);
+				continue;
+			}
 			log_info("%s: stopping", strsignal((int)si.ssi_signo));
-		d->stop = true;
+			notify_send("STOPPING=1\nSTATUS=stopping (%s)",
+				    strsignal((int)si.ssi_signo));
+			d->stop = true;
+		}
 		return;
 	}
 	if (TAG_KIND(tag) == TAG_CONN) {
@@ -135,7 +144,6 @@ static int64_t sleep_ns(struct tallyd *d, uint64_t now)
 
 int daemon_run(struct tallyd *d)
 {
-	uint64_t spin_ns = (uint64_t)d->cfg.idle_spin_us * 1000;
 	uint64_t idle_since = now_ns();
 	unsigned int turns = 0;
 
@@ -155,10 +163,12 @@ int daemon_run(struct tallyd *d)
 			idle_since = now_ns();
 			continue;
 		}
-		if (now - idle_since < spin_ns) {
+		/* read each turn: a reload may change it */
+		if (now - idle_since < (uint64_t)d->cfg.idle_spin_us * 1000) {
 			sched_yield();
 			continue;
 		}
+		notify_poll(d);
 		if (!prepare_sleep(d, true))
 			poll_events(d, sleep_ns(d, now));
 		prepare_sleep(d, false);

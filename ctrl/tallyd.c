@@ -16,20 +16,23 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
+#include "ctrl/notify.h"
 #include "ctrl/watchdog.h"
 
 /*
- * SIGINT and SIGTERM stop the daemon.  They stay blocked in every thread
- * (block them before the first thread starts) and the loop reads them
- * from a signalfd in its epoll set: one that comes between the loop's
- * last look at d->stop and its sleep still wakes it, and no handler runs
- * in the middle of the loop's work.
+ * SIGINT and SIGTERM stop the daemon, SIGHUP reloads its configuration
+ * (reload.c).  They stay blocked in every thread (block them before the
+ * first thread starts) and the loop reads them from a signalfd in its
+ * epoll set: one that comes between the loop's last look at d->stop and
+ * its sleep still wakes it, and no handler runs in the middle of the
+ * loop's work.
  */
-static void stop_signals(sigset_t *set)
+static void daemon_signals(sigset_t *set)
 {
 	sigemptyset(set);
 	sigaddset(set, SIGINT);
 	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
 }
 
 static int daemon_init(struct tallyd *d)
@@ -58,15 +61,23 @@ static int daemon_init(struct tallyd *d)
 	if (!d->reducer)
 		return -1;
 	d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	stop_signals(&sigs);
+	daemon_signals(&sigs);
 	d->signal_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (d->epoll_fd < 0 || d->signal_fd < 0 ||
 	    epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->signal_fd, &sev) ||
 	    daemon_listen(d) ||
 	    epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->listen_fd, &ev))
 		return -1;
-	if (config_is_cluster(&d->cfg) && cluster_start(d))
-		return -1;
+	if (config_is_cluster(&d->cfg)) {
+		notify_send("STATUS=joining job %u as rank %d of %d "
+			    "(coordinator port %u)", d->cfg.job_key,
+			    d->cfg.rank, d->cfg.world,
+			    d->cfg.coordinator.port);
+		if (cluster_start(d))
+			return -1;
+	}
+	/* READY=1 now, or once the job's roster arrives */
+	notify_poll(d);
 	return 0;
 }
 
@@ -119,11 +130,17 @@ int main(int argc, char **argv)
 	}
 	log_set_level((enum log_level)d->cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
-	stop_signals(&sigs);
+	daemon_signals(&sigs);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-	if (daemon_init(d) == 0)
+	d->argc = argc;
+	d->argv = argv;
+	if (daemon_init(d) == 0) {
 		ret = daemon_run(d);
+	} else {
+		notify_send("STATUS=failed to start (see the log)");
+	}
+	notify_send("STOPPING=1");
 	daemon_fini(d);
 	free(d);
 	return ret;

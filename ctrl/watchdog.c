@@ -49,6 +49,20 @@ int watchdog_init(struct tallyd *d)
 	return 0;
 }
 
+int watchdog_set_stuck_ms(struct tallyd *d, int stuck_ms)
+{
+	d->cfg.stuck_ms = stuck_ms;
+	if (stuck_ms <= 0) {
+		watchdog_fini(d);
+		return 0;
+	}
+	if (!d->watchdog)
+		return watchdog_init(d);
+	d->watchdog->stuck_ns = (uint64_t)stuck_ms * 1000000ull;
+	d->watchdog->next_scan_ns = 0;	/* scan at the next turn */
+	return 0;
+}
+
 void watchdog_fini(struct tallyd *d)
 {
 	if (!d->watchdog)

@@ -21,6 +21,10 @@ struct watchdog_stats {
 };
 
 int watchdog_init(struct tallyd *d);
+/* A new daemon.stuck_ms (SIGHUP reload): 0 turns the watchdog off, a
+ * watchdog that was off starts timing what it sees from its next scan.
+ * 0, or -1 when out of memory (the watchdog stays off). */
+int watchdog_set_stuck_ms(struct tallyd *d, int stuck_ms);
 void watchdog_fini(struct tallyd *d);
 /* Scan when due; cheap otherwise. */
 void watchdog_poll(struct tallyd *d, uint64_t now_ns);

@@ -415,6 +415,62 @@ static void test_config_set_override(void **state)
 	assert_string_equal(cfg.socket_group, "");
 }
 
+struct diff_seen {
+	int n;
+	char lines[8][160];
+};
+
+static void record_diff(void *ctx, const char *section, const char *key,
+			const char *old_value, const char *new_value)
+{
+	struct diff_seen *s = ctx;
+
+	assert_true(s->n < 8);
+	snprintf(s->lines[s->n++], sizeof(s->lines[0]), "%s.%s %s -> %s",
+		 section, key, old_value, new_value);
+}
+
+/* config_diff names every changed key with both values, and only those */
+static void test_config_diff(void **state)
+{
+	struct tally_config a, b;
+	struct diff_seen seen = { 0 };
+	char err[256] = "";
+
+	(void)state;
+	config_defaults(&a);
+	config_defaults(&b);
+	assert_int_equal(config_diff(&a, &b, record_diff, &seen), 0);
+	/* the same address, other padding bytes: equal */
+	memset(&b.coordinator, 0xa5, sizeof(b.coordinator));
+	b.coordinator.ip = a.coordinator.ip;
+	b.coordinator.port = a.coordinator.port;
+	assert_int_equal(config_diff(&a, &b, NULL, NULL), 0);
+	assert_int_equal(config_set(&b, "daemon", "log_level", "debug", err,
+				    sizeof(err)), 0);
+	assert_int_equal(config_set(&b, "daemon", "stuck_ms", "0", err,
+				    sizeof(err)), 0);
+	assert_int_equal(config_set(&b, "cluster", "coordinator",
+				    "10.0.0.1:7000", err, sizeof(err)), 0);
+	assert_int_equal(config_set(&b, "cluster", "schedule", "bsp", err,
+				    sizeof(err)), 0);
+	assert_int_equal(config_set(&b, "daemon", "socket_group", "tally",
+				    err, sizeof(err)), 0);
+	assert_int_equal(config_set(&b, "dataplane", "mac",
+				    "02:00:00:00:00:0a", err, sizeof(err)), 0);
+	assert_int_equal(config_diff(&a, &b, record_diff, &seen), 6);
+	assert_int_equal(seen.n, 6);
+	/* in the order of the key table */
+	assert_string_equal(seen.lines[0], "daemon.socket_group '' -> 'tally'");
+	assert_string_equal(seen.lines[1], "daemon.log_level info -> debug");
+	assert_string_equal(seen.lines[2], "daemon.stuck_ms 10000 -> 0");
+	assert_string_equal(seen.lines[3],
+			    "cluster.coordinator (unset) -> 10.0.0.1:7000");
+	assert_string_equal(seen.lines[4], "cluster.schedule wfbp -> bsp");
+	assert_string_equal(seen.lines[5], "dataplane.mac 00:00:00:00:00:00 "
+			    "-> 02:00:00:00:00:0a");
+}
+
 static void test_config_set_override_after_file(void **state)
 {
 	struct cfg_file *f = *state;
@@ -506,6 +562,7 @@ int main(void)
 		cmocka_unit_test(test_config_missing_file),
 		T(test_config_error_message_truncated_safely),
 		cmocka_unit_test(test_config_set_override),
+		cmocka_unit_test(test_config_diff),
 		T(test_config_set_override_after_file),
 		cmocka_unit_test(test_config_set_rejects_and_keeps_value),
 	};

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * notify.c - sd_notify(3) for tallyd (see notify.h).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#ifdef TALLY_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#include "ctrl/daemon.h"
+#include "ctrl/log.h"
+#include "ctrl/notify.h"
+
+bool notify_supported(void)
+{
+#ifdef TALLY_HAVE_SYSTEMD
+	return true;
+#else
+	return false;
+#endif
+}
+
+void notify_send(const char *fmt, ...)
+{
+#ifdef TALLY_HAVE_SYSTEMD
+	char msg[512];
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* 0: no $NOTIFY_SOCKET, not under systemd; keep it for reloads */
+	ret = sd_notify(0, msg);
+	if (ret < 0)
+		log_debug("sd_notify: error %d", -ret);
+#else
+	(void)fmt;
+#endif
+}
+
+static bool is_ready(struct tallyd *d)
+{
+	return !d->cluster || cluster_joined(d);
+}
+
+void notify_poll(struct tallyd *d)
+{
+	if (!d->notify.ready) {
+		if (!is_ready(d))
+			return;
+		d->notify.ready = true;
+		d->notify.clients = -1;		/* say the status below */
+		log_info("ready: clients may connect on %s", d->cfg.socket);
+		notify_send("READY=1");
+	}
+	if (d->notify.clients == d->n_clients &&
+	    d->notify.broken == d->job_broken)
+		return;
+	d->notify.clients = d->n_clients;
+	d->notify.broken = d->job_broken;
+	notify_send("STATUS=%s%d of %d clients connected; %llu operations "
+		    "done, %llu failed", d->job_broken ? "job aborted: " : "",
+		    d->n_clients, d->cfg.local_size,
+		    (unsigned long long)d->stat_ops_done,
+		    (unsigned long long)d->stat_ops_failed);
+}
