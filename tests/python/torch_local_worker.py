@@ -202,6 +202,29 @@ def shared_gradients_zero_copy():
         raise AssertionError("gradients outside tally memory accepted")
 
 
+@case
+def failure_raises():
+    """A failed collective raises in every rank (a C++ work made from a
+    future would return as if it had succeeded).  Last: it breaks the
+    ranks' agreement on sizes on purpose."""
+    n = 4 if dist.get_rank() == 0 else 8
+    t = torch.ones(n)
+    try:
+        dist.all_reduce(t)
+    except tally.TallyError as e:
+        assert e.name == "TALLY_EMISMATCH", str(e)
+    else:
+        raise AssertionError("a mismatched all_reduce succeeded")
+    work = dist.all_reduce(torch.ones(n), async_op=True)
+    try:
+        work.wait()
+    except tally.TallyError as e:
+        assert e.name == "TALLY_EMISMATCH", str(e)
+    else:
+        raise AssertionError("a mismatched async all_reduce succeeded")
+    assert not work.is_success()
+
+
 def main():
     dist.init_process_group("tally")
     assert dist.get_backend() == "tally"

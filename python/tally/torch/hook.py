@@ -108,7 +108,11 @@ def allreduce_hook(state, bucket):
         buf = state.buffer_for(index, nbytes)
         work = buf.torch(dtype, count=tensor.numel())
         work.copy_(tensor.view(-1))
-    fut = torch.futures.Future()
+    # DDP reads the future from C++: an error must be one C++ sees, and
+    # set_exception() only stores the exception as the value (torch 1.13),
+    # so the error is raised by a then() callback instead
+    result = torch.futures.Future()
+    fut = result.then(_raise_if_error)
     req = client.allreduce(work, key=KEY_KIND_HOOK | index,
                            iteration=iteration, op=state.op,
                            priority=state.priority_of(index),
@@ -117,17 +121,21 @@ def allreduce_hook(state, bucket):
 
     def done(r):
         err = r.error()
-        if err is not None:
-            fut.set_exception(err)
-            return
-        try:
-            if work is not tensor:
+        if err is None and work is not tensor:
+            try:
                 tensor.view(-1).copy_(work)
-            fut.set_result(tensor)
-        except Exception as e:          # noqa: BLE001
-            fut.set_exception(e)
+            except Exception as e:      # noqa: BLE001
+                err = e
+        result.set_result(tensor if err is None else err)
     req.add_done_callback(done)
     return fut
+
+
+def _raise_if_error(fut):
+    value = fut.value()
+    if isinstance(value, BaseException):
+        raise value
+    return value
 
 
 _default_state = None

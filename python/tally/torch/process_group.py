@@ -13,18 +13,25 @@ What goes through tally's all-reduce, and how:
   equal on every rank, at world_size times the bytes (fine for metrics;
   gradients should use the first path).
 - barrier: a 1-element all-reduce.
-send/recv/alltoall are refused.  Every collective returns a C++ Work
-made from a torch future (_create_work_from_future): a Python Work
-subclass loses its Python half when the C++ side holds it alone, and
-DistributedDataParallel's constructor then waits on the base class
-forever (docs/pytorch.md, "Why DDP hung").
+send/recv/alltoall are refused.
+
+Works: every collective returns a _TallyWork, a Python Work whose wait()
+raises the collective's TallyError.  The C++ side of a Python Work finds
+the Python wait() only while the Python object lives (pybind11's
+trampoline), so the group keeps its works alive (all unfinished ones, and
+the last KEEP_WORKS finished ones: a C++ caller such as DDP's constructor
+waits at once).  A C++ work made from a future (_create_work_from_future)
+would need no keeping, but its wait() does not raise: a failed all_reduce
+would return as if it had succeeded (docs/pytorch.md, "Why DDP hung").
 """
 from datetime import timedelta
 import threading
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
+from collections import deque
+
+from torch._C._distributed_c10d import Work
 
 from .. import client as tc
 from ..errors import TallyError, EINVAL
@@ -40,10 +47,45 @@ _pg_count = 0
 _pg_count_lock = threading.Lock()
 
 
-def _completed_work(tensors):
-    fut = torch.futures.Future()
-    fut.set_result(tensors)
-    return _create_work_from_future(fut)
+# finished works kept alive for C++ callers that wait on them late
+KEEP_WORKS = 1024
+
+
+class _TallyWork(Work):
+    """A collective in flight: wait() returns True or raises its error."""
+
+    def __init__(self, fut):
+        super().__init__()
+        self._fut = fut
+
+    def wait(self, timeout=None):
+        self._fut.wait()        # raises the TallyError set on failure
+        return True
+
+    def is_completed(self):
+        return self._fut.done()
+
+    def is_success(self):
+        if not self._fut.done():
+            return False
+        try:
+            self._fut.value()
+            return True
+        except Exception:       # noqa: BLE001
+            return False
+
+    def exception(self):
+        try:
+            self._fut.value()
+        except Exception as e:  # noqa: BLE001
+            return e
+        return None
+
+    def result(self):
+        return self._fut.value()
+
+    def get_future(self):
+        return self._fut
 
 
 def _bytes_of(t):
@@ -100,6 +142,7 @@ class ProcessGroupTally(dist.ProcessGroup):
         self._key = KEY_KIND_PG | (index << 32)
         self._seq = 0
         self._lock = threading.Lock()
+        self._works = deque()   # alive for C++ callers (see the top)
 
     def getBackendName(self):
         return "tally"
@@ -162,7 +205,13 @@ class ProcessGroupTally(dist.ProcessGroup):
                 fut.set_exception(e)
         for start in parts:
             start(part_done)
-        return _create_work_from_future(fut)
+        work = _TallyWork(fut)
+        with self._lock:
+            self._works.append(work)
+            while len(self._works) > KEEP_WORKS and \
+                    self._works[0].is_completed():
+                self._works.popleft()
+        return work
 
     # --- raw-byte exchange: broadcast and gathers -----------------------
 
