@@ -122,6 +122,13 @@ static char *query(const char *path)
 		close(s);
 		return NULL;
 	}
+	if (r.magic == TALLY_MSG_MAGIC && r.type == TALLY_MSG_WELCOME &&
+	    r.status) {		/* refused before it read the query */
+		fprintf(stderr, "%s: %s: the daemon refused the connection: "
+			"%s\n", prog, path, tally_strerror(r.status));
+		close(s);
+		return NULL;
+	}
 	if (r.magic != TALLY_MSG_MAGIC || r.version != TALLY_PROTO_VERSION ||
 	    r.type != TALLY_MSG_CTL_REPLY) {
 		fprintf(stderr, "%s: %s: not a tallyd of this version "
