@@ -297,11 +297,13 @@ class LocalDaemon(unittest.TestCase):
         self.assertEqual(float(res[0]['value'][1]), want)
 
     def test_tally_ctl_with_clients(self):
-        # clients connected while we look: a longer benchmark
+        # clients stay connected while we look: a benchmark far longer
+        # than the test, stopped once we have looked
         run = subprocess.Popen(
             [tool('tally-bench'), '-n', '2', '-b', '64K', '-e', '64K',
-             '-w', '1', '-i', '3000', '--check', '--socket', self.d.sock],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             '-w', '1', '-i', '100000000', '--socket', self.d.sock],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
         try:
             st = wait_for(lambda: (lambda s: s if s['clients'] == 2 else
                                    None)(ctl_json(self.d.sock, 'status')),
@@ -316,13 +318,23 @@ class LocalDaemon(unittest.TestCase):
             self.assertIn('clients 2', txt.stdout)
             jobs = ctl_json(self.d.sock, 'jobs')
             self.assertEqual(jobs[0]['clients'], 2)
+            # operations keep completing while the clients run
+            first = jobs[0]['operations_done']
+            wait_for(lambda: ctl_json(self.d.sock, 'jobs')[0]
+                     ['operations_done'] > first, 30, 'operations to move')
             top = ctl(self.d.sock, 'top', '-n', '2')
             self.assertEqual(top.returncode, 0, top.stderr)
             self.assertIn('OPS/S', top.stdout)
+            self.assertIn('le_64KiB', top.stdout)
         finally:
-            _, err = run.communicate(timeout=120)
-        self.assertEqual(run.returncode, 0, err)
-        # the same numbers as the endpoint (nothing runs now)
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(30)
+        # both members gone: the job is whole again, nothing runs, and
+        # tally-ctl shows the endpoint's numbers
+        wait_for(lambda: (lambda s: s['clients'] == 0 and
+                          s['health'] == 'ok')(
+                              ctl_json(self.d.sock, 'status')),
+                 30, 'the clients to leave')
         counters = ctl_json(self.d.sock, 'counters')
         by = {(c['name'], frozenset(c['labels'].items())): c['value']
               for c in counters}
@@ -331,9 +343,8 @@ class LocalDaemon(unittest.TestCase):
                      'tally_allreduce_latency_seconds_count'):
             self.assertEqual(value(by, name), value(http, name), name)
         self.assertGreater(value(by, 'tally_operations_total',
-                                 result='done'), 6000)
+                                 result='done'), 0)
         self.assertEqual(ctl_json(self.d.sock, 'peers'), [])
-        self.assertEqual(ctl_json(self.d.sock, 'status')['clients'], 0)
 
     def test_tally_ctl_errors(self):
         r = ctl(os.path.join(self.d.dir, 'nope.sock'), 'status')
