@@ -24,6 +24,10 @@
 #include "ctrl/watchdog.h"
 #include "dataplane/engine/wire.h"
 
+#ifndef TALLY_VERSION_STRING	/* meson defines it (ctrl/meson.build) */
+#define TALLY_VERSION_STRING "unknown"
+#endif
+
 /* Upper bounds of the size classes (bytes); the last class is larger. */
 static const uint64_t size_class_max[DAEMON_SIZE_CLASSES - 1] = {
 	4096, 65536, 1 << 20, 16 << 20,
