@@ -104,12 +104,34 @@ static int open_transport(struct tallyd *d)
 		return -1;
 	}
 	c->tp_open = true;
+	c->tp_tx = transport_tx_ops(&c->tp);
 	fd = c->tp.ops->wait_fd ? c->tp.ops->wait_fd(&c->tp) : -1;
 	if (fd >= 0)
 		epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev);
 	log_info("%s transport open: node %u of %u", c->tp.ops->name,
 		 c->self_node, c->n_nodes);
 	return 0;
+}
+
+
+/* The engines send through these: per-peer counts, then the transport. */
+static uint8_t *tx_alloc_counted(void *ctx, size_t len)
+{
+	struct cluster *c = ctx;
+
+	return c->tp_tx.alloc(c->tp_tx.ctx, len);
+}
+
+static void tx_send_counted(void *ctx, uint16_t dst, uint8_t *frame,
+			    size_t len)
+{
+	struct cluster *c = ctx;
+
+	if (dst < BOOT_MAX_MEMBERS) {
+		c->peer_tx_pkts[dst]++;
+		c->peer_tx_bytes[dst] += len;
+	}
+	c->tp_tx.send(c->tp_tx.ctx, dst, frame, len);
 }
 
 static int build_engine(struct tallyd *d, const struct boot_member *me)
@@ -123,7 +145,9 @@ static int build_engine(struct tallyd *d, const struct boot_member *me)
 		.n_nodes = c->n_nodes,
 		.port = c->addrs[c->self_node].port,
 	};
-	struct tly_tx_ops tx = transport_tx_ops(&c->tp);
+	struct tly_tx_ops tx = {
+		.alloc = tx_alloc_counted, .send = tx_send_counted, .ctx = c,
+	};
 	/* the epoch's cookie: packets of a guessed job key or of an earlier
 	 * epoch fail the receiver's first check */
 	uint32_t cookie = auth_cookie(&c->mb.cfg.keys, d->cfg.job_key,
@@ -398,6 +422,8 @@ void cluster_snapshot(struct tallyd *d, struct cluster_snapshot *s)
 		s->peers[i].ip = c->addrs[i].ip;
 		s->peers[i].port = c->addrs[i].port;
 		s->peers[i].agg = i >= c->n_workers;
+		s->peers[i].tx_pkts = c->peer_tx_pkts[i];
+		s->peers[i].tx_bytes = c->peer_tx_bytes[i];
 		for (uint16_t a = 0; a < c->n_aggs; a++)
 			s->peers[i].agg |= c->agg_nodes[a] == i;
 	}

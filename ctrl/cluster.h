@@ -78,6 +78,7 @@ struct cluster_snapshot {
 		uint32_t ip;		/* host byte order */
 		uint16_t port;
 		bool agg;		/* an aggregator node */
+		uint64_t tx_pkts, tx_bytes;	/* frames we sent it */
 	} peers[256];
 };
 void cluster_snapshot(struct tallyd *d, struct cluster_snapshot *s);

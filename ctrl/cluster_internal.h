@@ -59,6 +59,12 @@ struct cluster {
 	/* the engines' counters over past epochs (an epoch rebuilds them) */
 	struct tly_counters past_worker, past_agg;
 	uint32_t agg_slots;		/* primary + fallback of c->agg */
+	/* frames the engines handed the transport per destination node (of
+	 * the roster in force when sent); the transport's own ops under the
+	 * counting ones the engines get */
+	struct tly_tx_ops tp_tx;
+	uint64_t peer_tx_pkts[BOOT_MAX_MEMBERS];
+	uint64_t peer_tx_bytes[BOOT_MAX_MEMBERS];
 };
 
 /* cluster_ops.c */

@@ -8,9 +8,11 @@
  * show the same numbers.  A daemon serving several jobs will fill the
  * same families once per job (label "job"); only this file changes.
  *
- * Byte and packet counters are per job and engine (worker, aggregator) or
- * per job and transport: neither the engine nor the transports count per
- * peer host.  The "peer" label names a roster node (tally_peer_info).
+ * Sent frames are counted per peer (cluster.c wraps the transport's tx);
+ * received bytes and packets only per job and engine (worker, aggregator)
+ * or per job and transport: no layer knows a frame's sender before the
+ * engine parses it.  The "peer" label names a roster node
+ * (tally_peer_info).
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -250,6 +252,19 @@ static void collect_cluster(struct fill *f, struct tallyd *d)
 
 			f->err |= metrics_set(f->m, "tally_peer_info", l, 1);
 		}
+	}
+
+	fam(f, "tally_peer_sent_bytes_total", METRICS_COUNTER, "Bytes of the "
+	    "frames the engines sent to a peer (the frame as handed to the "
+	    "transport, before the link emulator).");
+	fam(f, "tally_peer_sent_packets_total", METRICS_COUNTER, "Frames the "
+	    "engines sent to a peer.");
+	for (uint16_t i = 0; i < s->n_nodes; i++) {
+		snprintf(peer, sizeof(peer), "%u", i);
+		put(f, "tally_peer_sent_bytes_total",
+		    (double)s->peers[i].tx_bytes, "peer", peer, NULL, NULL);
+		put(f, "tally_peer_sent_packets_total",
+		    (double)s->peers[i].tx_pkts, "peer", peer, NULL, NULL);
 	}
 
 	fam(f, "tally_engine_sent_bytes_total", METRICS_COUNTER, "Bytes the "

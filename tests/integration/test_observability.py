@@ -527,6 +527,16 @@ class TwoHosts(unittest.TestCase):
             self.assertGreater(value(m, 'tally_transport_received_bytes_total'),
                                0)
             self.assertGreater(value(m, 'tally_sched_units_total'), 0)
+            # worker+aggregator on both: each host sends to the other
+            # (and to its own aggregator through the transport)
+            self.assertGreater(value(m, 'tally_peer_sent_bytes_total',
+                                     peer='1'), 0)
+            self.assertGreater(value(m, 'tally_peer_sent_packets_total',
+                                     peer='0'), 0)
+            self.assertEqual(
+                value(m, 'tally_peer_sent_packets_total'),
+                value(m, 'tally_engine_sent_packets_total') -
+                value(m, 'tally_engine_drops_total', reason='tx_no_buffer'))
             self.assertGreater(value(m, 'tally_operations_total',
                                      result='done'), 0)
             peers = ctl_json(ds[0].sock, 'peers')
