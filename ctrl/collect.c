@@ -136,6 +136,10 @@ static void collect_daemon(struct fill *f, struct tallyd *d)
 	    "answered (tally-ctl).");
 	f->err |= metrics_set(f->m, "tally_ctl_queries_total", none,
 			      (double)d->stat_ctl_queries);
+	fam(f, "tally_ctl_refused_total", METRICS_COUNTER, "Control queries "
+	    "refused (bad version or fields, fds, no memory).");
+	f->err |= metrics_set(f->m, "tally_ctl_refused_total", none,
+			      (double)d->stat_ctl_refused);
 
 	put1(f, "tally_clients", METRICS_GAUGE, "Clients connected.",
 	     d->n_clients);

@@ -318,6 +318,11 @@ class LocalDaemon(unittest.TestCase):
             self.assertIn('clients 2', txt.stdout)
             jobs = ctl_json(self.d.sock, 'jobs')
             self.assertEqual(jobs[0]['clients'], 2)
+            # the endpoint answers while the loop is busy with clients
+            busy = parse_metrics(self.d.scrape())
+            self.assertEqual(value(busy, 'tally_clients'), 2)
+            self.assertEqual(len([k for k in busy if k[0] ==
+                                  'tally_client_outstanding_operations']), 2)
             # operations keep completing while the clients run
             first = jobs[0]['operations_done']
             wait_for(lambda: ctl_json(self.d.sock, 'jobs')[0]
@@ -417,6 +422,8 @@ class HostileControl(unittest.TestCase):
                 self.assertEqual(m[5], 0)
                 self.assertEqual(s.recv(1), b'')
         self.assert_healthy()
+        m = parse_metrics(self.d.scrape())
+        self.assertEqual(value(m, 'tally_ctl_refused_total'), 3)
 
     def test_wrong_type_and_protocol(self):
         with raw_conn(self.d.sock) as s:        # neither HELLO nor CTL
