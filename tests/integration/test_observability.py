@@ -21,6 +21,8 @@ Every wait is bounded.  Tests needing promtool or prometheus are skipped
 """
 import json
 import os
+import pty
+import select
 import shutil
 import signal
 import socket
@@ -28,6 +30,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 import unittest
 import urllib.error
@@ -350,6 +353,33 @@ class LocalDaemon(unittest.TestCase):
         self.assertGreater(value(by, 'tally_operations_total',
                                  result='done'), 0)
         self.assertEqual(ctl_json(self.d.sock, 'peers'), [])
+
+    def test_top_quits_on_q(self):
+        # on a terminal: refreshes until q, and gives the terminal back
+        master, slave = pty.openpty()
+        before = termios.tcgetattr(slave)
+        p = subprocess.Popen([tool('tally-ctl'), '--socket', self.d.sock,
+                              'top'], stdin=slave, stdout=slave,
+                             stderr=subprocess.PIPE)
+        try:
+            out = b''
+            deadline = time.monotonic() + 15
+            while out.count(b'q or Ctrl-C quits') < 2 and \
+                    time.monotonic() < deadline:
+                if select.select([master], [], [], 0.5)[0]:
+                    out += os.read(master, 65536)
+            self.assertGreaterEqual(out.count(b'q or Ctrl-C quits'), 2,
+                                    'top did not refresh')
+            self.assertIn(b'\033[H\033[2J', out)
+            os.write(master, b'q')
+            self.assertEqual(p.wait(10), 0)
+            self.assertEqual(termios.tcgetattr(slave), before)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+            os.close(master)
+            os.close(slave)
 
     def test_tally_ctl_errors(self):
         r = ctl(os.path.join(self.d.dir, 'nope.sock'), 'status')
