@@ -40,7 +40,6 @@ BUILD = None
 MSG = struct.Struct('<IHHiI4Q')
 MAGIC, VERSION = 0x544c4c59, 2
 CTL_QUERY, CTL_REPLY, WELCOME = 6, 7, 2
-TALLY_EINVAL, TALLY_ELIMIT = None, None
 
 
 def free_port():
