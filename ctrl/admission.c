@@ -336,6 +336,19 @@ void daemon_conn_event(struct tallyd *d, int slot)
 	ret = msg_recv_step(cn->sock, &cn->rx);
 	if (ret == -EAGAIN)
 		return;		/* the rest later, or its deadline */
+	if (ret == 1 && cn->rx.msg.type == TALLY_MSG_CTL_QUERY) {
+		/* tally-ctl: one reply, never a client (ctl.c) */
+		if (cn->rx.nfds) {
+			refuse(d, -1, 0, cn->pid, "control query with fds");
+			reply(cn->sock, TALLY_MSG_CTL_REPLY, -TALLY_EINVAL, 0,
+			      0);
+		} else {
+			daemon_ctl_reply(d, cn->sock, &cn->rx.msg);
+		}
+		conn_close(d, cn);	/* closes any fds it carried */
+		conn_timer_update(d);
+		return;
+	}
 	if (ret == 1) {
 		admit(d, cn);
 		conn_timer_update(d);

@@ -41,18 +41,30 @@ static void log_engine(const struct cluster *c)
 	}
 }
 
+/* @sum += @k, field by field (all of them are uint64_t). */
+static void counters_add(struct tly_counters *sum,
+			 const struct tly_counters *k)
+{
+	uint64_t *a = (uint64_t *)sum;
+	const uint64_t *b = (const uint64_t *)k;
+
+	_Static_assert(sizeof(*sum) % sizeof(uint64_t) == 0,
+		       "tly_counters holds uint64_t only");
+	for (size_t i = 0; i < sizeof(*sum) / sizeof(uint64_t); i++)
+		a[i] += b[i];
+}
+
 static void engine_destroy(struct cluster *c)
 {
 	log_engine(c);
 	if (c->worker) {
-		const struct tly_counters *k = tly_worker_counters(c->worker);
-
-		c->bytes_sent += k->tx_bytes;
-		c->bytes_recv += k->rx_bytes;
+		counters_add(&c->past_worker, tly_worker_counters(c->worker));
 		tly_worker_destroy(c->worker);
 	}
-	if (c->agg)
+	if (c->agg) {
+		counters_add(&c->past_agg, tly_agg_counters(c->agg));
 		tly_agg_destroy(c->agg);
+	}
 	c->worker = NULL;
 	c->agg = NULL;
 }
@@ -92,12 +104,34 @@ static int open_transport(struct tallyd *d)
 		return -1;
 	}
 	c->tp_open = true;
+	c->tp_tx = transport_tx_ops(&c->tp);
 	fd = c->tp.ops->wait_fd ? c->tp.ops->wait_fd(&c->tp) : -1;
 	if (fd >= 0)
 		epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev);
 	log_info("%s transport open: node %u of %u", c->tp.ops->name,
 		 c->self_node, c->n_nodes);
 	return 0;
+}
+
+
+/* The engines send through these: per-peer counts, then the transport. */
+static uint8_t *tx_alloc_counted(void *ctx, size_t len)
+{
+	struct cluster *c = ctx;
+
+	return c->tp_tx.alloc(c->tp_tx.ctx, len);
+}
+
+static void tx_send_counted(void *ctx, uint16_t dst, uint8_t *frame,
+			    size_t len)
+{
+	struct cluster *c = ctx;
+
+	if (dst < BOOT_MAX_MEMBERS) {
+		c->peer_tx_pkts[dst]++;
+		c->peer_tx_bytes[dst] += len;
+	}
+	c->tp_tx.send(c->tp_tx.ctx, dst, frame, len);
 }
 
 static int build_engine(struct tallyd *d, const struct boot_member *me)
@@ -111,7 +145,9 @@ static int build_engine(struct tallyd *d, const struct boot_member *me)
 		.n_nodes = c->n_nodes,
 		.port = c->addrs[c->self_node].port,
 	};
-	struct tly_tx_ops tx = transport_tx_ops(&c->tp);
+	struct tly_tx_ops tx = {
+		.alloc = tx_alloc_counted, .send = tx_send_counted, .ctx = c,
+	};
 	/* the epoch's cookie: packets of a guessed job key or of an earlier
 	 * epoch fail the receiver's first check */
 	uint32_t cookie = auth_cookie(&c->mb.cfg.keys, d->cfg.job_key,
@@ -156,6 +192,7 @@ static int build_engine(struct tallyd *d, const struct boot_member *me)
 		c->agg = tly_agg_create(&a);
 		if (!c->agg)
 			return -1;
+		c->agg_slots = a.n_slots + a.n_fallback;
 	}
 	return 0;
 }
@@ -329,7 +366,8 @@ void cluster_local_abort(struct tallyd *d)
 void cluster_log_counters(struct tallyd *d)
 {
 	struct cluster *c = d->cluster;
-	uint64_t sent = c->bytes_sent, recv = c->bytes_recv;
+	uint64_t sent = c->past_worker.tx_bytes;
+	uint64_t recv = c->past_worker.rx_bytes;
 
 	if (c->worker) {
 		sent += tly_worker_counters(c->worker)->tx_bytes;
@@ -340,6 +378,57 @@ void cluster_log_counters(struct tallyd *d)
 		 (unsigned long long)recv);
 	log_info("auth: %llu control messages failed authentication",
 		 (unsigned long long)c->mb.auth_failures);
+}
+
+_Static_assert(BOOT_MAX_MEMBERS == 256, "cluster_snapshot.peers");
+
+void cluster_snapshot(struct tallyd *d, struct cluster_snapshot *s)
+{
+	struct cluster *c = d->cluster;
+
+	memset(s, 0, sizeof(*s));
+	if (!c)
+		return;
+	s->joined = c->have_roster;
+	s->epoch = c->epoch;
+	s->n_nodes = c->n_nodes;
+	s->self_node = c->self_node;
+	s->n_workers = c->n_workers;
+	s->n_aggs = c->n_aggs;
+	s->worker = c->past_worker;
+	s->agg = c->past_agg;
+	s->have_worker = c->worker || c->past_worker.tx_pkts;
+	s->have_agg = c->agg || c->past_agg.rx_pkts;
+	if (c->worker)
+		counters_add(&s->worker, tly_worker_counters(c->worker));
+	if (c->agg) {
+		counters_add(&s->agg, tly_agg_counters(c->agg));
+		s->agg_slots_busy = tly_agg_slots_busy(c->agg);
+		s->agg_slots = c->agg_slots;
+	}
+	if (c->tp_open) {
+		s->tp = c->tp.stats;
+		s->transport = c->tp.ops->name;
+	}
+	if (c->sched) {
+		s->have_sched = true;
+		s->sched = *sched_stats(c->sched);
+		sched_depth(c->sched, &s->sched_pending, &s->sched_units);
+	}
+	for (uint32_t i = 0; c->units && i < CLUSTER_MAX_UNITS; i++)
+		s->net_units += c->units[i].used;
+	s->auth_failures = c->mb.auth_failures;
+	for (uint16_t i = 0; i < c->n_nodes && i < BOOT_MAX_MEMBERS; i++) {
+		s->peers[i].ip = c->addrs[i].ip;
+		s->peers[i].port = c->addrs[i].port;
+		s->peers[i].agg = i >= c->n_workers;
+		s->peers[i].tx_pkts = c->peer_tx_pkts[i];
+		s->peers[i].tx_bytes = c->peer_tx_bytes[i];
+		for (uint16_t a = 0; a < c->n_aggs; a++)
+			s->peers[i].agg |= c->agg_nodes[a] == i;
+	}
+	for (int i = 0; i < BOOT_MAX_MEMBERS; i++)
+		s->n_present += c->mb.present[i];
 }
 
 int cluster_start(struct tallyd *d)

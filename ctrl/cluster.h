@@ -22,6 +22,9 @@
 #include <stdint.h>
 
 #include "ctrl/local_group.h"
+#include "dataplane/engine/engine.h"
+#include "dataplane/sched/sched.h"
+#include "dataplane/transport/transport.h"
 
 struct tallyd;
 struct cluster;
@@ -55,6 +58,30 @@ void cluster_local_abort(struct tallyd *d);
 int cluster_describe_op(struct tallyd *d, uint32_t idx, char *buf,
 			size_t len);
 
+/* What the metrics and tally-ctl show of the cluster (ctrl/collect.c). */
+struct cluster_snapshot {
+	bool joined;			/* the roster arrived */
+	uint32_t epoch;
+	uint16_t n_nodes, self_node, n_workers, n_aggs;
+	bool have_worker, have_agg;
+	struct tly_counters worker, agg;	/* since the daemon started */
+	struct transport_stats tp;
+	const char *transport;
+	bool have_sched;
+	struct sched_stats sched;
+	uint32_t sched_pending, sched_units;	/* gradients, units */
+	uint32_t net_units;		/* cluster units in the network */
+	uint32_t agg_slots_busy, agg_slots;
+	uint64_t auth_failures;		/* membership messages failing MACs */
+	uint16_t n_present;		/* members registered (coordinator) */
+	struct {			/* the roster, [n_nodes] */
+		uint32_t ip;		/* host byte order */
+		uint16_t port;
+		bool agg;		/* an aggregator node */
+		uint64_t tx_pkts, tx_bytes;	/* frames we sent it */
+	} peers[256];
+};
+void cluster_snapshot(struct tallyd *d, struct cluster_snapshot *s);
 /* Per-host wire counters (payload bytes sent and received by the worker). */
 void cluster_log_counters(struct tallyd *d);
 

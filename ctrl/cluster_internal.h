@@ -56,7 +56,15 @@ struct cluster {
 	struct net_unit *units;		/* [CLUSTER_MAX_UNITS] */
 	uint32_t queue_head, queue_tail;	/* units with parts to submit */
 	uint64_t next_tick_ms;
-	uint64_t bytes_sent, bytes_recv;	/* totals over past epochs */
+	/* the engines' counters over past epochs (an epoch rebuilds them) */
+	struct tly_counters past_worker, past_agg;
+	uint32_t agg_slots;		/* primary + fallback of c->agg */
+	/* frames the engines handed the transport per destination node (of
+	 * the roster in force when sent); the transport's own ops under the
+	 * counting ones the engines get */
+	struct tly_tx_ops tp_tx;
+	uint64_t peer_tx_pkts[BOOT_MAX_MEMBERS];
+	uint64_t peer_tx_bytes[BOOT_MAX_MEMBERS];
 };
 
 /* cluster_ops.c */

@@ -78,8 +78,11 @@ static void finish_op(struct tallyd *d, uint32_t idx)
 	res = reduce_prepare(&a, g->op.dtype, g->op.redop, in, 1, out,
 			     d->groups.size, g->op.count,
 			     (unsigned int)c->total_procs);
-	if (!res)
+	if (!res) {
 		reduce_pool_run(d->reducer, &a);
+		daemon_observe_op(d, &g->op, g->op.count *
+				  tally_dtype_size(g->op.dtype));
+	}
 	c->ops[idx].used = false;
 	release_members(d, g, res);
 }

@@ -50,7 +50,7 @@ void config_defaults(struct tally_config *cfg)
 }
 
 enum key_type { K_INT, K_U64, K_U32, K_STR, K_LOG, K_ROLE, K_ALGO, K_ADDR,
-		K_MAC, K_TRANSPORT, K_SCHED };
+		K_MAC, K_TRANSPORT, K_SCHED, K_BOOL };
 
 struct key_spec {
 	const char *section;
@@ -114,6 +114,8 @@ static const struct key_spec keys[] = {
 	  0 },
 	{ "emulator", "reorder_us", K_INT, F(emu_reorder_us), 0, 10000000, 0 },
 	{ "emulator", "seed", K_U64, F(emu_seed), 0, INT64_MAX, 0 },
+	{ "metrics", "listen", K_ADDR, F(metrics_listen), 0, 0, 0 },
+	{ "metrics", "allow_remote", K_BOOL, F(metrics_allow_remote), 0, 0, 0 },
 };
 
 static int parse_ll(const char *v, long long lo, long long hi,
@@ -214,7 +216,17 @@ static int set_value(struct tally_config *cfg, const struct key_spec *k,
 	case K_ADDR:
 		/* fields only: a struct copy would carry stack bytes into the
 		 * padding, and two equal configurations would differ */
+		if (!*v && !strcmp(k->section, "metrics")) {	/* off */
+			((struct config_addr *)field)->ip = 0;
+			((struct config_addr *)field)->port = 0;
+			return 0;
+		}
 		return parse_addr(v, (struct config_addr *)field);
+	case K_BOOL:
+		e = !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1") ?
+		    1 : !strcmp(v, "false") || !strcmp(v, "no") ||
+		    !strcmp(v, "0") ? 0 : -1;
+		break;
 	case K_MAC: {
 		uint8_t mac[6];
 
@@ -316,6 +328,9 @@ static void format_value(const struct tally_config *cfg,
 		else
 			snprintf(buf, len, "%s:%u", ip, a->port);
 		return;
+	case K_BOOL:
+		snprintf(buf, len, "%s", *(const int *)field ? "true" : "false");
+		return;
 	case K_MAC:
 		snprintf(buf, len, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0],
 			 mac[1], mac[2], mac[3], mac[4], mac[5]);
@@ -365,8 +380,21 @@ int config_diff(const struct tally_config *a, const struct tally_config *b,
 	return n;
 }
 
+/* 127.0.0.0/8 */
+static bool is_loopback(uint32_t ip)
+{
+	return (ip >> 24) == 127;
+}
+
 int config_check(const struct tally_config *cfg, char *err, int errlen)
 {
+	if (cfg->metrics_listen.ip && !is_loopback(cfg->metrics_listen.ip) &&
+	    !cfg->metrics_allow_remote) {
+		snprintf(err, (size_t)errlen, "metrics.listen is not a loopback "
+			 "address: the endpoint has no authentication (set "
+			 "metrics.allow_remote = true to serve it anyway)");
+		return -1;
+	}
 	if (cfg->world == 1)
 		return 0;
 	if (cfg->rank >= cfg->world) {

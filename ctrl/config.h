@@ -68,6 +68,10 @@ struct tally_config {
 	int emu_reorder_ppm;
 	int emu_reorder_us;
 	uint64_t emu_seed;
+	/* [metrics]: the Prometheus endpoint; ip 0 = off */
+	struct config_addr metrics_listen;
+	int metrics_allow_remote;	/* a non-loopback listen is refused
+					 * unless this is set */
 };
 
 void config_defaults(struct tally_config *cfg);

@@ -13,6 +13,7 @@
 #include "ctrl/cluster.h"
 #include "ctrl/config.h"
 #include "ctrl/local_group.h"
+#include "ctrl/metrics.h"
 #include "dataplane/reduce_pool.h"
 #include "shm/fdpass.h"
 #include "shm/proto.h"
@@ -59,6 +60,11 @@ struct daemon_client {
 	struct daemon_seg segs[TALLY_MAX_SEGMENTS];
 };
 
+/* all-reduce size classes of the latency histograms (collect.c) */
+#define DAEMON_SIZE_CLASSES 5
+
+struct metrics_http;
+
 struct tallyd {
 	struct tally_config cfg;
 	int listen_fd;
@@ -88,6 +94,11 @@ struct tallyd {
 	struct watchdog *watchdog;	/* NULL when daemon.stuck_ms = 0 */
 	bool cluster_aborted;		/* told the job our local job broke */
 	uint64_t stat_ops_done, stat_ops_failed, stat_bytes_reduced;
+	uint64_t stat_ctl_queries, stat_ctl_refused;
+	uint64_t start_ns;		/* for the uptime */
+	/* local groups' submission-to-completion time by size class */
+	struct metrics_hist op_latency[DAEMON_SIZE_CLASSES];
+	struct metrics_http *metrics_http;	/* NULL: metrics.listen off */
 };
 
 /* admission.c */
@@ -114,6 +125,16 @@ void daemon_complete(struct tallyd *d, struct daemon_client *cl,
 		     uint64_t user_data, int res);
 /* Count one refused request of @cl; true if it should be logged. */
 bool daemon_log_bad(struct daemon_client *cl);
+
+/* collect.c: the one place the metrics and tally-ctl read the daemon's
+ * numbers from.  0 or -1 (out of memory). */
+int daemon_collect_metrics(struct tallyd *d, struct metrics *m);
+void daemon_metrics_init(struct tallyd *d);
+/* A local group of @bytes completed: its latency goes to the histogram. */
+void daemon_observe_op(struct tallyd *d, const struct lg_op *op,
+		       uint64_t bytes);
+/* A CTL_QUERY arrived on pending connection @sock: reply and return. */
+void daemon_ctl_reply(struct tallyd *d, int sock, const struct tally_msg *q);
 
 /* loop.c */
 int daemon_run(struct tallyd *d);

@@ -27,6 +27,7 @@ struct lg_op {
 	uint32_t priority;
 	uint16_t group;		/* mgwfbp merge group */
 	bool last;		/* the iteration's last gradient */
+	uint64_t submit_ns;	/* first member's submission (metrics) */
 };
 
 struct lg_member {

@@ -20,6 +20,7 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
+#include "ctrl/metrics_http.h"
 #include "ctrl/notify.h"
 #include "ctrl/watchdog.h"
 
@@ -59,6 +60,11 @@ static void handle_event(struct tallyd *d, uint64_t tag)
 	}
 	if (TAG_KIND(tag) == TAG_CONN) {
 		daemon_conn_event(d, TAG_RANK(tag));
+		return;
+	}
+	if (TAG_KIND(tag) == TAG_METRICS) {
+		if (d->metrics_http)
+			metrics_http_run(d->metrics_http);
 		return;
 	}
 	if (TAG_KIND(tag) == TAG_NET)
@@ -131,14 +137,19 @@ static bool prepare_sleep(struct tallyd *d, bool sleeping)
 	return ready;
 }
 
-/* The cluster's timers and the watchdog's next scan bound the sleep. */
+/* The cluster's timers, the watchdog's next scan and the metrics
+ * endpoint's connection timeouts bound the sleep. */
 static int64_t sleep_ns(struct tallyd *d, uint64_t now)
 {
 	int64_t t = d->cluster ? (int64_t)cluster_idle_ns(d) : -1;
 	int64_t w = watchdog_sleep_ns(d, now);
+	int64_t h = d->metrics_http ?
+		    metrics_http_timeout_ns(d->metrics_http) : -1;
 
 	if (w >= 0 && (t < 0 || w < t))
 		t = w;
+	if (h >= 0 && (t < 0 || h < t))
+		t = h;
 	return t;
 }
 
@@ -172,6 +183,10 @@ int daemon_run(struct tallyd *d)
 		if (!prepare_sleep(d, true))
 			poll_events(d, sleep_ns(d, now));
 		prepare_sleep(d, false);
+		/* MHD's timeouts (idle connections) are due without an event */
+		if (d->metrics_http && metrics_http_timeout_ns(d->metrics_http)
+		    == 0)
+			metrics_http_run(d->metrics_http);
 		idle_since = now_ns();
 	}
 	return 0;

@@ -11,6 +11,7 @@
 #define TAG_NET (6ull << 32)		/* the transport's wait fd */
 #define TAG_CONN (7ull << 32)		/* | pending connection slot */
 #define TAG_SIGNAL (8ull << 32)		/* SIGINT or SIGTERM: stop */
+#define TAG_METRICS (9ull << 32)	/* libmicrohttpd's epoll fd */
 #define TAG_KIND(t) ((t) & ~0xffffffffull)
 #define TAG_RANK(t) ((int)((t) & 0xffffffffull))
 

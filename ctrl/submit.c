@@ -14,6 +14,7 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "dataplane/reduce.h"
+#include "dataplane/transport/transport.h"
 
 void daemon_complete(struct tallyd *d, struct daemon_client *cl,
 		     uint64_t user_data, int res)
@@ -79,6 +80,9 @@ static void run_group(struct tallyd *d, struct lg_group *g)
 	if (!res)
 		reduce_pool_run(d->reducer, &args);
 	d->stat_bytes_reduced += g->op.count * tally_dtype_size(g->op.dtype);
+	if (!res)
+		daemon_observe_op(d, &g->op,
+				  g->op.count * tally_dtype_size(g->op.dtype));
 	for (unsigned int r = 0; r < n; r++) {
 		put_member(&g->m[r]);
 		daemon_complete(d, &d->clients[r], g->m[r].user_data, res);
@@ -139,7 +143,8 @@ static void handle_sqe(struct tallyd *d, struct daemon_client *cl,
 {
 	struct lg_op op = { s->key, s->iteration, s->count, s->dtype,
 			    s->redop, s->priority, s->group,
-			    (s->flags & TALLY_F_LAST_OF_ITERATION) != 0 };
+			    (s->flags & TALLY_F_LAST_OF_ITERATION) != 0,
+			    transport_now_ns() };
 	struct lg_member m = { .user_data = s->user_data };
 	struct daemon_seg *sref = NULL, *rref = NULL;
 	struct lg_group *g;

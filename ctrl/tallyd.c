@@ -17,6 +17,7 @@
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
 #include "ctrl/notify.h"
+#include "ctrl/metrics_http.h"
 #include "ctrl/watchdog.h"
 
 /*
@@ -68,6 +69,12 @@ static int daemon_init(struct tallyd *d)
 	    daemon_listen(d) ||
 	    epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->listen_fd, &ev))
 		return -1;
+	daemon_metrics_init(d);
+	if (d->cfg.metrics_listen.ip) {
+		d->metrics_http = metrics_http_start(d, TAG_METRICS);
+		if (!d->metrics_http)
+			return -1;
+	}
 	if (config_is_cluster(&d->cfg)) {
 		notify_send("STATUS=joining job %u as rank %d of %d "
 			    "(coordinator port %u)", d->cfg.job_key,
@@ -83,6 +90,7 @@ static int daemon_init(struct tallyd *d)
 
 static void daemon_fini(struct tallyd *d)
 {
+	metrics_http_stop(d->metrics_http);
 	cluster_stop(d);
 	daemon_conns_close(d);
 	for (int r = 0; r < d->cfg.local_size; r++)

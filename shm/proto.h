@@ -42,6 +42,8 @@ enum tally_msg_type {
 	TALLY_MSG_SEG_ADD = 3,
 	TALLY_MSG_SEG_DEL = 4,
 	TALLY_MSG_SEG_ACK = 5,
+	TALLY_MSG_CTL_QUERY = 6,
+	TALLY_MSG_CTL_REPLY = 7,
 };
 
 struct tally_msg {
@@ -58,7 +60,15 @@ struct tally_msg {
  *           end
  * SEG_ADD:  arg[0] = segment id, arg[1] = size in bytes
  * SEG_DEL:  arg[0] = segment id
- * SEG_ACK:  arg[0] = segment id */
+ * SEG_ACK:  arg[0] = segment id
+ * CTL_QUERY: sent instead of HELLO (tally-ctl): arg[0] = TALLY_CTL_VERSION,
+ *           no fds; the connection is never a client
+ * CTL_REPLY: status; arg[0] = bytes that follow on the socket: the
+ *           daemon's metrics in the Prometheus text format; then closed */
+
+#define TALLY_CTL_VERSION 1
+/* A CTL_REPLY's text is at most this long. */
+#define TALLY_CTL_MAX_REPLY (4u << 20)
 
 /* Most fds one message may carry (WELCOME carries two); more are closed
  * unseen, and each message says how many it must have. */

@@ -624,6 +624,12 @@ const struct sched_stats *sched_stats(const struct sched *s)
 	return &s->st;
 }
 
+void sched_depth(const struct sched *s, uint32_t *pending, uint32_t *units)
+{
+	*pending = s->n_items;
+	*units = s->n_units;
+}
+
 static const char *const policy_names[] = {
 	[SCHED_BSP] = "bsp",
 	[SCHED_WFBP] = "wfbp",

@@ -139,6 +139,8 @@ uint64_t sched_next_deadline(const struct sched *s);
 void sched_reset(struct sched *s);
 
 const struct sched_stats *sched_stats(const struct sched *s);
+/* Gradients waiting to be released in full, and units in flight. */
+void sched_depth(const struct sched *s, uint32_t *pending, uint32_t *units);
 const char *sched_policy_name(enum sched_policy p);
 int sched_policy_parse(const char *name);	/* -1 if unknown */
 

@@ -487,6 +487,38 @@ static void test_config_set_override_after_file(void **state)
 	assert_int_equal(cfg.idle_spin_us, 7);
 }
 
+/* [metrics]: listen off by default and when empty, loopback only unless
+ * allow_remote, which takes true/false. */
+static void test_config_metrics(void **state)
+{
+	struct tally_config cfg;
+	char err[256];
+
+	(void)state;
+	config_defaults(&cfg);
+	assert_int_equal(cfg.metrics_listen.ip, 0);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(config_set(&cfg, "metrics", "listen",
+				    "127.0.0.1:9464", err, sizeof(err)), 0);
+	assert_int_equal(cfg.metrics_listen.ip, 0x7f000001);
+	assert_int_equal(cfg.metrics_listen.port, 9464);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(config_set(&cfg, "metrics", "listen", "10.1.2.3:9464",
+				    err, sizeof(err)), 0);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "allow_remote"));
+	assert_int_equal(config_set(&cfg, "metrics", "allow_remote", "maybe",
+				    err, sizeof(err)), -1);
+	assert_int_equal(config_set(&cfg, "metrics", "allow_remote", "true",
+				    err, sizeof(err)), 0);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(config_set(&cfg, "metrics", "listen", "", err,
+				    sizeof(err)), 0);
+	assert_int_equal(cfg.metrics_listen.ip, 0);
+	assert_int_equal(config_set(&cfg, "metrics", "listen", "127.0.0.1",
+				    err, sizeof(err)), -1);
+}
+
 static void test_config_set_rejects_and_keeps_value(void **state)
 {
 	struct tally_config cfg, before;
@@ -565,6 +597,7 @@ int main(void)
 		cmocka_unit_test(test_config_diff),
 		T(test_config_set_override_after_file),
 		cmocka_unit_test(test_config_set_rejects_and_keeps_value),
+		cmocka_unit_test(test_config_metrics),
 	};
 #undef T
 

@@ -20,6 +20,7 @@
 
 #include <tally/tally.h>
 #include "ctrl/log.h"
+#include "ctrl/watchdog.h"
 #include "shm/fdpass.h"
 #include "fake_daemon.h"
 
@@ -36,6 +37,22 @@ void cluster_submit_group(struct tallyd *d, struct lg_group *g)
 	(void)d;
 	(void)g;
 	abort();
+}
+
+/* collect.c (a control query) asks these; the fake daemon has neither a
+ * cluster nor a watchdog. */
+void cluster_snapshot(struct tallyd *d, struct cluster_snapshot *s)
+{
+	(void)d;
+	memset(s, 0, sizeof(*s));
+}
+
+const struct watchdog_stats *watchdog_stats(const struct tallyd *d)
+{
+	static const struct watchdog_stats off;
+
+	(void)d;
+	return &off;
 }
 
 static void fail(const char *what)

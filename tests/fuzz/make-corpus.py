@@ -141,6 +141,7 @@ write_all("fuzz-bootstrap", boot_seeds)
 # --- the client protocol (shm/proto.h, host byte order) ---
 MAGIC, VERSION = 0x544C4C59, 2
 HELLO, WELCOME, SEG_ADD, SEG_DEL = 1, 2, 3, 4
+CTL_QUERY = 6           # tally-ctl's query, sent instead of HELLO
 (MEMFD, EVENTFD, DEVNULL, PIPE_R, PIPE_W, SOCKET, DIRECTORY, MEMFD_RO,
  MEMFD_UNSEALABLE, MEMFD_SEALED, MEMFD_SPARSE) = range(11)
 MSG_LEN = 48
@@ -240,6 +241,15 @@ admission = {
     struct.pack(">I", 1000) + bytes([7, 0, 4]) + struct.pack(">I", 77) +
     a_ring(0, sqe(opcode=0)),
 }
+# control queries (ctrl/ctl.c): one reply, never a client
+admission["ctl-query"] = b"\x00" + a_connect(msg(CTL_QUERY, 1), ()) + \
+    a_connect(HELLO_OK)
+admission["ctl-query-bad"] = b"\x00" + a_connect(msg(CTL_QUERY, 9), ()) + \
+    a_connect(msg(CTL_QUERY, 1, 1), ()) + \
+    a_connect(msg(CTL_QUERY, 1), (MEMFD,))
+admission["ctl-query-half"] = b"\x00" + a_connect(msg(CTL_QUERY, 1)[:20],
+                                                  ()) + \
+    a_more(0, msg(CTL_QUERY, 1)[20:])
 # a 98-page ctrl memfd for 4096-entry rings
 admission["hello-big-rings"] = b"\x00" + bytes([0, 1, MEMFD, 98, MSG_LEN]) + \
     msg(HELLO, 4096, 4096, 400000)

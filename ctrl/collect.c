@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * collect.c - the daemon's numbers as metric samples.
+ *
+ * daemon_collect_metrics() is the only place that reads the daemon's
+ * counters for the outside: the Prometheus endpoint (metrics_http.c) and
+ * tally-ctl's control query (ctl.c) both write what it fills, so they
+ * show the same numbers.  A daemon serving several jobs will fill the
+ * same families once per job (label "job"); only this file changes.
+ *
+ * Sent frames are counted per peer (cluster.c wraps the transport's tx);
+ * received bytes and packets only per job and engine (worker, aggregator)
+ * or per job and transport: no layer knows a frame's sender before the
+ * engine parses it.  The "peer" label names a roster node
+ * (tally_peer_info).
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <tally/tally.h>
+#include "ctrl/cluster.h"
+#include "ctrl/daemon.h"
+#include "ctrl/watchdog.h"
+#include "dataplane/engine/wire.h"
+
+#ifndef TALLY_VERSION_STRING	/* meson defines it (ctrl/meson.build) */
+#define TALLY_VERSION_STRING "unknown"
+#endif
+
+/* Upper bounds of the size classes (bytes); the last class is larger. */
+static const uint64_t size_class_max[DAEMON_SIZE_CLASSES - 1] = {
+	4096, 65536, 1 << 20, 16 << 20,
+};
+static const char *const size_class_name[DAEMON_SIZE_CLASSES] = {
+	"le_4KiB", "le_64KiB", "le_1MiB", "le_16MiB", "gt_16MiB",
+};
+
+/* Latency bucket bounds, seconds: 10 us .. 10 s. */
+static const double latency_bounds[] = {
+	0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void daemon_metrics_init(struct tallyd *d)
+{
+	for (int i = 0; i < DAEMON_SIZE_CLASSES; i++)
+		metrics_hist_init(&d->op_latency[i], latency_bounds,
+				  sizeof(latency_bounds) /
+				  sizeof(latency_bounds[0]));
+	d->start_ns = mono_ns();
+}
+
+void daemon_observe_op(struct tallyd *d, const struct lg_op *op,
+		       uint64_t bytes)
+{
+	uint64_t now = mono_ns();
+	int c = 0;
+
+	while (c < DAEMON_SIZE_CLASSES - 1 && bytes > size_class_max[c])
+		c++;
+	if (op->submit_ns && now >= op->submit_ns)
+		metrics_hist_observe(&d->op_latency[c],
+				     (double)(now - op->submit_ns) * 1e-9);
+}
+
+/* ---- filling the registry --------------------------------------------- */
+
+struct fill {
+	struct metrics *m;
+	char job[16];
+	int err;
+};
+
+static void fam(struct fill *f, const char *name, enum metrics_type t,
+		const char *help)
+{
+	f->err |= metrics_family(f->m, name, t, help);
+}
+
+/* A sample labelled with the job and up to two more label pairs. */
+static void put(struct fill *f, const char *name, double v,
+		const char *k1, const char *v1, const char *k2,
+		const char *v2)
+{
+	const char *l[] = { "job", f->job, k1, v1, k2, v2, NULL };
+
+	f->err |= metrics_set(f->m, name, l, v);
+}
+
+static void put1(struct fill *f, const char *name, enum metrics_type t,
+		 const char *help, double v)
+{
+	fam(f, name, t, help);
+	put(f, name, v, NULL, NULL, NULL, NULL);
+}
+
+static void collect_daemon(struct fill *f, struct tallyd *d)
+{
+	const struct watchdog_stats *ws = watchdog_stats(d);
+	const char *const none[] = { NULL };
+	uint32_t outstanding = 0;
+	char rank[16], pid[16];
+
+	fam(f, "tally_info", METRICS_GAUGE, "Always 1: the daemon's version "
+	    "and mode.");
+	{
+		const char *const l[] = {
+			"version", TALLY_VERSION_STRING, "mode",
+			config_is_cluster(&d->cfg) ? "cluster" : "local",
+			NULL };
+
+		f->err |= metrics_set(f->m, "tally_info", l, 1);
+	}
+	fam(f, "tally_uptime_seconds", METRICS_GAUGE, "Seconds since the "
+	    "daemon started.");
+	f->err |= metrics_set(f->m, "tally_uptime_seconds", none,
+			      (double)(mono_ns() - d->start_ns) * 1e-9);
+	fam(f, "tally_jobs", METRICS_GAUGE, "Jobs this daemon serves.");
+	f->err |= metrics_set(f->m, "tally_jobs", none, 1);
+	fam(f, "tally_connections_refused_total", METRICS_COUNTER,
+	    "Client connections refused (full, broken HELLO, timeouts).");
+	f->err |= metrics_set(f->m, "tally_connections_refused_total", none,
+			      (double)d->stat_conns_refused);
+	fam(f, "tally_ctl_queries_total", METRICS_COUNTER, "Control queries "
+	    "answered (tally-ctl).");
+	f->err |= metrics_set(f->m, "tally_ctl_queries_total", none,
+			      (double)d->stat_ctl_queries);
+	fam(f, "tally_ctl_refused_total", METRICS_COUNTER, "Control queries "
+	    "refused (bad version or fields, fds, no memory).");
+	f->err |= metrics_set(f->m, "tally_ctl_refused_total", none,
+			      (double)d->stat_ctl_refused);
+
+	put1(f, "tally_clients", METRICS_GAUGE, "Clients connected.",
+	     d->n_clients);
+	put1(f, "tally_local_size", METRICS_GAUGE, "Clients the job has on "
+	     "this host.", d->cfg.local_size);
+	put1(f, "tally_job_broken", METRICS_GAUGE, "1 while the job is "
+	     "aborted and waits for its clients to leave.", d->job_broken);
+	put1(f, "tally_host_rank", METRICS_GAUGE, "This host's rank in the "
+	     "job.", d->cfg.rank);
+	put1(f, "tally_hosts", METRICS_GAUGE, "Hosts in the job.",
+	     d->cfg.world);
+	fam(f, "tally_operations_total", METRICS_COUNTER, "Operations "
+	    "completed, by result.");
+	put(f, "tally_operations_total", (double)d->stat_ops_done,
+	    "result", "done", NULL, NULL);
+	put(f, "tally_operations_total", (double)d->stat_ops_failed,
+	    "result", "failed", NULL, NULL);
+	put1(f, "tally_reduced_bytes_total", METRICS_COUNTER, "Bytes of "
+	     "local groups all-reduced.", (double)d->stat_bytes_reduced);
+	put1(f, "tally_local_groups_in_use", METRICS_GAUGE, "Local groups "
+	     "(operations gathering or in flight) in use.", d->groups.n_used);
+	put1(f, "tally_local_groups", METRICS_GAUGE, "Local groups there "
+	     "are.", d->groups.n_pool);
+	put1(f, "tally_watchdog_reports_total", METRICS_COUNTER, "Operations "
+	     "the watchdog reported stuck.", ws ? (double)ws->reports : 0);
+	put1(f, "tally_watchdog_stuck_operations", METRICS_GAUGE,
+	     "Operations stuck at the watchdog's last scan.",
+	     ws ? ws->stuck_now : 0);
+
+	fam(f, "tally_client_outstanding_operations", METRICS_GAUGE,
+	    "Operations a client submitted that have not completed.");
+	for (int r = 0; r < d->cfg.local_size; r++) {
+		const struct daemon_client *cl = &d->clients[r];
+
+		if (!cl->active)
+			continue;
+		outstanding += cl->outstanding;
+		snprintf(rank, sizeof(rank), "%d", r);
+		snprintf(pid, sizeof(pid), "%d", (int)cl->pid);
+		put(f, "tally_client_outstanding_operations",
+		    cl->outstanding, "client", rank, "pid", pid);
+	}
+	fam(f, "tally_allreduce_latency_seconds", METRICS_HISTOGRAM,
+	    "Local groups' time from the first member's submission to "
+	    "completion, by size class.");
+	for (int c = 0; c < DAEMON_SIZE_CLASSES; c++) {
+		const char *const l[] = { "job", f->job, "size_class",
+					  size_class_name[c], NULL };
+
+		f->err |= metrics_set_hist(f->m,
+					   "tally_allreduce_latency_seconds",
+					   l, &d->op_latency[c]);
+	}
+	(void)outstanding;
+}
+
+static void collect_engine(struct fill *f, const char *engine,
+			   const struct tly_counters *k)
+{
+	static const char *const drops = "tally_engine_drops_total";
+
+	put(f, "tally_engine_sent_bytes_total", (double)k->tx_bytes,
+	    "engine", engine, NULL, NULL);
+	put(f, "tally_engine_sent_packets_total", (double)k->tx_pkts,
+	    "engine", engine, NULL, NULL);
+	put(f, "tally_engine_received_bytes_total", (double)k->rx_bytes,
+	    "engine", engine, NULL, NULL);
+	put(f, "tally_engine_received_packets_total", (double)k->rx_pkts,
+	    "engine", engine, NULL, NULL);
+	put(f, "tally_retransmissions_total", (double)k->retx,
+	    "engine", engine, NULL, NULL);
+	put(f, "tally_duplicates_total", (double)k->dups,
+	    "engine", engine, NULL, NULL);
+	for (int e = 1; e < TLY_E_COUNT; e++)
+		put(f, drops, (double)k->drops[e], "engine", engine, "reason",
+		    tly_drop_name((enum tly_drop)e));
+	put(f, drops, (double)k->tx_nobuf, "engine", engine, "reason",
+	    "tx_no_buffer");
+}
+
+static void collect_cluster(struct fill *f, struct tallyd *d)
+{
+	struct cluster_snapshot *s = malloc(sizeof(*s));
+	char peer[16], addr[32], ip[INET_ADDRSTRLEN];
+	const char *tp;
+
+	if (!s) {
+		f->err = -1;
+		return;
+	}
+	cluster_snapshot(d, s);
+	tp = s->transport ? s->transport : d->cfg.transport;
+	put1(f, "tally_cluster_joined", METRICS_GAUGE, "1 once the job's "
+	     "roster arrived.", s->joined);
+	put1(f, "tally_cluster_epoch", METRICS_GAUGE, "Roster epoch (grows "
+	     "on every membership change).", s->epoch);
+	put1(f, "tally_auth_failures_total", METRICS_COUNTER, "Membership "
+	     "messages that failed authentication.",
+	     (double)s->auth_failures);
+	fam(f, "tally_peer_info", METRICS_GAUGE, "Always 1: a roster node "
+	    "(peer = its index in the roster), its address and role.");
+	for (uint16_t i = 0; i < s->n_nodes; i++) {
+		struct in_addr in = { .s_addr = htonl(s->peers[i].ip) };
+
+		inet_ntop(AF_INET, &in, ip, sizeof(ip));
+		snprintf(peer, sizeof(peer), "%u", i);
+		snprintf(addr, sizeof(addr), "%s:%u", ip, s->peers[i].port);
+		{
+			const char *const l[] = {
+				"job", f->job, "peer", peer, "address", addr,
+				"role", s->peers[i].agg ? "aggregator" :
+				"worker", "self", i == s->self_node ?
+				"1" : "0", NULL };
+
+			f->err |= metrics_set(f->m, "tally_peer_info", l, 1);
+		}
+	}
+
+	fam(f, "tally_peer_sent_bytes_total", METRICS_COUNTER, "Bytes of the "
+	    "frames the engines sent to a peer (the frame as handed to the "
+	    "transport, before the link emulator).");
+	fam(f, "tally_peer_sent_packets_total", METRICS_COUNTER, "Frames the "
+	    "engines sent to a peer.");
+	for (uint16_t i = 0; i < s->n_nodes; i++) {
+		snprintf(peer, sizeof(peer), "%u", i);
+		put(f, "tally_peer_sent_bytes_total",
+		    (double)s->peers[i].tx_bytes, "peer", peer, NULL, NULL);
+		put(f, "tally_peer_sent_packets_total",
+		    (double)s->peers[i].tx_pkts, "peer", peer, NULL, NULL);
+	}
+
+	fam(f, "tally_engine_sent_bytes_total", METRICS_COUNTER, "Bytes the "
+	    "engine sent (tally header + payload), per job and engine.");
+	fam(f, "tally_engine_sent_packets_total", METRICS_COUNTER, "Packets "
+	    "the engine sent.");
+	fam(f, "tally_engine_received_bytes_total", METRICS_COUNTER, "Bytes "
+	    "the engine received (tally header + payload).");
+	fam(f, "tally_engine_received_packets_total", METRICS_COUNTER,
+	    "Packets the engine received.");
+	fam(f, "tally_retransmissions_total", METRICS_COUNTER,
+	    "Retransmissions (worker) and result probes (aggregator).");
+	fam(f, "tally_duplicates_total", METRICS_COUNTER, "Duplicate "
+	    "contributions or results received.");
+	fam(f, "tally_engine_drops_total", METRICS_COUNTER, "Packets the "
+	    "engine dropped, by reason.");
+	if (s->have_worker)
+		collect_engine(f, "worker", &s->worker);
+	if (s->have_agg)
+		collect_engine(f, "aggregator", &s->agg);
+	put1(f, "tally_slots_busy", METRICS_GAUGE, "Aggregator slots "
+	     "(primary pool and fallback) in use.", s->agg_slots_busy);
+	put1(f, "tally_slots", METRICS_GAUGE, "Aggregator slots (primary "
+	     "pool and fallback) there are.", s->agg_slots);
+	put1(f, "tally_slot_fallbacks_total", METRICS_COUNTER,
+	     "Contributions the aggregator's fallback store held.",
+	     (double)s->agg.fallback);
+	put1(f, "tally_slot_evictions_total", METRICS_COUNTER,
+	     "Idle partial sums the aggregator evicted.",
+	     (double)s->agg.evictions);
+
+	fam(f, "tally_transport_sent_bytes_total", METRICS_COUNTER,
+	    "Bytes the transport sent (whole frames).");
+	put(f, "tally_transport_sent_bytes_total", (double)s->tp.tx_bytes,
+	    "transport", tp, NULL, NULL);
+	fam(f, "tally_transport_sent_packets_total", METRICS_COUNTER,
+	    "Packets the transport sent.");
+	put(f, "tally_transport_sent_packets_total", (double)s->tp.tx_pkts,
+	    "transport", tp, NULL, NULL);
+	fam(f, "tally_transport_received_bytes_total", METRICS_COUNTER,
+	    "Bytes the transport received.");
+	put(f, "tally_transport_received_bytes_total", (double)s->tp.rx_bytes,
+	    "transport", tp, NULL, NULL);
+	fam(f, "tally_transport_received_packets_total", METRICS_COUNTER,
+	    "Packets the transport received.");
+	put(f, "tally_transport_received_packets_total",
+	    (double)s->tp.rx_pkts, "transport", tp, NULL, NULL);
+	fam(f, "tally_transport_drops_total", METRICS_COUNTER, "Packets the "
+	    "transport (or its link emulator) dropped, by reason.");
+	put(f, "tally_transport_drops_total", (double)s->tp.tx_drops,
+	    "transport", tp, "reason", "tx");
+	put(f, "tally_transport_drops_total", (double)s->tp.rx_drops,
+	    "transport", tp, "reason", "rx_malformed");
+	put(f, "tally_transport_drops_total", (double)s->tp.rx_filtered,
+	    "transport", tp, "reason", "rx_filtered");
+	put(f, "tally_transport_drops_total", (double)s->tp.emu_lost,
+	    "transport", tp, "reason", "emulated_loss");
+	put(f, "tally_transport_drops_total", (double)s->tp.emu_pool_drops,
+	    "transport", tp, "reason", "emulator_pool");
+
+	put1(f, "tally_sched_queue_depth", METRICS_GAUGE, "Gradients the "
+	     "scheduler holds that are not released in full.",
+	     s->sched_pending);
+	put1(f, "tally_sched_units_in_flight", METRICS_GAUGE, "Scheduler "
+	     "units in the network.", s->sched_units);
+	put1(f, "tally_sched_in_flight_bytes", METRICS_GAUGE, "Bytes the "
+	     "scheduler has in the network.",
+	     (double)s->sched.bytes_in_flight);
+	put1(f, "tally_sched_credit_bytes", METRICS_GAUGE, "The scheduler's "
+	     "credit (ByteScheduler; autotuned when enabled).",
+	     (double)s->sched.credit_bytes);
+	put1(f, "tally_sched_units_total", METRICS_COUNTER, "Units the "
+	     "scheduler released.", (double)s->sched.units);
+	put1(f, "tally_sched_partitions_total", METRICS_COUNTER, "Partitions "
+	     "the scheduler cut.", (double)s->sched.partitions);
+	put1(f, "tally_sched_preemptions_total", METRICS_COUNTER, "Ready "
+	     "gradients that overtook less urgent ones.",
+	     (double)s->sched.preemptions);
+	put1(f, "tally_sched_stall_releases_total", METRICS_COUNTER,
+	     "Partitions released past the credit after a stall.",
+	     (double)s->sched.stall_releases);
+	free(s);
+}
+
+int daemon_collect_metrics(struct tallyd *d, struct metrics *m)
+{
+	struct fill f = { .m = m };
+
+	snprintf(f.job, sizeof(f.job), "%u", d->cfg.job_key);
+	collect_daemon(&f, d);
+	if (d->cluster)
+		collect_cluster(&f, d);
+	return f.err ? -1 : 0;
+}

@@ -1,0 +1,771 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * tally-ctl - look at a running tallyd through its client socket.
+ *
+ * It sends TALLY_MSG_CTL_QUERY instead of HELLO (shm/proto.h) and reads
+ * one reply: the daemon's metrics in the Prometheus text format, the same
+ * samples its HTTP endpoint serves (ctrl/collect.c).  The daemon never
+ * counts such a connection as a client and nothing in it changes.
+ *
+ *   tally-ctl [--socket PATH] [--json] status|jobs|peers|counters
+ *   tally-ctl [--socket PATH] top [-n COUNT]
+ *
+ * Exit status: 0, 1 when the daemon cannot be asked, 2 on a usage error.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tally/tally.h>
+#include "shm/proto.h"
+
+#define IO_TIMEOUT_MS 5000
+#define MAX_LABELS 8
+
+struct sample {
+	char *name;
+	int n_labels;
+	char *key[MAX_LABELS], *val[MAX_LABELS];
+	double value;
+};
+
+struct snap {
+	struct sample *s;
+	size_t n;
+	char *text;
+};
+
+static const char *prog = "tally-ctl";
+
+/* ---- the query -------------------------------------------------------- */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Read exactly @len bytes before @deadline.  0 or -1 (errno set). */
+static int read_full(int s, void *buf, size_t len, uint64_t deadline)
+{
+	char *p = buf;
+
+	while (len) {
+		struct pollfd pfd = { .fd = s, .events = POLLIN };
+		uint64_t now = now_ms();
+		ssize_t n;
+
+		if (now >= deadline ||
+		    poll(&pfd, 1, (int)(deadline - now)) == 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		n = read(s, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = ECONNRESET;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Ask the daemon at @path; the reply text (malloc'd) or NULL (reported). */
+static char *query(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct tally_msg q = {
+		.magic = TALLY_MSG_MAGIC, .version = TALLY_PROTO_VERSION,
+		.type = TALLY_MSG_CTL_QUERY, .arg = { TALLY_CTL_VERSION },
+	};
+	struct tally_msg r;
+	uint64_t deadline = now_ms() + IO_TIMEOUT_MS;
+	char *text;
+	int s;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "%s: %s: socket path too long\n", prog, path);
+		return NULL;
+	}
+	strcpy(sa.sun_path, path);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa))) {
+		fprintf(stderr, "%s: cannot connect to %s: %s (is tallyd "
+			"running? --socket PATH)\n", prog, path,
+			strerror(errno));
+		if (s >= 0)
+			close(s);
+		return NULL;
+	}
+	if (send(s, &q, sizeof(q), MSG_NOSIGNAL) != (ssize_t)sizeof(q) ||
+	    read_full(s, &r, sizeof(r), deadline)) {
+		fprintf(stderr, "%s: %s: no answer: %s\n", prog, path,
+			strerror(errno));
+		close(s);
+		return NULL;
+	}
+	if (r.magic == TALLY_MSG_MAGIC && r.type == TALLY_MSG_WELCOME &&
+	    r.status) {		/* refused before it read the query */
+		fprintf(stderr, "%s: %s: the daemon refused the connection: "
+			"%s\n", prog, path, tally_strerror(r.status));
+		close(s);
+		return NULL;
+	}
+	if (r.magic != TALLY_MSG_MAGIC || r.version != TALLY_PROTO_VERSION ||
+	    r.type != TALLY_MSG_CTL_REPLY) {
+		fprintf(stderr, "%s: %s: not a tallyd of this version "
+			"(protocol %u, message type %u)\n", prog, path,
+			r.version, r.type);
+		close(s);
+		return NULL;
+	}
+	if (r.status) {
+		fprintf(stderr, "%s: %s: the daemon refused: %s\n", prog, path,
+			tally_strerror(r.status));
+		close(s);
+		return NULL;
+	}
+	if (r.arg[0] > TALLY_CTL_MAX_REPLY) {
+		fprintf(stderr, "%s: %s: reply too long\n", prog, path);
+		close(s);
+		return NULL;
+	}
+	text = malloc(r.arg[0] + 1);
+	if (!text || read_full(s, text, r.arg[0], deadline)) {
+		fprintf(stderr, "%s: %s: reply cut short: %s\n", prog, path,
+			strerror(errno));
+		free(text);
+		close(s);
+		return NULL;
+	}
+	text[r.arg[0]] = '\0';
+	close(s);
+	return text;
+}
+
+/* ---- the text format (what the daemon writes) ------------------------- */
+
+/* Unescape a label value in place from @p (after the opening quote); the
+ * character after the closing quote, or NULL. */
+static char *label_value(char *p, char **val)
+{
+	char *o = p;
+
+	*val = p;
+	for (; *p && *p != '"'; p++) {
+		if (*p == '\\' && p[1]) {
+			p++;
+			*o++ = *p == 'n' ? '\n' : *p;
+		} else {
+			*o++ = *p;
+		}
+	}
+	if (*p != '"')
+		return NULL;
+	*o = '\0';
+	return p + 1;
+}
+
+static int parse_line(char *line, struct sample *s)
+{
+	char *p = line + strcspn(line, "{ ");
+	char *end;
+
+	memset(s, 0, sizeof(*s));
+	s->name = line;
+	if (*p == '{') {
+		*p++ = '\0';
+		while (*p && *p != '}') {
+			char *eq = strchr(p, '=');
+
+			if (!eq || eq[1] != '"' || s->n_labels == MAX_LABELS)
+				return -1;
+			*eq = '\0';
+			s->key[s->n_labels] = p;
+			p = label_value(eq + 2, &s->val[s->n_labels]);
+			if (!p)
+				return -1;
+			s->n_labels++;
+			if (*p == ',')
+				p++;
+		}
+		if (*p != '}')
+			return -1;
+		p++;
+	}
+	if (*p != ' ')
+		return -1;
+	*p++ = '\0';
+	s->value = strtod(p, &end);
+	return end == p ? -1 : 0;
+}
+
+static int parse(char *text, struct snap *sn)
+{
+	size_t cap = 0;
+
+	sn->text = text;
+	sn->n = 0;
+	sn->s = NULL;
+	for (char *line = strtok(text, "\n"); line;
+	     line = strtok(NULL, "\n")) {
+		if (line[0] == '#')
+			continue;
+		if (sn->n == cap) {
+			struct sample *p;
+
+			cap = cap ? cap * 2 : 256;
+			p = realloc(sn->s, cap * sizeof(*p));
+			if (!p)
+				return -1;
+			sn->s = p;
+		}
+		if (parse_line(line, &sn->s[sn->n]))
+			return -1;
+		sn->n++;
+	}
+	return 0;
+}
+
+static void snap_free(struct snap *sn)
+{
+	free(sn->s);
+	free(sn->text);
+}
+
+static int fetch(const char *path, struct snap *sn)
+{
+	char *text = query(path);
+
+	if (!text)
+		return -1;
+	if (parse(text, sn)) {
+		fprintf(stderr, "%s: %s: unreadable reply\n", prog, path);
+		snap_free(sn);
+		return -1;
+	}
+	return 0;
+}
+
+static const char *label(const struct sample *s, const char *k)
+{
+	for (int i = 0; i < s->n_labels; i++)
+		if (!strcmp(s->key[i], k))
+			return s->val[i];
+	return NULL;
+}
+
+/* The value of @name whose label @k is @v (any when @k is NULL). */
+static double get(const struct snap *sn, const char *name, const char *k,
+		  const char *v)
+{
+	for (size_t i = 0; i < sn->n; i++) {
+		const char *l;
+
+		if (strcmp(sn->s[i].name, name))
+			continue;
+		l = k ? label(&sn->s[i], k) : NULL;
+		if (!k || (l && !strcmp(l, v)))
+			return sn->s[i].value;
+	}
+	return NAN;
+}
+
+/* Sum of @name over the samples whose label @k is @v (all when NULL). */
+static double sum(const struct snap *sn, const char *name, const char *k,
+		  const char *v)
+{
+	double t = 0;
+
+	for (size_t i = 0; i < sn->n; i++) {
+		const char *l;
+
+		if (strcmp(sn->s[i].name, name))
+			continue;
+		l = k ? label(&sn->s[i], k) : NULL;
+		if (!k || (l && !strcmp(l, v)))
+			t += sn->s[i].value;
+	}
+	return t;
+}
+
+/* ---- output ----------------------------------------------------------- */
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c == '\n')
+			printf("\\n");
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static void json_num(double v)
+{
+	if (isnan(v) || isinf(v))
+		printf("null");
+	else if (v == floor(v) && fabs(v) < 1e15)
+		printf("%.0f", v);
+	else
+		printf("%.17g", v);
+}
+
+static const char *health(const struct snap *sn, const char *job)
+{
+	if (get(sn, "tally_job_broken", "job", job) > 0)
+		return "job_aborted";
+	if (!isnan(get(sn, "tally_cluster_joined", "job", job)) &&
+	    get(sn, "tally_cluster_joined", "job", job) == 0)
+		return "joining";
+	return "ok";
+}
+
+/* The jobs: the values of label "job" of tally_clients. */
+static size_t jobs(const struct snap *sn, const char **out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < sn->n && n < max; i++)
+		if (!strcmp(sn->s[i].name, "tally_clients") &&
+		    label(&sn->s[i], "job"))
+			out[n++] = label(&sn->s[i], "job");
+	return n;
+}
+
+struct job_row {
+	const char *job, *health;
+	double clients, local_size, hosts, rank, done, failed, bytes;
+};
+
+static struct job_row job_row(const struct snap *sn, const char *job)
+{
+	struct job_row r = {
+		.job = job, .health = health(sn, job),
+		.clients = get(sn, "tally_clients", "job", job),
+		.local_size = get(sn, "tally_local_size", "job", job),
+		.hosts = get(sn, "tally_hosts", "job", job),
+		.rank = get(sn, "tally_host_rank", "job", job),
+		.bytes = get(sn, "tally_reduced_bytes_total", "job", job),
+	};
+
+	for (size_t i = 0; i < sn->n; i++) {
+		const struct sample *s = &sn->s[i];
+		const char *j = label(s, "job"), *res = label(s, "result");
+
+		if (strcmp(s->name, "tally_operations_total") || !j || !res ||
+		    strcmp(j, job))
+			continue;
+		if (!strcmp(res, "done"))
+			r.done = s->value;
+		else
+			r.failed = s->value;
+	}
+	return r;
+}
+
+static void json_job(const struct job_row *r)
+{
+	printf("{\"job\":");
+	json_str(r->job);
+	printf(",\"health\":");
+	json_str(r->health);
+	printf(",\"clients\":");
+	json_num(r->clients);
+	printf(",\"local_size\":");
+	json_num(r->local_size);
+	printf(",\"hosts\":");
+	json_num(r->hosts);
+	printf(",\"host_rank\":");
+	json_num(r->rank);
+	printf(",\"operations_done\":");
+	json_num(r->done);
+	printf(",\"operations_failed\":");
+	json_num(r->failed);
+	printf(",\"reduced_bytes\":");
+	json_num(r->bytes);
+	printf("}");
+}
+
+static const char *info(const struct snap *sn, const char *k)
+{
+	for (size_t i = 0; i < sn->n; i++)
+		if (!strcmp(sn->s[i].name, "tally_info"))
+			return label(&sn->s[i], k);
+	return NULL;
+}
+
+static void cmd_jobs(const struct snap *sn, bool json)
+{
+	const char *j[64];
+	size_t n = jobs(sn, j, 64);
+
+	if (json) {
+		printf("[");
+		for (size_t i = 0; i < n; i++) {
+			struct job_row r = job_row(sn, j[i]);
+
+			printf(i ? "," : "");
+			json_job(&r);
+		}
+		printf("]\n");
+		return;
+	}
+	printf("%-10s %-12s %7s %5s %9s %12s %10s %14s\n", "JOB", "HEALTH",
+	       "CLIENTS", "HOSTS", "HOST_RANK", "OPS_DONE", "OPS_FAILED",
+	       "REDUCED_BYTES");
+	for (size_t i = 0; i < n; i++) {
+		struct job_row r = job_row(sn, j[i]);
+
+		printf("%-10s %-12s %3.0f/%-3.0f %5.0f %9.0f %12.0f %10.0f "
+		       "%14.0f\n", r.job, r.health, r.clients, r.local_size,
+		       r.hosts, r.rank, r.done, r.failed, r.bytes);
+	}
+}
+
+static void cmd_status(const struct snap *sn, bool json)
+{
+	const char *j[64];
+	size_t n = jobs(sn, j, 64);
+	const char *h = "ok";
+	double clients = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		clients += get(sn, "tally_clients", "job", j[i]);
+		if (strcmp(health(sn, j[i]), "ok"))
+			h = health(sn, j[i]);
+	}
+	if (json) {
+		printf("{\"health\":");
+		json_str(h);
+		printf(",\"version\":");
+		json_str(info(sn, "version") ? info(sn, "version") : "");
+		printf(",\"mode\":");
+		json_str(info(sn, "mode") ? info(sn, "mode") : "");
+		printf(",\"uptime_seconds\":");
+		json_num(get(sn, "tally_uptime_seconds", NULL, NULL));
+		printf(",\"clients\":");
+		json_num(clients);
+		printf(",\"connections_refused\":");
+		json_num(get(sn, "tally_connections_refused_total", NULL,
+			     NULL));
+		printf(",\"jobs\":[");
+		for (size_t i = 0; i < n; i++) {
+			struct job_row r = job_row(sn, j[i]);
+
+			printf(i ? "," : "");
+			json_job(&r);
+		}
+		printf("]}\n");
+		return;
+	}
+	printf("tallyd %s (%s), up %.0f s: %s\n",
+	       info(sn, "version") ? info(sn, "version") : "?",
+	       info(sn, "mode") ? info(sn, "mode") : "?",
+	       get(sn, "tally_uptime_seconds", NULL, NULL), h);
+	printf("clients %.0f, jobs %zu, connections refused %.0f\n", clients,
+	       n, get(sn, "tally_connections_refused_total", NULL, NULL));
+	for (size_t i = 0; i < n; i++) {
+		struct job_row r = job_row(sn, j[i]);
+
+		printf("job %s: %s, clients %.0f/%.0f, host %.0f of %.0f, "
+		       "operations %.0f done %.0f failed\n", r.job, r.health,
+		       r.clients, r.local_size, r.rank, r.hosts, r.done,
+		       r.failed);
+	}
+}
+
+static void cmd_peers(const struct snap *sn, bool json)
+{
+	bool first = true;
+
+	if (json)
+		printf("[");
+	else
+		printf("%-10s %-5s %-22s %-11s %s\n", "JOB", "PEER", "ADDRESS",
+		       "ROLE", "SELF");
+	for (size_t i = 0; i < sn->n; i++) {
+		const struct sample *s = &sn->s[i];
+		const char *job = label(s, "job"), *peer = label(s, "peer");
+		const char *addr = label(s, "address"), *role = label(s, "role");
+		const char *self = label(s, "self");
+
+		if (strcmp(s->name, "tally_peer_info") || !job || !peer ||
+		    !addr || !role || !self)
+			continue;
+		if (!json) {
+			printf("%-10s %-5s %-22s %-11s %s\n", job, peer, addr,
+			       role, !strcmp(self, "1") ? "yes" : "");
+			continue;
+		}
+		printf(first ? "{\"job\":" : ",{\"job\":");
+		first = false;
+		json_str(job);
+		printf(",\"peer\":%s,\"address\":", peer);
+		json_str(addr);
+		printf(",\"role\":");
+		json_str(role);
+		printf(",\"self\":%s}", !strcmp(self, "1") ? "true" : "false");
+	}
+	if (json)
+		printf("]\n");
+}
+
+static void cmd_counters(const struct snap *sn, bool json)
+{
+	if (json)
+		printf("[");
+	for (size_t i = 0; i < sn->n; i++) {
+		const struct sample *s = &sn->s[i];
+
+		if (!json) {
+			printf("%s", s->name);
+			for (int l = 0; l < s->n_labels; l++)
+				printf("%s%s=%s", l ? "," : "{", s->key[l],
+				       s->val[l]);
+			printf("%s ", s->n_labels ? "}" : "");
+			json_num(s->value);
+			printf("\n");
+			continue;
+		}
+		printf(i ? ",{\"name\":" : "{\"name\":");
+		json_str(s->name);
+		printf(",\"labels\":{");
+		for (int l = 0; l < s->n_labels; l++) {
+			printf(l ? "," : "");
+			json_str(s->key[l]);
+			printf(":");
+			json_str(s->val[l]);
+		}
+		printf("},\"value\":");
+		json_num(s->value);
+		printf("}");
+	}
+	if (json)
+		printf("]\n");
+}
+
+/* ---- top -------------------------------------------------------------- */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static void top_frame(const struct snap *sn, const struct snap *prev,
+		      double dt)
+{
+	const char *j[64];
+	size_t n = jobs(sn, j, 64);
+
+	printf("\033[H\033[2J");
+	cmd_status(sn, false);
+	printf("\n%-10s %10s %12s %14s %14s %10s %8s\n", "JOB", "OPS/S",
+	       "REDUCE MB/S", "NET TX MB/S", "NET RX MB/S", "RETX/S",
+	       "QUEUE");
+	for (size_t i = 0; i < n; i++) {
+		struct job_row r = job_row(sn, j[i]), p = { 0 };
+		double tx = sum(sn, "tally_engine_sent_bytes_total", "job",
+				j[i]);
+		double rx = sum(sn, "tally_engine_received_bytes_total", "job",
+				j[i]);
+		double re = sum(sn, "tally_retransmissions_total", "job", j[i]);
+		double ptx = tx, prx = rx, pre = re;
+
+		if (prev) {
+			p = job_row(prev, j[i]);
+			ptx = sum(prev, "tally_engine_sent_bytes_total", "job",
+				  j[i]);
+			prx = sum(prev, "tally_engine_received_bytes_total",
+				  "job", j[i]);
+			pre = sum(prev, "tally_retransmissions_total", "job",
+				  j[i]);
+		} else {
+			p = r;
+		}
+		printf("%-10s %10.0f %12.1f %14.1f %14.1f %10.0f %8.0f\n", j[i],
+		       (r.done + r.failed - p.done - p.failed) / dt,
+		       (r.bytes - p.bytes) / dt / 1e6, (tx - ptx) / dt / 1e6,
+		       (rx - prx) / dt / 1e6, (re - pre) / dt,
+		       sum(sn, "tally_sched_queue_depth", "job", j[i]));
+	}
+	printf("\nall-reduce latency (mean over the last interval):\n");
+	for (size_t i = 0; i < sn->n; i++) {
+		const struct sample *s = &sn->s[i];
+		const char *job = label(s, "job"), *sc = label(s, "size_class");
+		double c, t, pc = 0, pt = 0;
+
+		if (strcmp(s->name, "tally_allreduce_latency_seconds_count") ||
+		    !job || !sc)
+			continue;
+		c = s->value;
+		t = get(sn, "tally_allreduce_latency_seconds_sum",
+			"size_class", sc);
+		if (prev) {
+			pc = get(prev, "tally_allreduce_latency_seconds_count",
+				 "size_class", sc);
+			pt = get(prev, "tally_allreduce_latency_seconds_sum",
+				 "size_class", sc);
+		}
+		if (c > pc)
+			printf("  job %s %-9s %8.0f ops %10.3f ms\n", job, sc,
+			       c - pc, (t - pt) / (c - pc) * 1e3);
+	}
+	printf("\nq or Ctrl-C quits\n");
+	fflush(stdout);
+}
+
+static int cmd_top(const char *path, long count)
+{
+	struct termios saved, raw;
+	bool tty = isatty(STDIN_FILENO) &&
+		   tcgetattr(STDIN_FILENO, &saved) == 0;
+	struct snap prev = { 0 }, cur;
+	bool have_prev = false;
+	uint64_t prev_ms = now_ms();
+	int ret = 0;
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	if (tty) {
+		raw = saved;
+		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		raw.c_cc[VMIN] = 0;
+		raw.c_cc[VTIME] = 0;
+		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+	}
+	for (long i = 0; !interrupted && (count <= 0 || i < count); i++) {
+		struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+		uint64_t t = now_ms();
+		char c;
+
+		if (fetch(path, &cur)) {
+			ret = 1;
+			break;
+		}
+		top_frame(&cur, have_prev ? &prev : NULL,
+			  have_prev && t > prev_ms ? (t - prev_ms) / 1e3 : 1);
+		if (have_prev)
+			snap_free(&prev);
+		prev = cur;
+		have_prev = true;
+		prev_ms = t;
+		if (count > 0 && i + 1 == count)
+			break;
+		if (tty && poll(&pfd, 1, 1000) > 0 &&
+		    read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q'))
+			break;
+		if (!tty)
+			poll(NULL, 0, 1000);
+	}
+	if (have_prev)
+		snap_free(&prev);
+	if (tty)
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+	return ret;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: %s [--socket PATH] [--json] status|jobs|peers|counters\n"
+		"       %s [--socket PATH] top [-n COUNT]\n"
+		"  -s, --socket PATH  tallyd's socket (default $TALLY_SOCKET, "
+		"then %s)\n"
+		"  -j, --json         machine-readable output\n"
+		"  -n, --count N      top: stop after N refreshes\n"
+		"  -h, --help\n", prog, prog, TALLY_DEFAULT_SOCKET);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = getenv("TALLY_SOCKET");
+	const char *cmd;
+	bool json = false;
+	long count = 0;
+	struct snap sn;
+	int c;
+
+	if (!path || !*path)
+		path = TALLY_DEFAULT_SOCKET;
+	while ((c = getopt_long(argc, argv, "s:jn:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			path = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'n':
+			count = strtol(optarg, NULL, 10);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind + 1 != argc) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = argv[optind];
+	if (!strcmp(cmd, "top"))
+		return cmd_top(path, count);
+	if (strcmp(cmd, "status") && strcmp(cmd, "jobs") &&
+	    strcmp(cmd, "peers") && strcmp(cmd, "counters")) {
+		fprintf(stderr, "%s: unknown command '%s'\n", prog, cmd);
+		usage(stderr);
+		return 2;
+	}
+	if (fetch(path, &sn))
+		return 1;
+	if (!strcmp(cmd, "status"))
+		cmd_status(&sn, json);
+	else if (!strcmp(cmd, "jobs"))
+		cmd_jobs(&sn, json);
+	else if (!strcmp(cmd, "peers"))
+		cmd_peers(&sn, json);
+	else
+		cmd_counters(&sn, json);
+	snap_free(&sn);
+	return 0;
+}
