@@ -111,7 +111,7 @@ class Request:
         self.result = None
         self._callbacks = []
         self._keep = keep       # the buffers, alive until completion
-        self.context = context
+        self.context = context  # (key, iteration)
 
     def done(self):
         return self._event.is_set()
@@ -121,12 +121,13 @@ class Request:
         if self.result is None or self.result >= 0:
             return None
         return TallyError(-self.result, _lib.strerror(self.result),
-                          self.context)
+                          "all-reduce key %d iteration %d" % self.context)
 
     def wait(self, timeout=None):
         if not self._event.wait(timeout):
             raise TallyError(ETIMEDOUT, _lib.strerror(-ETIMEDOUT),
-                             self.context)
+                             "all-reduce key %d iteration %d"
+                             % self.context)
         err = self.error()
         if err:
             raise err
@@ -252,8 +253,7 @@ class Client:
             count=count, dtype=dtype, op=op, priority=priority,
             group=group, flags=F_LAST_OF_ITERATION if last else 0)
         handle = ctypes.c_uint64()
-        context = "all-reduce key %d iteration %d" % (key, iteration)
-        req = Request(keep, context)
+        req = Request(keep, (key, iteration))   # text made on failure
         with self._cv:
             self._check_open()
             while True:
@@ -264,10 +264,13 @@ class Client:
                 # 256 in flight: the progress thread frees one
                 self._start_progress()
                 self._cv.wait(1.0)
-            if ret == -ERANGE:
-                check(ret, context + ": the buffers are not in tally "
-                      "memory (Client.alloc)")
-            check(ret, context)
+            if ret < 0:
+                context = "all-reduce key %d iteration %d" % (key,
+                                                              iteration)
+                if ret == -ERANGE:
+                    context += ": the buffers are not in tally memory " \
+                        "(Client.alloc)"
+                check(ret, context)
             self._pending[handle.value] = req
             self._start_progress()
             self._cv.notify_all()

@@ -58,7 +58,8 @@ class HookState:
         self.group_of = group_of or _default_group
         self.op = op
         self.step = 0
-        self.staging = {}       # bucket index -> Buffer
+        self.staging = {}       # bucket index -> ((dtype, n), view)
+        self.outside = set()    # bucket addresses not in tally memory
         self.lock = threading.Lock()
         self.copies = 0         # buckets that needed a copy (tests)
 
@@ -75,14 +76,33 @@ class HookState:
         c = self._client
         return c.client if hasattr(c, "client") else c
 
-    def buffer_for(self, index, nbytes):
-        """The staging buffer of bucket @index, grown as needed."""
+    def staging_view(self, index, tensor):
+        """The tally-memory tensor bucket @index is copied into: made at
+        the bucket's first step (and when DDP rebuilds its buckets), then
+        reused, so a step allocates nothing and makes no new views."""
+        key = (tensor.dtype, tensor.numel())
         with self.lock:
-            buf = self.staging.get(index)
-            if buf is None or buf.nbytes < nbytes:
+            cached = self.staging.get(index)
+            if cached is None or cached[0] != key:
+                nbytes = tensor.numel() * tensor.element_size()
                 buf = self.client.alloc(max(nbytes, 64))
-                self.staging[index] = buf
-            return buf
+                cached = (key, buf.torch(tensor.dtype,
+                                         count=tensor.numel()))
+                self.staging[index] = cached
+            return cached[1]
+
+    def in_tally_memory(self, tensor):
+        """Does @tensor lie in tally memory?  A "no" is remembered per
+        address (DDP's buckets keep theirs); a "yes" is asked again, as
+        the buffer may have been freed since."""
+        ptr = tensor.data_ptr()
+        if ptr in self.outside:
+            return False
+        nbytes = tensor.numel() * tensor.element_size()
+        if self.client.buffer_of(ptr, nbytes) is not None:
+            return True
+        self.outside.add(ptr)
+        return False
 
 
 def allreduce_hook(state, bucket):
@@ -91,8 +111,6 @@ def allreduce_hook(state, bucket):
     client = state.client
     tensor = bucket.buffer()
     index = bucket.index()
-    dtype = tensor.dtype
-    nbytes = tensor.numel() * tensor.element_size()
     iteration = state.step
     if bucket.is_last():
         state.step += 1
@@ -100,13 +118,11 @@ def allreduce_hook(state, bucket):
     cuda = tensor.device.type == "cuda"
     if cuda:
         torch.cuda.current_stream(tensor.device).synchronize()
-    shared = None if cuda else client.buffer_of(tensor.data_ptr(), nbytes)
-    if shared is not None:
+    if not cuda and state.in_tally_memory(tensor):
         work = tensor
     else:
         state.copies += 1
-        buf = state.buffer_for(index, nbytes)
-        work = buf.torch(dtype, count=tensor.numel())
+        work = state.staging_view(index, tensor)
         work.copy_(tensor.view(-1))
     # DDP reads the future from C++: an error must be one C++ sees, and
     # set_exception() only stores the exception as the value (torch 1.13),
