@@ -25,7 +25,7 @@ uint64_t test_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static int can_connect(const char *path)
+int can_connect(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -28,6 +28,9 @@ int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
 int daemon_stop(struct test_daemon *d);
 /* Lines of the daemon's log that contain @what (-1: no log). */
 int daemon_log_count(const struct test_daemon *d, const char *what);
+/* Does a Unix stream socket at @path accept a connection?  (The daemon
+ * sees one that closes before its HELLO.) */
+int can_connect(const char *path);
 /* Is the daemon process still running? */
 int daemon_alive(const struct test_daemon *d);
 

@@ -93,18 +93,6 @@ static int notify_wait(struct notify *n, const char *var, int timeout_ms)
 	return -1;
 }
 
-static int can_connect(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int ok;
-
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	ok = connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	close(s);
-	return ok;
-}
-
 /*
  * Start $TALLYD with @args (NULL-ended, after the binary) under
  * $NOTIFY_SOCKET = @n, log to @log, and return at once: unlike
