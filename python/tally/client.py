@@ -121,13 +121,12 @@ class Request:
         if self.result is None or self.result >= 0:
             return None
         return TallyError(-self.result, _lib.strerror(self.result),
-                          "all-reduce key %d iteration %d" % self.context)
+                          _op_text(*self.context))
 
     def wait(self, timeout=None):
         if not self._event.wait(timeout):
             raise TallyError(ETIMEDOUT, _lib.strerror(-ETIMEDOUT),
-                             "all-reduce key %d iteration %d"
-                             % self.context)
+                             _op_text(*self.context))
         err = self.error()
         if err:
             raise err
@@ -158,6 +157,11 @@ class Request:
 
 
 _callback_lock = threading.Lock()
+
+
+def _op_text(key, iteration):
+    """What a TallyError says it was doing."""
+    return "all-reduce key %d iteration %d" % (key, iteration)
 
 
 def _describe(obj):
@@ -265,8 +269,7 @@ class Client:
                 self._start_progress()
                 self._cv.wait(1.0)
             if ret < 0:
-                context = "all-reduce key %d iteration %d" % (key,
-                                                              iteration)
+                context = _op_text(key, iteration)
                 if ret == -ERANGE:
                     context += ": the buffers are not in tally memory " \
                         "(Client.alloc)"

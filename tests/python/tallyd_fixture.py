@@ -12,13 +12,15 @@ import time
 from pathlib import Path
 
 
+def build_dir():
+    """$TALLY_BUILD (set by meson), else the checkout's build/."""
+    return Path(os.environ.get("TALLY_BUILD") or
+                Path(__file__).resolve().parents[2] / "build")
+
+
 def tallyd_binary():
-    env = os.environ.get("TALLYD")
-    if env:
-        return env
-    build = os.environ.get("TALLY_BUILD") or \
-        str(Path(__file__).resolve().parents[2] / "build")
-    return os.path.join(build, "ctrl", "tallyd")
+    """$TALLYD (set by meson), else the build's."""
+    return os.environ.get("TALLYD") or str(build_dir() / "ctrl" / "tallyd")
 
 
 def _accepts(path):

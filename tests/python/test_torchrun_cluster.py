@@ -26,6 +26,8 @@ import time
 import unittest
 from pathlib import Path
 
+from tallyd_fixture import build_dir, tallyd_binary as tallyd
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_ddp.py"
 PYTHON = "/usr/bin/python3"
@@ -57,14 +59,6 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def netlab():
     return os.environ.get("NETLAB") or str(ROOT / "tools" / "netlab")
-
-
-def build_dir():
-    return Path(os.environ.get("TALLY_BUILD") or ROOT / "build")
-
-
-def tallyd():
-    return os.environ.get("TALLYD") or str(build_dir() / "ctrl" / "tallyd")
 
 
 def host_ip(i):

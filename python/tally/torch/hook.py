@@ -30,7 +30,7 @@ import threading
 import torch
 
 from .. import client as tc
-from .launch import job_client, current
+from .launch import resolve_client
 
 KEY_KIND_HOOK = 2 << 56
 
@@ -54,6 +54,7 @@ class HookState:
     def __init__(self, client=None, priority_of=None, group_of=None,
                  op=tc.AVG):
         self._client = client
+        self._resolved = None   # the tally.Client, found on first use
         self.priority_of = priority_of or _default_priority
         self.group_of = group_of or _default_group
         self.op = op
@@ -65,16 +66,9 @@ class HookState:
 
     @property
     def client(self):
-        if self._client is None:
-            job = current()
-            if job is None:
-                import torch.distributed as dist
-                store = dist.distributed_c10d._get_default_store()
-                job = job_client(store, dist.get_rank(),
-                                 dist.get_world_size())
-            self._client = job
-        c = self._client
-        return c.client if hasattr(c, "client") else c
+        if self._resolved is None:
+            self._resolved = resolve_client(self._client)
+        return self._resolved
 
     def staging_view(self, index, tensor):
         """The tally-memory tensor bucket @index is copied into: made at

@@ -263,3 +263,15 @@ def job_client(store, rank, world):
 def current():
     """The job client made by the backend or the hook, or None."""
     return _job
+
+
+def resolve_client(given=None):
+    """The tally.Client to use: @given (a Client or JobClient), else the
+    job's, made from the default group's store when the tally backend did
+    not make it already (the hook or SharedGradients under gloo/NCCL)."""
+    job = given or current()
+    if job is None:
+        import torch.distributed as dist
+        job = job_client(dist.distributed_c10d._get_default_store(),
+                         dist.get_rank(), dist.get_world_size())
+    return job.client if isinstance(job, JobClient) else job

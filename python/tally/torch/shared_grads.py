@@ -24,7 +24,7 @@ import torch
 from .. import client as tc
 from ..errors import TallyError, EINVAL
 from .hook import _default_priority, _default_group
-from .launch import job_client, current
+from .launch import resolve_client
 
 KEY_KIND_SHARED = 3 << 56
 
@@ -42,12 +42,7 @@ class _Bucket:
 class SharedGradients:
     def __init__(self, model, client=None, bucket_bytes=25 << 20,
                  op=tc.AVG):
-        job = client or current()
-        if job is None:
-            import torch.distributed as dist
-            job = job_client(dist.distributed_c10d._get_default_store(),
-                             dist.get_rank(), dist.get_world_size())
-        self._client = job.client if hasattr(job, "client") else job
+        self._client = resolve_client(client)
         self.op = op
         self.step = 0
         self.buckets = []
