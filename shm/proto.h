@@ -34,7 +34,8 @@
 #include <stdint.h>
 
 #define TALLY_MSG_MAGIC 0x544c4c59u	/* "TLLY" */
-#define TALLY_PROTO_VERSION 2
+/* 3: HELLO may carry a job description (struct tally_job_wire) */
+#define TALLY_PROTO_VERSION 3
 
 enum tally_msg_type {
 	TALLY_MSG_HELLO = 1,
@@ -55,7 +56,10 @@ struct tally_msg {
 	uint64_t arg[4];	/* meaning per type, see below */
 };
 
-/* HELLO:    arg[0] = sq entries, arg[1] = cq entries, arg[2] = ctrl size
+/* HELLO:    arg[0] = sq entries, arg[1] = cq entries, arg[2] = ctrl size,
+ *           arg[3] = bytes of the job description that follow the message
+ *           on the socket: 0 (the daemon's own job) or
+ *           sizeof(struct tally_job_wire)
  * WELCOME:  arg[0] = rank, arg[1] = local size; fds: sq write end, cq read
  *           end
  * SEG_ADD:  arg[0] = segment id, arg[1] = size in bytes
@@ -69,6 +73,37 @@ struct tally_msg {
 #define TALLY_CTL_VERSION 1
 /* A CTL_REPLY's text is at most this long. */
 #define TALLY_CTL_MAX_REPLY (4u << 20)
+
+/*
+ * The job a client belongs to, as resolved by the client library from
+ * tally_connect_opts() and the launcher's environment.  Sent right after
+ * a HELLO whose arg[3] says so.  The daemon checks every field: a
+ * malformed description, or one that disagrees with the job's other
+ * clients on this host, is refused with -TALLY_EDENIED.
+ */
+#define TALLY_JOB_ID_MAX 64		/* with the NUL */
+#define TALLY_JOB_SECRET_MAX 64
+
+enum tally_job_source {
+	TALLY_JOB_SRC_OPTS = 1,		/* tally_connect_opts() / TALLY_* */
+	TALLY_JOB_SRC_TORCHRUN = 2,
+	TALLY_JOB_SRC_SLURM = 3,
+	TALLY_JOB_SRC_OMPI = 4,
+};
+
+struct tally_job_wire {
+	char id[TALLY_JOB_ID_MAX];	/* NUL-terminated, not empty */
+	uint8_t secret[TALLY_JOB_SECRET_MAX];
+	uint32_t secret_len;		/* 0: no secret */
+	uint32_t coord_ip;		/* IPv4, host byte order; 0 unset */
+	uint16_t coord_port;		/* 0: the daemon derives it */
+	uint16_t hosts;			/* >= 1 */
+	uint16_t host_rank;		/* < hosts */
+	uint16_t local_size;		/* >= 1 */
+	uint16_t local_rank;		/* < local_size */
+	uint16_t source;		/* enum tally_job_source (logs) */
+	uint32_t pad;			/* 0 */
+};
 
 /* Most fds one message may carry (WELCOME carries two); more are closed
  * unseen, and each message says how many it must have. */
@@ -115,5 +150,6 @@ struct tally_cqe {
 _Static_assert(sizeof(struct tally_sqe) == 64, "sqe is one cache line");
 _Static_assert(sizeof(struct tally_cqe) == 16, "cqe is 16 bytes");
 _Static_assert(sizeof(struct tally_msg) == 48, "msg layout is fixed");
+_Static_assert(sizeof(struct tally_job_wire) == 152, "job layout is fixed");
 
 #endif /* TALLY_SHM_PROTO_H */

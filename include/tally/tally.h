@@ -124,6 +124,48 @@ struct tally_allreduce_args {
 int tally_connect(const char *socket_path, struct tally_client **out);
 
 /*
+ * A job's identity and this process's place in it.  A long-lived tallyd
+ * serves many jobs; each client names its job when it connects.  Fields
+ * left unset (NULL, or the TALLY_CONNECT_OPTS_INIT value) come from the
+ * launcher's environment (torchrun, Slurm, Open MPI; precedence in
+ * tally_connect_opts(3) and docs/jobs.md).
+ */
+struct tally_job {
+	const char *id;		/* job id, at most 63 bytes */
+	const char *secret;	/* shared by the job's hosts; NULL: none */
+	const char *coordinator; /* "IPv4[:port]" of the job's host 0 */
+	int hosts;		/* hosts with clients of the job; 0: unset */
+	int host_rank;		/* this host's place, 0..hosts-1; -1: unset */
+	int local_size;		/* the job's processes on this host; 0: unset */
+	int local_rank;		/* this process among them; -1: unset */
+};
+
+/* Read no launcher environment: only the fields given count. */
+#define TALLY_CONNECT_NO_ENV 0x1u
+
+struct tally_connect_opts {
+	size_t size;		/* sizeof(struct tally_connect_opts) */
+	const char *socket;	/* NULL: $TALLY_SOCKET, then the default */
+	unsigned int flags;	/* TALLY_CONNECT_* */
+	struct tally_job job;
+};
+
+#define TALLY_CONNECT_OPTS_INIT { \
+	.size = sizeof(struct tally_connect_opts), \
+	.job = { .host_rank = -1, .local_rank = -1 } }
+
+/*
+ * tally_connect_opts - connect to the host's daemon as a member of a job.
+ * The job comes from @opts->job, completed from the launcher's
+ * environment; a job that cannot be resolved (a malformed variable)
+ * fails with -TALLY_EINVAL.  A daemon started for one job (its job on
+ * its command line) ignores the description.  tally_connect() is this
+ * with every field unset.  (TALLY_1.3)
+ */
+int tally_connect_opts(const struct tally_connect_opts *opts,
+		       struct tally_client **out);
+
+/*
  * tally_disconnect - close the client.  Pending operations are abandoned
  * (other members get TALLY_EPEERLOST); buffers from tally_alloc() are
  * unmapped.  NULL is ignored.
