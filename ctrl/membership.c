@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,14 +67,18 @@ static void set_sock_opts(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-static void conn_watch(struct membership *m, struct mb_conn *c)
+/* Watch @c for @events (@op: EPOLL_CTL_ADD or _MOD), tagged with the
+ * job's slot and the connection's.  0, or -1 (errno). */
+static int conn_watch(struct membership *m, struct mb_conn *c, int op,
+		      uint32_t events)
 {
 	struct epoll_event ev = {
-		.events = EPOLLIN | EPOLLRDHUP,
-		.data.u64 = TAG_BOOT | (uint64_t)(c - m->conn),
+		.events = events,
+		.data.u64 = TAG_JOB_SOCK(TAG_BOOT, m->cfg.tag_job,
+					 (uint64_t)(c - m->conn)),
 	};
 
-	epoll_ctl(m->epoll_fd, EPOLL_CTL_ADD, c->fd, &ev);
+	return epoll_ctl(m->epoll_fd, op, c->fd, &ev);
 }
 
 /* A MAC failed: count it, and say so at most once a second. */
@@ -247,11 +250,11 @@ static void coordinator_accept(struct membership *m, uint64_t now)
 		ch.type = BOOT_CHALLENGE;
 		ch.epoch = m->epoch;
 		memcpy(ch.challenge.nonce, c->nonce_c, AUTH_NONCE_LEN);
-		if (conn_send(c, &ch, now)) {
+		if (conn_send(c, &ch, now) ||
+		    conn_watch(m, c, EPOLL_CTL_ADD, EPOLLIN | EPOLLRDHUP)) {
 			conn_close(m, c);
 			continue;
 		}
-		conn_watch(m, c);
 	}
 }
 
@@ -267,78 +270,111 @@ static void member_lost(struct membership *m, const char *why)
 	m->ops.lost(m->ops.ctx, why);
 }
 
-/* The coordinator's CHALLENGE, read while the socket still blocks. */
-static int read_challenge(struct mb_conn *c, uint64_t end,
-			  struct boot_msg *msg)
+static void coord_name(const struct membership *m, char *buf, size_t len)
 {
-	for (;;) {
-		struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
-		uint64_t now = mono_ms();
-		int len = boot_decode(c->rbuf, c->rlen, msg);
-		ssize_t n;
+	struct in_addr a = { .s_addr = htonl(m->cfg.coord_ip) };
+	char ip[INET_ADDRSTRLEN] = "?";
 
-		if (len < 0) {
-			log_err("coordinator: %s", boot_error_str(len));
-			return -1;
-		}
-		if (len > 0) {
-			if (msg->type != BOOT_CHALLENGE) {
-				log_err("coordinator did not open with a "
-					"challenge");
-				return -1;
-			}
-			c->rlen -= (size_t)len;
-			memmove(c->rbuf, c->rbuf + len, c->rlen);
-			return 0;
-		}
-		if (now >= end || poll(&pfd, 1, (int)(end - now)) <= 0) {
-			log_err("coordinator sent no challenge in time");
-			return -1;
-		}
-		n = recv(c->fd, c->rbuf + c->rlen, sizeof(c->rbuf) - c->rlen,
-			 0);
-		if (n <= 0) {
-			log_err("coordinator closed the connection at the "
-				"challenge");
-			return -1;
-		}
-		c->rlen += (size_t)n;
-	}
+	inet_ntop(AF_INET, &a, ip, sizeof(ip));
+	snprintf(buf, len, "%s:%u", ip, m->cfg.coord_port);
 }
 
-static int member_connect(struct membership *m)
+/* connect_err: the coordinator accepted, then hung up before its CHALLENGE */
+#define MB_ERR_HUNG_UP (-1)
+
+/* The connection attempt failed: close it; membership_tick() tries again
+ * after MB_RETRY_MS, or gives up past the deadline. */
+static void member_retry(struct membership *m, int err, uint64_t now)
+{
+	conn_close(m, &m->conn[0]);
+	m->connect_err = err;
+	m->join = MB_JOIN_RETRY;
+	m->retry_ms = now + MB_RETRY_MS;
+}
+
+/* TCP is up: wait for the coordinator's CHALLENGE (@op: how to watch). */
+static int member_connected(struct membership *m, int op, uint64_t now)
+{
+	struct mb_conn *c = &m->conn[0];
+
+	m->join = MB_JOIN_CHALLENGE;
+	m->connected_ms = now;
+	c->last_rx_ms = c->last_tx_ms = now;
+	return conn_watch(m, c, op, EPOLLIN | EPOLLRDHUP);
+}
+
+/*
+ * One non-blocking connect to the coordinator: it completes (or fails)
+ * in membership_event(), or fails at once into MB_JOIN_RETRY.  0, or a
+ * negative errno on a local error (no socket, epoll), nothing left open.
+ */
+static int member_connect(struct membership *m, uint64_t now)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 		.sin_port = htons(m->cfg.coord_port),
 		.sin_addr.s_addr = htonl(m->cfg.coord_ip) };
-	uint64_t end = mono_ms() + m->cfg.connect_timeout_ms;
 	struct mb_conn *c = &m->conn[0];
-	struct boot_msg reg = { .type = BOOT_REGISTER }, ch;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			0);
+	int err;
 
-	for (;;) {
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa,
-				       sizeof(sa)) == 0) {
-			c->fd = fd;
-			break;
-		}
-		if (fd >= 0)
-			close(fd);
-		if (mono_ms() > end) {
-			log_err("coordinator %s:%u unreachable",
-				inet_ntoa(sa.sin_addr), m->cfg.coord_port);
-			return -1;
-		}
-		usleep(100000);
+	if (fd < 0)
+		return -errno;
+	m->connect_tries++;
+	set_sock_opts(fd);
+	c->fd = fd;
+	c->rank = -1;
+	c->rlen = 0;
+	c->keyed = false;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		err = member_connected(m, EPOLL_CTL_ADD, now) ? -errno : 0;
+	} else if (errno == EINPROGRESS) {
+		m->join = MB_JOIN_CONNECTING;
+		err = conn_watch(m, c, EPOLL_CTL_ADD, EPOLLOUT) ? -errno : 0;
+	} else {	/* refused at once (loopback), no route, ... */
+		member_retry(m, errno, now);
+		return 0;
 	}
-	set_sock_opts(c->fd);
-	if (read_challenge(c, end + 1000, &ch))
-		return -1;
+	if (err)
+		conn_close(m, c);
+	return err;
+}
+
+/* The non-blocking connect finished: connected, or try again later. */
+static void member_connect_done(struct membership *m, uint64_t now)
+{
+	struct mb_conn *c = &m->conn[0];
+	struct sockaddr_in peer;
+	socklen_t len = sizeof(peer);
+	socklen_t elen = sizeof(int);
+	int err = 0;
+
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &elen))
+		err = errno;
+	if (err) {
+		member_retry(m, err, now);
+		return;
+	}
+	if (getpeername(c->fd, (struct sockaddr *)&peer, &len))
+		return;		/* still in progress: a spurious wakeup */
+	if (member_connected(m, EPOLL_CTL_MOD, now))
+		member_retry(m, errno, now);
+}
+
+static void conn_parse(struct membership *m, struct mb_conn *c,
+		       uint64_t now);
+
+/* The CHALLENGE came: register under keys from both nonces. */
+static void member_register(struct membership *m, const struct boot_msg *ch,
+			    uint64_t now)
+{
+	struct mb_conn *c = &m->conn[0];
+	struct boot_msg reg = { .type = BOOT_REGISTER };
+
 	auth_nonce(reg.reg.nonce);
-	auth_stream_init(&c->tx, &m->cfg.keys, AUTH_M2C, ch.challenge.nonce,
+	auth_stream_init(&c->tx, &m->cfg.keys, AUTH_M2C, ch->challenge.nonce,
 			 reg.reg.nonce);
-	auth_stream_init(&c->rx, &m->cfg.keys, AUTH_C2M, ch.challenge.nonce,
+	auth_stream_init(&c->rx, &m->cfg.keys, AUTH_C2M, ch->challenge.nonce,
 			 reg.reg.nonce);
 	c->keyed = true;
 	reg.reg.self = m->cfg.self;
@@ -346,16 +382,100 @@ static int member_connect(struct membership *m)
 	reg.reg.world = m->cfg.world;
 	reg.reg.algorithm = m->cfg.algorithm;
 	c->rank = 0;
-	c->last_rx_ms = mono_ms();
-	if (conn_send(c, &reg, c->last_rx_ms)) {
-		log_err("cannot register with the coordinator");
-		return -1;
+	c->last_rx_ms = now;
+	if (conn_send(c, &reg, now)) {
+		member_lost(m, "cannot register with the coordinator");
+		return;
 	}
-	/* non-blocking from here on: the event loop reads it */
-	if (fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK))
-		return -1;
-	conn_watch(m, c);
-	return 0;
+	m->join = MB_JOIN_REGISTERED;
+	if (c->rlen)		/* it did not wait for our REGISTER */
+		conn_parse(m, c, now);
+}
+
+/* Read what the coordinator sent before our REGISTER: its CHALLENGE. */
+static void member_read_challenge(struct membership *m, uint64_t now)
+{
+	struct mb_conn *c = &m->conn[0];
+	char who[32], why[160];
+	struct boot_msg ch;
+	int len;
+
+	while ((len = boot_decode(c->rbuf, c->rlen, &ch)) == 0) {
+		ssize_t n = recv(c->fd, c->rbuf + c->rlen,
+				 sizeof(c->rbuf) - c->rlen, MSG_DONTWAIT);
+
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+			      errno == EINTR))
+			return;
+		if (n <= 0) {
+			/* a coordinator restarting, or full: again later */
+			member_retry(m, n == 0 ? MB_ERR_HUNG_UP : errno, now);
+			return;
+		}
+		c->rlen += (size_t)n;
+	}
+	coord_name(m, who, sizeof(who));
+	if (len < 0 || ch.type != BOOT_CHALLENGE) {
+		snprintf(why, sizeof(why), "coordinator %s did not open with "
+			 "a challenge%s%s", who, len < 0 ? ": " : "",
+			 len < 0 ? boot_error_str(len) : "");
+		member_lost(m, why);
+		return;
+	}
+	c->rlen -= (size_t)len;
+	memmove(c->rbuf, c->rbuf + len, c->rlen);
+	member_register(m, &ch, now);
+}
+
+/* An event on conn[0] before it registered. */
+static void member_join_event(struct membership *m, uint64_t now)
+{
+	if (m->join == MB_JOIN_CONNECTING)
+		member_connect_done(m, now);
+	else if (m->join == MB_JOIN_CHALLENGE)
+		member_read_challenge(m, now);
+}
+
+/* Joining, from membership_tick(): retry a refused connect, give up past
+ * connect_timeout_ms after the start. */
+static void member_join_tick(struct membership *m, uint64_t now)
+{
+	uint64_t deadline = m->start_ms + m->cfg.connect_timeout_ms;
+	char who[32], why[200];
+	int err;
+
+	if (m->join == MB_JOIN_CHALLENGE) {
+		uint64_t late = m->connected_ms + MB_CHALLENGE_MS;
+
+		member_read_challenge(m, now);	/* it may be here */
+		if (m->join != MB_JOIN_CHALLENGE || m->dead ||
+		    now < (late > deadline ? late : deadline))
+			return;
+		coord_name(m, who, sizeof(who));
+		snprintf(why, sizeof(why), "coordinator %s sent no challenge "
+			 "in %llu ms", who,
+			 (unsigned long long)(now - m->connected_ms));
+		member_lost(m, why);
+		return;
+	}
+	if (now >= deadline) {
+		coord_name(m, who, sizeof(who));
+		snprintf(why, sizeof(why), "coordinator %s unreachable for "
+			 "%llu ms (%u tries; %s)", who,
+			 (unsigned long long)(now - m->start_ms),
+			 m->connect_tries,
+			 m->connect_err == MB_ERR_HUNG_UP ?
+			 "it closed the connection before its challenge" :
+			 m->connect_err ? strerror(m->connect_err) :
+			 "no answer");
+		member_lost(m, why);
+		return;
+	}
+	if (m->join != MB_JOIN_RETRY || now < m->retry_ms)
+		return;
+	err = member_connect(m, now);
+	if (err)	/* out of sockets for now: counts as a failed try */
+		member_retry(m, -err, now);
 }
 
 /* ---- both ------------------------------------------------------------- */
@@ -455,12 +575,42 @@ static int msg_verify(struct membership *m, struct mb_conn *c,
 	return -1;
 }
 
+/* Act on the whole messages in @c's buffer; keep a partial one. */
+static void conn_parse(struct membership *m, struct mb_conn *c, uint64_t now)
+{
+	size_t off = 0;
+
+	while (c->fd >= 0) {
+		struct boot_msg msg;
+		int len = boot_decode(c->rbuf + off, c->rlen - off, &msg);
+
+		if (len == 0)
+			break;
+		if (len < 0) {
+			log_warn("control connection: %s", boot_error_str(len));
+			if (m->coordinator)
+				member_gone(m, c, "sent a malformed message",
+					    now);
+			else
+				member_lost(m, boot_error_str(len));
+			return;
+		}
+		if (msg_verify(m, c, &msg, c->rbuf + off, (size_t)len, now))
+			return;
+		off += (size_t)len;
+		handle_msg(m, c, &msg, now);
+	}
+	if (c->fd < 0)
+		return;
+	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+	c->rlen -= off;
+}
+
 static void conn_read(struct membership *m, struct mb_conn *c, uint64_t now)
 {
-	for (;;) {
+	while (c->fd >= 0) {
 		ssize_t n = recv(c->fd, c->rbuf + c->rlen,
 				 sizeof(c->rbuf) - c->rlen, MSG_DONTWAIT);
-		size_t off = 0;
 
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 			if (m->coordinator)
@@ -474,33 +624,7 @@ static void conn_read(struct membership *m, struct mb_conn *c, uint64_t now)
 			return;
 		c->rlen += (size_t)n;
 		c->last_rx_ms = now;
-		while (c->fd >= 0) {
-			struct boot_msg msg;
-			int len = boot_decode(c->rbuf + off, c->rlen - off,
-					      &msg);
-
-			if (len == 0)
-				break;
-			if (len < 0) {
-				log_warn("control connection: %s",
-					 boot_error_str(len));
-				if (m->coordinator)
-					member_gone(m, c, "sent a malformed "
-						    "message", now);
-				else
-					member_lost(m, boot_error_str(len));
-				return;
-			}
-			if (msg_verify(m, c, &msg, c->rbuf + off,
-				       (size_t)len, now))
-				return;
-			off += (size_t)len;
-			handle_msg(m, c, &msg, now);
-		}
-		if (c->fd < 0)
-			return;
-		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
-		c->rlen -= off;
+		conn_parse(m, c, now);
 	}
 }
 
@@ -510,7 +634,7 @@ static int listen_on(struct membership *m)
 		.sin_port = htons(m->cfg.coord_port),
 		.sin_addr.s_addr = htonl(m->cfg.coord_ip) };
 	struct epoll_event ev = { .events = EPOLLIN,
-				  .data.u64 = TAG_BOOT_LISTEN };
+		.data.u64 = TAG_JOB_SOCK(TAG_BOOT_LISTEN, m->cfg.tag_job, 0) };
 	int one = 1;
 
 	m->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK |
@@ -525,7 +649,11 @@ static int listen_on(struct membership *m)
 			strerror(errno));
 		return -1;
 	}
-	return epoll_ctl(m->epoll_fd, EPOLL_CTL_ADD, m->listen_fd, &ev);
+	if (epoll_ctl(m->epoll_fd, EPOLL_CTL_ADD, m->listen_fd, &ev)) {
+		log_err("coordinator: epoll: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 int membership_start(struct membership *m, const struct membership_cfg *cfg,
@@ -541,8 +669,15 @@ int membership_start(struct membership *m, const struct membership_cfg *cfg,
 		m->conn[i].rank = -1;
 	}
 	m->coordinator = cfg->self.rank == 0;
-	if (!m->coordinator)
-		return member_connect(m);
+	m->start_ms = mono_ms();
+	if (!m->coordinator) {
+		int err = member_connect(m, m->start_ms);
+
+		if (err)
+			log_err("cannot connect to the coordinator: %s",
+				strerror(-err));
+		return err ? -1 : 0;
+	}
 	if (listen_on(m))
 		return -1;
 	m->reg[0] = cfg->self;
@@ -554,22 +689,36 @@ int membership_start(struct membership *m, const struct membership_cfg *cfg,
 
 void membership_stop(struct membership *m)
 {
+	/* connections in every state, a connect in flight included */
 	for (int i = 0; i < MB_MAX_CONNS; i++)
 		if (m->conn[i].fd >= 0)
 			conn_close(m, &m->conn[i]);
-	if (m->listen_fd >= 0)
+	if (m->listen_fd >= 0) {
+		epoll_ctl(m->epoll_fd, EPOLL_CTL_DEL, m->listen_fd, NULL);
 		close(m->listen_fd);
+	}
 	m->listen_fd = -1;
+	m->dead = true;		/* no tick connects again */
 }
 
 void membership_event(struct membership *m, uint64_t tag, uint64_t now_ms)
 {
+	int slot = TAG_SLOT(tag);
+
+	if (TAG_JOB(tag) != m->cfg.tag_job)
+		return;		/* another job's */
 	if (TAG_KIND(tag) == TAG_BOOT_LISTEN) {
-		coordinator_accept(m, now_ms);
+		if (m->listen_fd >= 0)
+			coordinator_accept(m, now_ms);
 		return;
 	}
-	if (TAG_RANK(tag) < MB_MAX_CONNS && m->conn[TAG_RANK(tag)].fd >= 0)
-		conn_read(m, &m->conn[TAG_RANK(tag)], now_ms);
+	if (TAG_KIND(tag) != TAG_BOOT || slot >= MB_MAX_CONNS ||
+	    m->conn[slot].fd < 0)
+		return;
+	if (!m->coordinator && m->join != MB_JOIN_REGISTERED)
+		member_join_event(m, now_ms);
+	else
+		conn_read(m, &m->conn[slot], now_ms);
 }
 
 /*
@@ -602,6 +751,11 @@ void membership_tick(struct membership *m, uint64_t now)
 	if (m->dead)
 		return;
 	skip_own_absence(m, now);
+	if (!m->coordinator && m->join != MB_JOIN_REGISTERED) {
+		member_join_tick(m, now);
+		if (m->dead || m->join != MB_JOIN_REGISTERED)
+			return;
+	}
 	hb.epoch = m->epoch;
 	hb.peer.rank = m->cfg.self.rank;
 	for (int i = 0; i < MB_MAX_CONNS; i++) {
@@ -649,7 +803,7 @@ void membership_abort(struct membership *m)
 	if (m->coordinator) {
 		if (m->formed)
 			send_roster(m, mono_ms());
-	} else if (m->conn[0].fd >= 0) {
+	} else if (m->conn[0].fd >= 0 && m->join == MB_JOIN_REGISTERED) {
 		conn_send(&m->conn[0], &a, mono_ms());
 	}
 }

@@ -4,10 +4,15 @@
  * (rank 0), the roster, heartbeats and failure detection, over one TCP
  * connection per member (see bootstrap.h for the messages).
  *
- * Runs inside tallyd's event loop: its sockets are in the daemon's epoll
- * set (tags TAG_BOOT | slot) and membership_tick() runs at least every
- * heartbeat interval.  Nothing blocks except the first connection to the
- * coordinator at start-up, which retries until connect_timeout_ms.
+ * Runs inside tallyd's event loop, one membership per job: its sockets are
+ * in the daemon's epoll set (tags TAG_JOB_SOCK(TAG_BOOT, tag_job, slot),
+ * the listener's TAG_JOB_SOCK(TAG_BOOT_LISTEN, tag_job, 0)) and
+ * membership_tick() runs at least every heartbeat interval.  Nothing
+ * blocks: a member's connection to the coordinator is a non-blocking
+ * connect, retried every MB_RETRY_MS (from membership_tick(), so no
+ * faster than it ticks) until connect_timeout_ms after membership_start();
+ * the coordinator's CHALLENGE is then read from the event loop and the
+ * REGISTER sent.  Past the deadline on_lost says which step failed.
  *
  * Failure rules: a member whose connection closes, or that is silent for
  * peer_timeout_ms, is dropped by the coordinator, which announces it
@@ -34,6 +39,8 @@
 #include "ctrl/bootstrap.h"
 
 #define MB_MAX_CONNS (BOOT_MAX_MEMBERS + 8)
+#define MB_RETRY_MS 50		/* a refused connect is tried again after */
+#define MB_CHALLENGE_MS 1000	/* at least this long for the CHALLENGE */
 
 struct membership_cfg {
 	struct boot_member self;	/* rank, role, local size, data addr */
@@ -48,6 +55,16 @@ struct membership_cfg {
 	uint32_t peer_timeout_ms;
 	uint32_t connect_timeout_ms;
 	struct auth_keys keys;		/* from the job secret */
+	uint16_t tag_job;		/* the job's slot in epoll tags (0: a
+					 * daemon of one job) */
+};
+
+/* Where a member stands with the coordinator. */
+enum mb_join {
+	MB_JOIN_RETRY,		/* no socket: connect again at retry_ms */
+	MB_JOIN_CONNECTING,	/* non-blocking connect, EPOLLOUT */
+	MB_JOIN_CHALLENGE,	/* connected, waiting for the CHALLENGE */
+	MB_JOIN_REGISTERED,	/* REGISTER sent: heartbeats, rosters */
 };
 
 struct mb_conn {
@@ -87,17 +104,29 @@ struct membership {
 	bool present[BOOT_MAX_MEMBERS];
 	struct mb_conn conn[MB_MAX_CONNS];	/* coordinator: members;
 						 * member: conn[0] = up */
+	/* member: joining the coordinator */
+	enum mb_join join;
+	uint64_t start_ms;		/* membership_start */
+	uint64_t retry_ms;		/* MB_JOIN_RETRY: next connect */
+	uint64_t connected_ms;		/* TCP connection established */
+	int connect_err;		/* the last connect's errno */
+	uint32_t connect_tries;
 };
 
-/* Start: the coordinator listens, a member connects and registers.
- * 0, or -1 with a message logged. */
+/*
+ * Start: the coordinator listens; a member starts connecting and returns
+ * at once (it registers from membership_event()/membership_tick(), or
+ * reports on_lost past connect_timeout_ms).  0, or -1 with a message
+ * logged on a local error (no socket, no listening, epoll).
+ */
 int membership_start(struct membership *m, const struct membership_cfg *cfg,
 		     const struct membership_ops *ops, int epoll_fd);
 void membership_stop(struct membership *m);
 
-/* An epoll event on one of our sockets (tag from the event's data). */
+/* An epoll event on one of our sockets (tag from the event's data; a
+ * tag of another job is ignored). */
 void membership_event(struct membership *m, uint64_t tag, uint64_t now_ms);
-/* Heartbeats and timeouts. */
+/* Heartbeats and timeouts; a joining member's connect retries. */
 void membership_tick(struct membership *m, uint64_t now_ms);
 /* Tell the coordinator our local job broke (every host must fail it). */
 void membership_abort(struct membership *m);
