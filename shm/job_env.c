@@ -156,7 +156,7 @@ static int set_coord(struct job_draft *d, const char *s, const char *from,
 	size_t hlen = colon ? (size_t)(colon - s) : strlen(s);
 	long port = 0;
 
-	if (hlen == 0 || hlen >= sizeof(d->coord_host))
+	if (hlen == 0 || hlen >= sizeof(d->coord_host) || memchr(s, ':', hlen))
 		return fail(err, errlen,
 			    "%s='%s' is not an IPv4 address or host name with an optional :port",
 			    from, s);
@@ -236,10 +236,11 @@ static int take_count(const char **p, long *v)
 int job_slurm_tasks_on_node(const char *spec, long node, long *tasks)
 {
 	const char *p = spec;
+	long found = 0;		/* counts are >= 1: 0 is not found yet */
 
 	if (!spec || node < 0)
 		return -TALLY_EINVAL;
-	for (;;) {
+	for (;;) {		/* the whole list must be well formed */
 		long n, times = 1;
 
 		if (take_count(&p, &n))
@@ -250,17 +251,19 @@ int job_slurm_tasks_on_node(const char *spec, long node, long *tasks)
 			    *p++ != ')')
 				return -TALLY_EINVAL;
 		}
-		if (*p != ',' && *p)
-			return -TALLY_EINVAL;
-		if (node < times) {
-			*tasks = n;
-			return 0;
-		}
-		node -= times;
+		if (!found && node < times)
+			found = n;
+		else if (!found)
+			node -= times;
 		if (!*p)
-			return -TALLY_EINVAL;	/* no entry for the node */
-		p++;
+			break;
+		if (*p++ != ',')
+			return -TALLY_EINVAL;
 	}
+	if (!found)
+		return -TALLY_EINVAL;	/* no entry for the node */
+	*tasks = found;
+	return 0;
 }
 
 static bool all_present(const char *const *envp, const char *const *names)
