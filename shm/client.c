@@ -18,8 +18,6 @@
 #include "shm/fdpass.h"
 #include "shm/job_env.h"
 
-extern char **environ;
-
 /* A daemon that does not answer a control message within this is lost. */
 #define CLIENT_CTRL_TIMEOUT_S 10
 
