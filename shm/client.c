@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * client.c - libtally set-up: connecting to tallyd, the rings, and shared
- * buffers (tally_connect, tally_disconnect, tally_alloc, tally_free).
+ * buffers (tally_connect, tally_connect_opts, tally_disconnect, tally_alloc,
+ * tally_free).
  */
 #include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -13,6 +16,7 @@
 
 #include "shm/client_internal.h"
 #include "shm/fdpass.h"
+#include "shm/job_env.h"
 
 /* A daemon that does not answer a control message within this is lost. */
 #define CLIENT_CTRL_TIMEOUT_S 10
@@ -37,12 +41,32 @@ static int open_socket(const char *path)
 	return s;
 }
 
-/* Send a control message and wait for its reply of type @want.  The fds
- * the reply carries go to @rfds (TALLY_MSG_MAX_FDS slots, count in *@rn)
- * when it is not NULL, else they are closed. */
+/* All of @len bytes on the blocking socket: 0, or -errno. */
+static int send_all(int sock, const void *buf, size_t len)
+{
+	const char *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = send(sock, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Send a control message, then the @tail_len bytes at @tail that follow it
+ * (HELLO's job description; 0: none), and wait for its reply of type
+ * @want.  The fds the reply carries go to @rfds (TALLY_MSG_MAX_FDS slots,
+ * count in *@rn) when it is not NULL, else they are closed. */
 static int ctrl_call(struct tally_client *c, struct tally_msg *msg,
-		     const int *fds, int nfds, enum tally_msg_type want,
-		     int *rfds, int *rn)
+		     const int *fds, int nfds, const void *tail,
+		     size_t tail_len, enum tally_msg_type want, int *rfds,
+		     int *rn)
 {
 	int tmp[TALLY_MSG_MAX_FDS], tn, ret;
 
@@ -53,6 +77,8 @@ static int ctrl_call(struct tally_client *c, struct tally_msg *msg,
 	if (c->daemon_lost)
 		return -TALLY_EDAEMONLOST;
 	if (msg_send(c->sock, msg, fds, nfds))
+		goto lost;
+	if (tail_len && send_all(c->sock, tail, tail_len))
 		goto lost;
 	ret = msg_recv(c->sock, msg, rfds, rn);
 	if (rfds == tmp)
@@ -97,15 +123,38 @@ static void client_free(struct tally_client *c)
 	free(c);
 }
 
-int tally_connect(const char *socket_path, struct tally_client **out)
+/* The struct tally_connect_opts of TALLY_1.3 ends after .job: a caller's
+ * .size says at least this much.  Later versions add fields after it. */
+#define CONNECT_OPTS_SIZE_1_3 \
+	(offsetof(struct tally_connect_opts, job) + sizeof(struct tally_job))
+
+int tally_connect_opts(const struct tally_connect_opts *opts,
+		       struct tally_client **out)
 {
+	static const struct tally_connect_opts unset = TALLY_CONNECT_OPTS_INIT;
+	struct tally_job_wire job;
 	struct tally_client *c;
 	struct tally_msg msg;
-	int fds[TALLY_MSG_MAX_FDS], nfds = 0, ret;
+	const char *socket_path;
+	char why[256];
+	int fds[TALLY_MSG_MAX_FDS], nfds = 0, ret, has_job;
 
 	if (!out)
 		return -TALLY_EINVAL;
 	*out = NULL;
+	if (!opts)
+		opts = &unset;
+	if (opts->size < CONNECT_OPTS_SIZE_1_3)
+		return -TALLY_EINVAL;
+	has_job = job_resolve(&opts->job, opts->flags,
+			      (const char *const *)environ, &job, why,
+			      sizeof(why));
+	if (has_job < 0) {
+		/* the one word the caller gets is EINVAL: say which field */
+		fprintf(stderr, "libtally: tally_connect: job: %s\n", why);
+		return has_job;
+	}
+	socket_path = opts->socket;
 	if (!socket_path)
 		socket_path = getenv("TALLY_SOCKET");
 	if (!socket_path || !*socket_path)
@@ -130,7 +179,9 @@ int tally_connect(const char *socket_path, struct tally_client **out)
 	msg.arg[0] = CLIENT_SQ_ENTRIES;
 	msg.arg[1] = CLIENT_CQ_ENTRIES;
 	msg.arg[2] = c->ctrl.size;
-	ret = ctrl_call(c, &msg, &c->ctrl.fd, 1, TALLY_MSG_WELCOME, fds, &nfds);
+	msg.arg[3] = has_job == 0 ? sizeof(job) : 0;
+	ret = ctrl_call(c, &msg, &c->ctrl.fd, 1, &job, msg.arg[3],
+			TALLY_MSG_WELCOME, fds, &nfds);
 	if (ret == -TALLY_EDAEMONLOST)
 		ret = -TALLY_ECONNECT;
 	if (!ret && nfds != 2)
@@ -149,6 +200,14 @@ int tally_connect(const char *socket_path, struct tally_client **out)
 fail:
 	client_free(c);
 	return ret;
+}
+
+int tally_connect(const char *socket_path, struct tally_client **out)
+{
+	struct tally_connect_opts opts = TALLY_CONNECT_OPTS_INIT;
+
+	opts.socket = socket_path;
+	return tally_connect_opts(&opts, out);
 }
 
 void tally_disconnect(struct tally_client *c)
@@ -192,8 +251,8 @@ void *tally_alloc(struct tally_client *c, size_t bytes)
 	msg_init(&msg, TALLY_MSG_SEG_ADD);
 	msg.arg[0] = c->next_seg_id;
 	msg.arg[1] = slot->seg.size;
-	ret = ctrl_call(c, &msg, &slot->seg.fd, 1, TALLY_MSG_SEG_ACK, NULL,
-			NULL);
+	ret = ctrl_call(c, &msg, &slot->seg.fd, 1, NULL, 0, TALLY_MSG_SEG_ACK,
+			NULL, NULL);
 	if (ret) {
 		c->last_error = ret;
 		segment_destroy(&slot->seg);
@@ -217,8 +276,8 @@ void tally_free(struct tally_client *c, void *ptr)
 			continue;
 		msg_init(&msg, TALLY_MSG_SEG_DEL);
 		msg.arg[0] = s->id;
-		c->last_error = ctrl_call(c, &msg, NULL, 0, TALLY_MSG_SEG_ACK,
-					  NULL, NULL);
+		c->last_error = ctrl_call(c, &msg, NULL, 0, NULL, 0,
+					  TALLY_MSG_SEG_ACK, NULL, NULL);
 		segment_destroy(&s->seg);
 		s->id = 0;
 		return;
