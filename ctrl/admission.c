@@ -186,14 +186,6 @@ static int attach_client(struct daemon_client *cl, struct msg_rx *rx,
 	return 0;
 }
 
-static struct daemon_client *free_rank(struct tallyd *d)
-{
-	for (int r = 0; r < d->cfg.local_size; r++)
-		if (!d->clients[r].active)
-			return &d->clients[r];
-	return NULL;
-}
-
 static void epoll_add(struct tallyd *d, int fd, uint64_t tag, uint32_t ev)
 {
 	struct epoll_event e = { .events = ev, .data.u64 = tag };
@@ -213,6 +205,8 @@ static void conn_close(struct tallyd *d, struct daemon_conn *cn)
 	close(cn->sock);
 	msg_rx_reset(&cn->rx);
 	cn->used = false;
+	cn->hello_done = false;
+	cn->job_len = cn->job_got = 0;
 }
 
 /* Refuse a connection with a reason (the socket is fresh: a 48-byte
@@ -236,54 +230,214 @@ static void refuse(struct tallyd *d, int sock, int status, pid_t pid,
  * that leaves it does not break the job. */
 static void unadmit(struct tallyd *d, struct daemon_client *cl)
 {
+	struct job *j = cl->job;
+
 	epoll_del(d, cl->sock);
 	epoll_del(d, cl->sq_kick_fd);
-	segment_destroy(&cl->ctrl);
-	close(cl->sock);
-	close(cl->sq_kick_fd);
-	close(cl->cq_kick_fd);
+	j->members[cl->rank] = NULL;
+	j->n_members--;
+	j->ever_members--;
+	if (!j->n_members)
+		j->empty_since_ns = transport_now_ns();
+	cl->job = NULL;
+	client_release(cl);
 	cl->active = false;
 	d->n_clients--;
 	log_info("client pid %d gone before its WELCOME", cl->pid);
 }
 
-/* A whole HELLO arrived on pending connection @cn: admit it or say no. */
+static struct daemon_client *free_client(struct tallyd *d)
+{
+	for (int i = 0; i < DAEMON_MAX_CLIENTS; i++)
+		if (!d->clients[i].active)
+			return &d->clients[i];
+	return NULL;
+}
+
+/* A refusal over a limit: counted apart, so operators see limits hit. */
+static int limit_hit(struct tallyd *d, const char **why, const char *what)
+{
+	d->stat_limit_refusals++;
+	*why = what;
+	return -TALLY_ELIMIT;
+}
+
+/* The job secret: the client's, else one derived from the job id (which
+ * separates jobs but authenticates nothing: service.require_secret). */
+static void job_secret(struct job *j, const struct tally_job_wire *w)
+{
+	if (w->secret_len) {
+		memcpy(j->secret, w->secret, w->secret_len);
+		j->secret_len = w->secret_len;
+		return;
+	}
+	j->secret_len = (uint32_t)snprintf((char *)j->secret,
+					   sizeof(j->secret),
+					   "tally job %s", w->id);
+	if (j->secret_len >= sizeof(j->secret))
+		j->secret_len = sizeof(j->secret) - 1;
+	if (config_is_cluster(&j->cfg))
+		log_warn("job %s has no secret: its hosts authenticate "
+			 "nothing (set TALLY_JOB_SECRET)", j->id);
+}
+
+/* Does a running job match what a new client says of it? */
+static bool job_matches(const struct job *j, const struct tally_job_wire *w,
+			const struct tally_config *want)
+{
+	return j->cfg.world == want->world && j->cfg.rank == want->rank &&
+	       j->cfg.local_size == want->local_size &&
+	       j->cfg.coordinator.ip == want->coordinator.ip &&
+	       j->cfg.coordinator.port == want->coordinator.port &&
+	       (!w->secret_len || (w->secret_len == j->secret_len &&
+				   !memcmp(w->secret, j->secret,
+					   w->secret_len)));
+}
+
+/* The service's job for the description @w of a client of @uid: the
+ * running one of its id, or a new one.  NULL with @status and @why set. */
+static struct job *service_job(struct tallyd *d, const struct tally_job_wire *w,
+			       uid_t uid, int *status, const char **why)
+{
+	struct job_env env = { .reducer = d->reducer,
+			       .epoll_fd = d->epoll_fd };
+	struct tally_config want;
+	struct job *j;
+
+	*status = daemon_job_desc_check(&d->cfg, w, why);
+	if (*status)
+		return NULL;
+	daemon_job_config(&d->cfg, w, &want);
+	j = job_table_find(&d->jobs, w->id);
+	if (j && !j->n_members) {
+		/* an ended run of the same id lingers: a new run starts */
+		job_table_retire(&d->jobs, j);
+		j = NULL;
+	}
+	if (j) {
+		*status = -TALLY_EDENIED;
+		if (j->uid != uid)
+			*why = "the job belongs to another user";
+		else if (!job_matches(j, w, &want))
+			*why = "the job's other clients on this host describe "
+			       "it otherwise (hosts, ranks, local size, "
+			       "coordinator or secret)";
+		else if (j->broken || job_dead(j))
+			*why = "job aborted, waiting for its members to leave";
+		else if (j->n_members >= d->cfg.max_clients_per_job)
+			*status = limit_hit(d, why, "too many clients in the "
+					    "job (service.max_clients_per_job)");
+		else
+			return j;
+		return NULL;
+	}
+	if (w->local_size > d->cfg.max_clients_per_job) {
+		*status = limit_hit(d, why, "too many clients in the job "
+				    "(service.max_clients_per_job)");
+		return NULL;
+	}
+	j = job_table_alloc(&d->jobs, d->cfg.max_jobs);
+	if (!j && job_table_reap(&d->jobs, 0, 0, true))
+		j = job_table_alloc(&d->jobs, d->cfg.max_jobs);
+	if (!j) {
+		*status = limit_hit(d, why, "too many jobs on this daemon "
+				    "(service.max_jobs)");
+		return NULL;
+	}
+	j->cfg = want;
+	snprintf(j->id, sizeof(j->id), "%s", w->id);
+	j->uid = uid;
+	job_secret(j, w);
+	log_info("job %s: host %u of %u, %u local process(es), coordinator "
+		 "%u.%u.%u.%u:%u, job key %08x", j->id, w->host_rank, w->hosts,
+		 w->local_size, want.coordinator.ip >> 24,
+		 (want.coordinator.ip >> 16) & 0xff,
+		 (want.coordinator.ip >> 8) & 0xff, want.coordinator.ip & 0xff,
+		 want.coordinator.port, want.job_key);
+	if (job_table_start(&d->jobs, j, &env)) {
+		*status = -TALLY_ENETWORK;
+		*why = "the job cannot start (see the daemon's log)";
+		return NULL;
+	}
+	return j;
+}
+
+/* The static job's first free local rank (admission order). */
+static int static_rank(const struct job *j)
+{
+	for (int r = 0; r < j->cfg.local_size; r++)
+		if (!j->members[r])
+			return r;
+	return -1;
+}
+
+/* A whole HELLO (and its job description) arrived on pending connection
+ * @cn: admit it or say no. */
 static void admit(struct tallyd *d, struct daemon_conn *cn)
 {
-	struct daemon_client *cl = free_rank(d);
-	int give[2] = { -1, -1 }, sock = cn->sock, ret;
+	struct daemon_client *cl = free_client(d);
+	int give[2] = { -1, -1 }, sock = cn->sock, ret, rank = -1;
+	const char *why = NULL;
 	struct tally_msg welcome;
+	struct job *j = NULL;
 
 	epoll_del(d, sock);
 	cn->sock = -1;
 	cn->used = false;
-	if (!cl || d->job_broken) {
-		msg_rx_reset(&cn->rx);
-		refuse(d, sock, -TALLY_EDENIED, cn->pid, d->job_broken ?
-		       "job aborted, waiting for members to leave" :
-		       "local group full");
-		return;
+	if (!cl) {
+		ret = limit_hit(d, &why, "too many clients on this daemon");
+	} else if (d->static_job) {
+		j = d->static_job;
+		rank = static_rank(j);
+		ret = -TALLY_EDENIED;
+		why = j->broken ? "job aborted, waiting for members to leave" :
+		      rank < 0 ? "local group full" : NULL;
+		if (!why)
+			ret = 0;
+	} else if (!cn->job_len) {
+		ret = -TALLY_EDENIED;
+		why = "no job: this daemon is a service and the client named "
+		      "none (tally_connect_opts, or a launcher's environment)";
+	} else {
+		j = service_job(d, &cn->job, cn->uid, &ret, &why);
+		rank = cn->job.local_rank;
 	}
-	memset(cl, 0, sizeof(*cl));
-	cl->ctrl.fd = cl->sq_kick_fd = cl->cq_kick_fd = -1;
-	ret = attach_client(cl, &cn->rx, give);
+	if (!ret) {
+		memset(cl, 0, sizeof(*cl));
+		cl->ctrl.fd = cl->sq_kick_fd = cl->cq_kick_fd = -1;
+		cl->sock = -1;
+		ret = attach_client(cl, &cn->rx, give);
+		if (ret)
+			why = tally_strerror(ret);
+	}
+	if (!ret) {
+		ret = job_member_add(j, cl, rank, &why);
+		if (ret) {
+			close(give[0]);
+			close(give[1]);
+			segment_destroy(&cl->ctrl);
+			close(cl->sq_kick_fd);
+			close(cl->cq_kick_fd);
+		}
+	}
 	msg_rx_reset(&cn->rx);	/* closes any fds HELLO should not carry */
+	explicit_bzero(&cn->job, sizeof(cn->job));
 	if (ret) {
-		refuse(d, sock, ret, cn->pid, tally_strerror(ret));
+		refuse(d, sock, ret, cn->pid, why);
 		return;
 	}
 	cl->active = true;
-	cl->rank = (int)(cl - d->clients);
+	cl->slot = (int)(cl - d->clients);
 	cl->sock = sock;
 	cl->pid = cn->pid;
 	cl->uid = cn->uid;
 	msg_rx_init(&cl->rx);
 	d->n_clients++;
-	epoll_add(d, sock, TAG_SOCK | (uint64_t)cl->rank, EPOLLIN | EPOLLRDHUP);
-	epoll_add(d, cl->sq_kick_fd, TAG_KICK | (uint64_t)cl->rank, EPOLLIN);
+	epoll_add(d, sock, TAG_SOCK | (uint64_t)cl->slot, EPOLLIN | EPOLLRDHUP);
+	epoll_add(d, cl->sq_kick_fd, TAG_KICK | (uint64_t)cl->slot, EPOLLIN);
 	msg_init(&welcome, TALLY_MSG_WELCOME);
 	welcome.arg[0] = (uint64_t)cl->rank;
-	welcome.arg[1] = (uint64_t)d->cfg.local_size;
+	welcome.arg[1] = (uint64_t)j->cfg.local_size;
 	ret = msg_send(sock, &welcome, give, 2);
 	close(give[0]);
 	close(give[1]);
@@ -291,8 +445,9 @@ static void admit(struct tallyd *d, struct daemon_conn *cn)
 		unadmit(d, cl);
 		return;
 	}
-	log_info("client rank %d admitted: pid %d uid %d (%d/%d)", cl->rank,
-		 cl->pid, cl->uid, d->n_clients, d->cfg.local_size);
+	log_info("client rank %d admitted: pid %d uid %d (%d/%d of job %s)",
+		 cl->rank, cl->pid, cl->uid, j->n_members, j->cfg.local_size,
+		 j->id);
 }
 
 static struct daemon_conn *free_conn(struct tallyd *d);
@@ -317,6 +472,25 @@ static void conn_timer_update(struct tallyd *d)
 	d->conn_timer_armed = any;
 }
 
+/* The job description after a HELLO, as much as is there: 1 once whole,
+ * -EAGAIN for more later, else the connection is closed here. */
+static int read_job(struct tallyd *d, struct daemon_conn *cn)
+{
+	ssize_t n = recv(cn->sock, (char *)&cn->job + cn->job_got,
+			 cn->job_len - cn->job_got, MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return -EAGAIN;
+	if (n <= 0) {
+		refuse(d, -1, 0, cn->pid, "closed within its job description");
+		conn_close(d, cn);
+		conn_timer_update(d);
+		return -1;
+	}
+	cn->job_got += (size_t)n;
+	return cn->job_got == cn->job_len ? 1 : -EAGAIN;
+}
+
 void daemon_conn_event(struct tallyd *d, int slot)
 {
 	struct daemon_conn *cn;
@@ -333,6 +507,16 @@ void daemon_conn_event(struct tallyd *d, int slot)
 	if (slot < 0 || slot >= DAEMON_MAX_PENDING || !d->pending[slot].used)
 		return;
 	cn = &d->pending[slot];
+	if (cn->hello_done) {
+		ret = read_job(d, cn);
+		if (ret == -EAGAIN)
+			return;
+		if (ret == 1) {
+			admit(d, cn);
+			conn_timer_update(d);
+		}
+		return;
+	}
 	ret = msg_recv_step(cn->sock, &cn->rx);
 	if (ret == -EAGAIN)
 		return;		/* the rest later, or its deadline */
@@ -347,6 +531,23 @@ void daemon_conn_event(struct tallyd *d, int slot)
 		}
 		conn_close(d, cn);	/* closes any fds it carried */
 		conn_timer_update(d);
+		return;
+	}
+	if (ret == 1 && cn->rx.msg.type == TALLY_MSG_HELLO &&
+	    cn->rx.msg.arg[3]) {
+		/* a job description follows (proto.h) */
+		if (cn->rx.msg.arg[3] != sizeof(struct tally_job_wire)) {
+			refuse(d, -1, 0, cn->pid, "job description of a "
+			       "wrong size");
+			reply(cn->sock, TALLY_MSG_WELCOME, -TALLY_EPROTO, 0, 0);
+			conn_close(d, cn);
+			conn_timer_update(d);
+			return;
+		}
+		cn->hello_done = true;
+		cn->job_len = sizeof(struct tally_job_wire);
+		cn->job_got = 0;
+		daemon_conn_event(d, slot);
 		return;
 	}
 	if (ret == 1) {
@@ -443,26 +644,8 @@ void daemon_conns_close(struct tallyd *d)
 	d->conn_timer_fd = -1;
 }
 
-struct daemon_seg *daemon_seg_find(struct daemon_client *cl, uint32_t id)
-{
-	if (id == 0)
-		return NULL;
-	for (int i = 0; i < TALLY_MAX_SEGMENTS; i++)
-		if (cl->segs[i].id == id && !cl->segs[i].deleted)
-			return &cl->segs[i];
-	return NULL;
-}
-
-void daemon_seg_put(struct daemon_seg *s)
-{
-	if (--s->refs == 0 && s->deleted) {
-		segment_destroy(&s->seg);
-		s->id = 0;
-		s->deleted = false;
-	}
-}
-
-static int seg_add(struct daemon_client *cl, struct msg_rx *rx)
+static int seg_add(const struct tally_config *cfg, struct daemon_client *cl,
+		   struct msg_rx *rx, const char **why)
 {
 	const struct tally_msg *m = &rx->msg;
 	struct daemon_seg *slot = NULL;
@@ -470,17 +653,26 @@ static int seg_add(struct daemon_client *cl, struct msg_rx *rx)
 	int ret;
 
 	if (rx->nfds != 1 || id == 0 || id > UINT32_MAX || m->arg[1] == 0 ||
-	    daemon_seg_find(cl, (uint32_t)id))
+	    client_seg_find(cl, (uint32_t)id))
 		return -TALLY_EINVAL;
 	for (int i = 0; i < TALLY_MAX_SEGMENTS && !slot; i++)
 		if (!cl->segs[i].id)
 			slot = &cl->segs[i];
-	if (!slot)
+	if (!slot || cl->n_segs >= (uint32_t)cfg->max_segments) {
+		*why = "segments per client (service.max_segments)";
 		return -TALLY_ELIMIT;
+	}
+	if (cfg->max_client_bytes &&
+	    m->arg[1] > cfg->max_client_bytes - cl->seg_bytes) {
+		*why = "bytes per client (service.max_client_bytes)";
+		return -TALLY_ELIMIT;
+	}
 	ret = segment_map_fd(&slot->seg, rx->fds[0], m->arg[1]);
 	rx->fds[0] = -1;
 	if (ret)
 		return ret;
+	cl->n_segs++;
+	cl->seg_bytes += slot->seg.size;
 	slot->id = (uint32_t)id;
 	slot->refs = 1;		/* the client's own reference */
 	slot->deleted = false;
@@ -490,18 +682,21 @@ static int seg_add(struct daemon_client *cl, struct msg_rx *rx)
 static int seg_del(struct daemon_client *cl, const struct tally_msg *m)
 {
 	struct daemon_seg *s = m->arg[0] <= UINT32_MAX ?
-			       daemon_seg_find(cl, (uint32_t)m->arg[0]) : NULL;
+			       client_seg_find(cl, (uint32_t)m->arg[0]) : NULL;
 
 	if (!s)
 		return -TALLY_EINVAL;
 	s->deleted = true;	/* pending operations keep it mapped */
-	daemon_seg_put(s);
+	cl->n_segs--;
+	cl->seg_bytes -= s->seg.size;
+	client_seg_put(s);
 	return 0;
 }
 
 void daemon_client_ctrl(struct tallyd *d, struct daemon_client *cl)
 {
 	struct tally_msg *m = &cl->rx.msg;
+	const char *why = NULL;
 	int ret, status;
 
 	ret = msg_recv_step(cl->sock, &cl->rx);
@@ -514,7 +709,13 @@ void daemon_client_ctrl(struct tallyd *d, struct daemon_client *cl)
 	}
 	switch (m->type) {
 	case TALLY_MSG_SEG_ADD:
-		status = seg_add(cl, &cl->rx);
+		status = seg_add(&d->cfg, cl, &cl->rx, &why);
+		if (status == -TALLY_ELIMIT && why) {
+			d->stat_limit_refusals++;
+			log_warn("client pid %d (job %s): segment refused: "
+				 "over the limit of %s", cl->pid, cl->job->id,
+				 why);
+		}
 		break;
 	case TALLY_MSG_SEG_DEL:
 		status = cl->rx.nfds ? -TALLY_EINVAL : seg_del(cl, m);
@@ -523,7 +724,7 @@ void daemon_client_ctrl(struct tallyd *d, struct daemon_client *cl)
 		status = -TALLY_EBADOP;
 		break;
 	}
-	if (status && daemon_log_bad(cl))
+	if (status && !why && client_log_bad(cl))
 		log_warn("client rank %d: control message %u refused: %s",
 			 cl->rank, m->type, tally_strerror(status));
 	/* a client that does not read its replies fills the socket: it is
@@ -536,43 +737,6 @@ void daemon_client_ctrl(struct tallyd *d, struct daemon_client *cl)
 				   "gone before its control reply");
 }
 
-/* Fail every pending group: the member that left can never contribute. */
-static void abort_groups(struct tallyd *d)
-{
-	struct local_group *lg = &d->groups;
-
-	for (uint32_t i = 0; i < lg->n_pool; i++) {
-		struct lg_group *g = &lg->pool[i];
-
-		if (!g->used)
-			continue;
-		for (unsigned int r = 0; r < lg->size; r++) {
-			struct daemon_client *cl = &d->clients[r];
-
-			if (!(g->arrived & (1ull << r)) || g->failed)
-				continue;
-			daemon_seg_put(g->m[r].send_ref);
-			daemon_seg_put(g->m[r].recv_ref);
-			if (cl->active)
-				daemon_complete(d, cl, g->m[r].user_data,
-						-TALLY_EPEERLOST);
-		}
-		local_group_release(lg, g);
-	}
-}
-
-void daemon_abort_job(struct tallyd *d, const char *why)
-{
-	abort_groups(d);
-	if (d->n_clients > 0 && !d->job_broken)
-		log_warn("job aborted (%s): pending and new operations of the "
-			 "%d remaining member(s) fail with peer-lost", why,
-			 d->n_clients);
-	d->job_broken = d->n_clients > 0;
-	if (!d->job_broken)
-		d->cluster_aborted = false;	/* a new job may form */
-}
-
 void daemon_client_drop(struct tallyd *d, struct daemon_client *cl,
 			const char *why)
 {
@@ -583,21 +747,7 @@ void daemon_client_drop(struct tallyd *d, struct daemon_client *cl,
 	d->n_clients--;
 	epoll_del(d, cl->sock);
 	epoll_del(d, cl->sq_kick_fd);
-	/* Other hosts wait for what this job had pending: tell them.  A
-	 * member leaving with nothing pending (the end of training) does
-	 * not end the others' job. */
-	if (d->cluster && !d->cluster_aborted && d->groups.n_used > 0) {
-		d->cluster_aborted = true;
-		cluster_local_abort(d);
-	}
-	daemon_abort_job(d, "a member left");
-	for (int i = 0; i < TALLY_MAX_SEGMENTS; i++)
-		if (cl->segs[i].id)
-			segment_destroy(&cl->segs[i].seg);
-	memset(cl->segs, 0, sizeof(cl->segs));
-	segment_destroy(&cl->ctrl);
-	msg_rx_reset(&cl->rx);
-	close(cl->sock);
-	close(cl->sq_kick_fd);
-	close(cl->cq_kick_fd);
+	if (cl->job)
+		job_member_left(cl->job, cl);
+	client_release(cl);
 }

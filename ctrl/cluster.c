@@ -11,7 +11,8 @@
 #include "ctrl/auth.h"
 #include "ctrl/cluster.h"
 #include "ctrl/cluster_internal.h"
-#include "ctrl/daemon.h"
+#include "ctrl/config.h"
+#include "dataplane/reduce_pool.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
 
@@ -71,43 +72,43 @@ static void engine_destroy(struct cluster *c)
 
 /* ---- rosters ---------------------------------------------------------- */
 
-static int open_transport(struct tallyd *d)
+static int open_transport(struct cluster *c)
 {
-	struct cluster *c = d->cluster;
 	struct transport_config tc = {
-		.kind = d->cfg.transport,
+		.kind = c->cfg->transport,
 		.self = c->self_node,
 		.n_nodes = c->n_nodes,
 		.addrs = c->addrs,
-		.mtu = (uint32_t)(TLY_L2L4_LEN + TLY_HDR_LEN + 4 * d->cfg.k),
-		.eal_args = d->cfg.eal_args,
-		.mbufs = (uint32_t)d->cfg.mbufs,
-		.rdma_device = d->cfg.rdma_device,
-		.rdma_port = (uint8_t)d->cfg.rdma_port,
-		.rdma_gid_index = d->cfg.rdma_gid_index,
+		.mtu = (uint32_t)(TLY_L2L4_LEN + TLY_HDR_LEN + 4 * c->cfg->k),
+		.eal_args = c->cfg->eal_args,
+		.mbufs = (uint32_t)c->cfg->mbufs,
+		.rdma_device = c->cfg->rdma_device,
+		.rdma_port = (uint8_t)c->cfg->rdma_port,
+		.rdma_gid_index = c->cfg->rdma_gid_index,
 		.emu = {
-			.rate_bps = d->cfg.emu_rate_bps,
-			.delay_ns = (uint64_t)d->cfg.emu_delay_us * 1000,
-			.jitter_ns = (uint64_t)d->cfg.emu_jitter_us * 1000,
-			.loss_ppm = (uint32_t)d->cfg.emu_loss_ppm,
-			.dup_ppm = (uint32_t)d->cfg.emu_dup_ppm,
-			.reorder_ppm = (uint32_t)d->cfg.emu_reorder_ppm,
-			.reorder_ns = (uint64_t)d->cfg.emu_reorder_us * 1000,
-			.seed = d->cfg.emu_seed + (uint64_t)d->cfg.rank,
+			.rate_bps = c->cfg->emu_rate_bps,
+			.delay_ns = (uint64_t)c->cfg->emu_delay_us * 1000,
+			.jitter_ns = (uint64_t)c->cfg->emu_jitter_us * 1000,
+			.loss_ppm = (uint32_t)c->cfg->emu_loss_ppm,
+			.dup_ppm = (uint32_t)c->cfg->emu_dup_ppm,
+			.reorder_ppm = (uint32_t)c->cfg->emu_reorder_ppm,
+			.reorder_ns = (uint64_t)c->cfg->emu_reorder_us * 1000,
+			.seed = c->cfg->emu_seed + (uint64_t)c->cfg->rank,
 		},
 	};
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_NET };
+	struct epoll_event ev = { .events = EPOLLIN,
+		.data.u64 = TAG_JOB_SOCK(TAG_NET, c->env.tag_job, 0) };
 	int fd;
 
 	if (transport_open(&c->tp, &tc)) {
-		log_err("cannot open the %s transport", d->cfg.transport);
+		log_err("cannot open the %s transport", c->cfg->transport);
 		return -1;
 	}
 	c->tp_open = true;
 	c->tp_tx = transport_tx_ops(&c->tp);
 	fd = c->tp.ops->wait_fd ? c->tp.ops->wait_fd(&c->tp) : -1;
 	if (fd >= 0)
-		epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+		epoll_ctl(c->env.epoll_fd, EPOLL_CTL_ADD, fd, &ev);
 	log_info("%s transport open: node %u of %u", c->tp.ops->name,
 		 c->self_node, c->n_nodes);
 	return 0;
@@ -134,12 +135,11 @@ static void tx_send_counted(void *ctx, uint16_t dst, uint8_t *frame,
 	c->tp_tx.send(c->tp_tx.ctx, dst, frame, len);
 }
 
-static int build_engine(struct tallyd *d, const struct boot_member *me)
+static int build_engine(struct cluster *c, const struct boot_member *me)
 {
-	struct cluster *c = d->cluster;
-	uint16_t job = (uint16_t)((d->cfg.job_key * 0x9e3779b1u) ^
+	uint16_t job = (uint16_t)((c->cfg->job_key * 0x9e3779b1u) ^
 				  (c->epoch * 0x85ebca6bu) ^
-				  (d->cfg.job_key >> 16));
+				  (c->cfg->job_key >> 16));
 	struct tly_net net = {
 		.addrs = c->tp.full_frames ? c->addrs : NULL,
 		.n_nodes = c->n_nodes,
@@ -150,42 +150,42 @@ static int build_engine(struct tallyd *d, const struct boot_member *me)
 	};
 	/* the epoch's cookie: packets of a guessed job key or of an earlier
 	 * epoch fail the receiver's first check */
-	uint32_t cookie = auth_cookie(&c->mb.cfg.keys, d->cfg.job_key,
+	uint32_t cookie = auth_cookie(&c->mb.cfg.keys, c->cfg->job_key,
 				      c->epoch);
 	bool agg_here = false;
 
 	for (int i = 0; i < c->n_aggs; i++)
 		agg_here |= c->agg_nodes[i] == c->self_node;
-	if (me->role != ROLE_AGGREGATOR && d->cfg.local_size > 0) {
+	if (me->role != ROLE_AGGREGATOR && c->cfg->local_size > 0) {
 		struct tly_worker_cfg w = {
-			.job = job, .cookie = cookie, .k = (uint16_t)d->cfg.k,
+			.job = job, .cookie = cookie, .k = (uint16_t)c->cfg->k,
 			.n_workers = c->n_workers, .rank = c->self_node,
-			.n_slots = (uint32_t)d->cfg.pool_slots,
+			.n_slots = (uint32_t)c->cfg->pool_slots,
 			.n_aggs = c->n_aggs, .agg_nodes = c->agg_nodes,
-			.window = (uint32_t)d->cfg.window,
+			.window = (uint32_t)c->cfg->window,
 			.max_tensors = 1024,
-			.rto_ns = (uint64_t)d->cfg.rto_us * 1000,
-			.rto_max_ns = (uint64_t)d->cfg.rto_us * 1000 * 64,
-			.acked_ns = (uint64_t)d->cfg.rto_us * 1000 * 8,
-			.busy_ns = (uint64_t)d->cfg.rto_us * 1000,
+			.rto_ns = (uint64_t)c->cfg->rto_us * 1000,
+			.rto_max_ns = (uint64_t)c->cfg->rto_us * 1000 * 64,
+			.acked_ns = (uint64_t)c->cfg->rto_us * 1000 * 8,
+			.busy_ns = (uint64_t)c->cfg->rto_us * 1000,
 			.confirm_ns = 200000, .confirm_batch = 64,
 			.chunk_rotate = 0,
 			.net = net, .ops = tx,
-			.done = cluster_ops_tensor_done, .done_ctx = d,
+			.done = cluster_ops_tensor_done, .done_ctx = c,
 		};
 
 		c->worker = tly_worker_create(&w);
 		if (!c->worker)
 			return -1;
 	}
-	if (agg_here && d->cfg.algorithm == ALGO_AGGREGATE) {
+	if (agg_here && c->cfg->algorithm == ALGO_AGGREGATE) {
 		struct tly_agg_cfg a = {
-			.job = job, .cookie = cookie, .k = (uint16_t)d->cfg.k,
+			.job = job, .cookie = cookie, .k = (uint16_t)c->cfg->k,
 			.n_workers = c->n_workers, .self = c->self_node,
-			.n_slots = (uint32_t)d->cfg.pool_slots,
-			.n_fallback = (uint32_t)d->cfg.pool_slots / 4 + 64,
-			.evict_ns = (uint64_t)d->cfg.rto_us * 1000 * 16,
-			.probe_ns = (uint64_t)d->cfg.rto_us * 1000 * 4,
+			.n_slots = (uint32_t)c->cfg->pool_slots,
+			.n_fallback = (uint32_t)c->cfg->pool_slots / 4 + 64,
+			.evict_ns = (uint64_t)c->cfg->rto_us * 1000 * 16,
+			.probe_ns = (uint64_t)c->cfg->rto_us * 1000 * 4,
 			.net = net, .ops = tx,
 		};
 
@@ -199,15 +199,14 @@ static int build_engine(struct tallyd *d, const struct boot_member *me)
 
 static void on_roster(void *ctx, const struct boot_msg *r)
 {
-	struct tallyd *d = ctx;
-	struct cluster *c = d->cluster;
+	struct cluster *c = ctx;
 	const struct boot_member *me = NULL;
 
 	if (c->have_roster) {
 		/* membership changed under running operations */
 		engine_destroy(c);
-		cluster_ops_fail_all(d, -TALLY_EPEERLOST);
-		daemon_abort_job(d, "the job's membership changed");
+		cluster_ops_fail_all(c, -TALLY_EPEERLOST);
+		c->env.job_abort(c->env.ctx, "the job's membership changed");
 	}
 	c->epoch = r->epoch;
 	c->n_nodes = r->roster.n;
@@ -219,7 +218,7 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 		c->addrs[i].ip = e->ip;
 		c->addrs[i].port = e->port;
 		memcpy(c->addrs[i].mac, e->mac, 6);
-		if (e->rank == d->cfg.rank) {
+		if (e->rank == c->cfg->rank) {
 			me = e;
 			c->self_node = i;
 		}
@@ -243,14 +242,14 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 		c->have_roster = false;
 		return;
 	}
-	if (build_engine(d, me)) {
+	if (build_engine(c, me)) {
 		log_err("cannot build the aggregation engine");
 		engine_destroy(c);
 		c->have_roster = false;
 		return;
 	}
 	c->have_roster = true;
-	cluster_ops_pump(d, transport_now_ns());	/* what waited for the first roster */
+	cluster_ops_pump(c, transport_now_ns());	/* what waited for the first roster */
 	log_info("epoch %u: %u workers, %u aggregators, %d processes; this "
 		 "daemon is node %u (%s)", c->epoch, c->n_workers, c->n_aggs,
 		 c->total_procs, c->self_node, boot_role_name(me->role));
@@ -264,26 +263,29 @@ static void on_peer_down(void *ctx, int rank, const char *why)
 
 static void on_lost(void *ctx, const char *why)
 {
-	struct tallyd *d = ctx;
-	struct cluster *c = d->cluster;
+	struct cluster *c = ctx;
 
 	log_err("no job any more: %s", why);
 	engine_destroy(c);
-	cluster_ops_fail_all(d, -TALLY_EPEERLOST);
+	cluster_ops_fail_all(c, -TALLY_EPEERLOST);
 	c->have_roster = false;
-	daemon_abort_job(d, why);
+	c->env.job_abort(c->env.ctx, why);
 }
 
 /* ---- the loop's side -------------------------------------------------- */
 
-bool cluster_joined(struct tallyd *d)
+bool cluster_joined(const struct cluster *c)
 {
-	return d->cluster && d->cluster->have_roster;
+	return c && c->have_roster;
 }
 
-int cluster_poll(struct tallyd *d, uint64_t now)
+bool cluster_dead(const struct cluster *c)
 {
-	struct cluster *c = d->cluster;
+	return c && c->mb.dead;
+}
+
+int cluster_poll(struct cluster *c, uint64_t now)
+{
 	struct transport_rx rx[TRANSPORT_RX_BURST];
 	struct tly_net net;
 	int n, work = 0;
@@ -307,7 +309,7 @@ int cluster_poll(struct tallyd *d, uint64_t now)
 	work += n;
 	if (c->worker) {
 		tly_worker_poll(c->worker, now);
-		work += cluster_ops_pump(d, now);
+		work += cluster_ops_pump(c, now);
 	}
 	if (c->agg)
 		tly_agg_poll(c->agg, now);
@@ -315,10 +317,9 @@ int cluster_poll(struct tallyd *d, uint64_t now)
 	return work;
 }
 
-uint64_t cluster_idle_ns(struct tallyd *d)
+uint64_t cluster_idle_ns(struct cluster *c)
 {
-	struct cluster *c = d->cluster;
-	uint64_t hb = (uint64_t)d->cfg.heartbeat_ms * 1000000ull / 2;
+	uint64_t hb = (uint64_t)c->cfg->heartbeat_ms * 1000000ull / 2;
 	bool busy = (c->worker && tly_worker_active(c->worker)) ||
 		    (c->agg && tly_agg_slots_busy(c->agg));
 	bool has_fd = c->tp_open && c->tp.ops->wait_fd &&
@@ -332,40 +333,37 @@ uint64_t cluster_idle_ns(struct tallyd *d)
 	return hb;
 }
 
-void cluster_event(struct tallyd *d, uint64_t tag)
+void cluster_event(struct cluster *c, uint64_t tag)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	membership_event(&d->cluster->mb, tag,
+	membership_event(&c->mb, tag,
 			 (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec /
 			 1000000);
 }
 
-void cluster_tick(struct tallyd *d, uint64_t now_ms)
+void cluster_tick(struct cluster *c, uint64_t now_ms)
 {
-	struct cluster *c = d->cluster;
 
 	if (now_ms < c->next_tick_ms)
 		return;
-	c->next_tick_ms = now_ms + (uint64_t)d->cfg.heartbeat_ms / 2;
+	c->next_tick_ms = now_ms + (uint64_t)c->cfg->heartbeat_ms / 2;
 	membership_tick(&c->mb, now_ms);
 }
 
-void cluster_local_abort(struct tallyd *d)
+void cluster_local_abort(struct cluster *c)
 {
-	struct cluster *c = d->cluster;
 
 	/* Nothing may point into client memory once it goes away. */
 	engine_destroy(c);
-	cluster_ops_fail_all(d, -TALLY_EPEERLOST);
+	cluster_ops_fail_all(c, -TALLY_EPEERLOST);
 	c->have_roster = false;
 	membership_abort(&c->mb);
 }
 
-void cluster_log_counters(struct tallyd *d)
+void cluster_log_counters(const struct cluster *c)
 {
-	struct cluster *c = d->cluster;
 	uint64_t sent = c->past_worker.tx_bytes;
 	uint64_t recv = c->past_worker.rx_bytes;
 
@@ -382,9 +380,8 @@ void cluster_log_counters(struct tallyd *d)
 
 _Static_assert(BOOT_MAX_MEMBERS == 256, "cluster_snapshot.peers");
 
-void cluster_snapshot(struct tallyd *d, struct cluster_snapshot *s)
+void cluster_snapshot(const struct cluster *c, struct cluster_snapshot *s)
 {
-	struct cluster *c = d->cluster;
 
 	memset(s, 0, sizeof(*s));
 	if (!c)
@@ -431,80 +428,107 @@ void cluster_snapshot(struct tallyd *d, struct cluster_snapshot *s)
 		s->n_present += c->mb.present[i];
 }
 
-int cluster_start(struct tallyd *d)
+/* The job's keys: its own secret, else the daemon's secret file or
+ * $TALLY_JOB_SECRET. */
+static int load_keys(const struct cluster_env *env, struct auth_keys *k)
 {
+	char err[256];
+
+	if (auth_init()) {
+		log_err("libsodium cannot start");
+		return -1;
+	}
+	if (env->secret_len ?
+	    auth_keys_from_secret(k, env->secret, env->secret_len, err,
+				  sizeof(err)) :
+	    auth_load(k, env->cfg->secret_file, err, sizeof(err))) {
+		log_err("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
+struct cluster *cluster_start(const struct cluster_env *env)
+{
+	const struct tally_config *cfg = env->cfg;
 	struct cluster *c = calloc(1, sizeof(*c));
 	struct membership_cfg mc = {
 		.self = {
-			.rank = (uint16_t)d->cfg.rank,
-			.role = (uint8_t)d->cfg.role,
-			.local_size = d->cfg.role == ROLE_AGGREGATOR ? 0 :
-				      (uint8_t)d->cfg.local_size,
-			.ip = d->cfg.address.ip,
-			.port = d->cfg.address.port,
+			.rank = (uint16_t)cfg->rank,
+			.role = (uint8_t)cfg->role,
+			.local_size = cfg->role == ROLE_AGGREGATOR ? 0 :
+				      (uint8_t)cfg->local_size,
+			.ip = cfg->address.ip,
+			.port = cfg->address.port,
 		},
-		.world = (uint16_t)d->cfg.world,
-		.algorithm = (uint8_t)d->cfg.algorithm,
-		.job_key = d->cfg.job_key,
-		.k = (uint16_t)d->cfg.k,
-		.pool_slots = (uint32_t)d->cfg.pool_slots,
-		.coord_ip = d->cfg.coordinator.ip,
-		.coord_port = d->cfg.coordinator.port,
-		.heartbeat_ms = (uint32_t)d->cfg.heartbeat_ms,
-		.peer_timeout_ms = (uint32_t)d->cfg.peer_timeout_ms,
-		.connect_timeout_ms = (uint32_t)d->cfg.connect_timeout_ms,
+		.world = (uint16_t)cfg->world,
+		.algorithm = (uint8_t)cfg->algorithm,
+		.job_key = cfg->job_key,
+		.k = (uint16_t)cfg->k,
+		.pool_slots = (uint32_t)cfg->pool_slots,
+		.coord_ip = cfg->coordinator.ip,
+		.coord_port = cfg->coordinator.port,
+		.heartbeat_ms = (uint32_t)cfg->heartbeat_ms,
+		.peer_timeout_ms = (uint32_t)cfg->peer_timeout_ms,
+		.connect_timeout_ms = (uint32_t)cfg->connect_timeout_ms,
+		.tag_job = env->tag_job,
 	};
-	struct membership_ops ops = { on_roster, on_peer_down, on_lost, d };
-	char err[256];
+	struct membership_ops ops = { on_roster, on_peer_down, on_lost, c };
 	int ret;
 
 	if (!c)
-		return -1;
-	if (auth_init() || auth_load(&mc.keys, d->cfg.secret_file, err,
-				     sizeof(err))) {
-		log_err("%s", auth_init() ? "libsodium cannot start" : err);
+		return NULL;
+	c->env = *env;
+	c->cfg = cfg;
+	if (load_keys(env, &mc.keys)) {
 		free(c);
-		return -1;
+		return NULL;
 	}
-	memcpy(mc.self.mac, d->cfg.mac, 6);
-	d->cluster = c;
+	memcpy(mc.self.mac, cfg->mac, 6);
 	/*
 	 * Open the transport on a table of ourselves before registering;
 	 * rosters then arrive through transport_set_nodes().  Opening can
 	 * take seconds (DPDK's EAL on a busy machine): done in on_roster(),
 	 * it stopped our heartbeats and the job declared us lost.  And rdma
 	 * peers need our queue pair's number, known only once it is open:
-	 * we register the address it gives.
+	 * we register the address it gives; udp on port 0 registers the
+	 * port the kernel chose.
 	 */
-	c->addrs[0] = (struct tly_addr){ .ip = d->cfg.address.ip,
-					 .port = d->cfg.address.port };
-	memcpy(c->addrs[0].mac, d->cfg.mac, 6);
+	c->addrs[0] = (struct tly_addr){ .ip = cfg->address.ip,
+					 .port = cfg->address.port };
+	memcpy(c->addrs[0].mac, cfg->mac, 6);
 	c->self_node = 0;
 	c->n_nodes = 1;
-	ret = cluster_ops_init(d) ? -1 : open_transport(d);
+	ret = cluster_ops_init(c) ? -1 : open_transport(c);
 	if (!ret) {
 		if (c->tp.has_local_mac)
 			memcpy(mc.self.mac, c->tp.local_mac, 6);
-		ret = membership_start(&c->mb, &mc, &ops, d->epoll_fd);
+		if (c->tp.local_port)
+			mc.self.port = c->addrs[0].port = c->tp.local_port;
+		ret = membership_start(&c->mb, &mc, &ops, env->epoll_fd);
+		c->mb_started = ret == 0;
 	}
 	explicit_bzero(&mc.keys, sizeof(mc.keys));
-	return ret;
+	if (ret) {
+		cluster_stop(c);
+		return NULL;
+	}
+	return c;
 }
 
-void cluster_stop(struct tallyd *d)
+void cluster_stop(struct cluster *c)
 {
-	struct cluster *c = d->cluster;
-
 	if (!c)
 		return;
-	cluster_log_counters(d);
+	cluster_log_counters(c);
 	engine_destroy(c);
-	cluster_ops_fail_all(d, -TALLY_EPEERLOST);
-	membership_stop(&c->mb);
+	if (c->units)
+		cluster_ops_fail_all(c, -TALLY_EPEERLOST);
+	if (c->mb_started)
+		membership_stop(&c->mb);
 	if (c->tp_open)
 		transport_close(&c->tp);
-	cluster_ops_fini(d);
+	cluster_ops_fini(c);
 	explicit_bzero(&c->mb.cfg.keys, sizeof(c->mb.cfg.keys));
 	free(c);
-	d->cluster = NULL;
 }

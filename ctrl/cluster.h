@@ -13,6 +13,10 @@
  * Every roster change (a member lost, a local job aborted anywhere) starts
  * a new epoch: the engine is rebuilt, every operation in flight fails with
  * TALLY_EPEERLOST, and the local job is aborted until its clients leave.
+ *
+ * One cluster per multi-host job; a daemon serving several jobs runs
+ * several, each with its own membership, transport port, engine and
+ * scheduler.
  */
 #ifndef TALLY_CTRL_CLUSTER_H
 #define TALLY_CTRL_CLUSTER_H
@@ -26,36 +30,62 @@
 #include "dataplane/sched/sched.h"
 #include "dataplane/transport/transport.h"
 
-struct tallyd;
 struct cluster;
+struct reduce_pool;
+struct tally_config;
 
-/* Join the job described by d->cfg (blocks until the coordinator answers
- * our registration, at most connect_timeout_ms).  0 or -1. */
-int cluster_start(struct tallyd *d);
-void cluster_stop(struct tallyd *d);
+/*
+ * What a cluster works on and how it reports back: it never sees the job
+ * or the daemon that own it (docs/architecture.md, "The daemon's layers").
+ */
+struct cluster_env {
+	const struct tally_config *cfg;	/* the job's; outlives the cluster */
+	struct local_group *groups;	/* the job's local groups */
+	struct reduce_pool *reducer;
+	int epoll_fd;			/* the daemon's event loop */
+	uint16_t tag_job;		/* epoll tags: TAG_JOB_SOCK(.., job, ..) */
+	/* the job's secret; secret_len 0: cfg->secret_file or
+	 * $TALLY_JOB_SECRET (auth_load) */
+	const void *secret;
+	size_t secret_len;
+	/* a group left the network phase: complete its members with @res
+	 * (0: done, the result is in every receive buffer) and release it */
+	void (*group_done)(void *ctx, struct lg_group *g, int res);
+	/* the job's membership changed or was lost: every pending local
+	 * operation must fail */
+	void (*job_abort)(void *ctx, const char *why);
+	void *ctx;
+};
+
+/* Join the job: open the transport and start the membership (neither
+ * blocks).  The cluster or NULL with the reason logged. */
+struct cluster *cluster_start(const struct cluster_env *env);
+void cluster_stop(struct cluster *c);
 
 /* Has the job's roster arrived (the job is formed and this daemon in it)? */
-bool cluster_joined(struct tallyd *d);
+bool cluster_joined(const struct cluster *c);
+/* Has the job been lost for good (coordinator gone, refused)? */
+bool cluster_dead(const struct cluster *c);
 
 /* A ready local group enters the network phase. */
-void cluster_submit_group(struct tallyd *d, struct lg_group *g);
+void cluster_submit_group(struct cluster *c, struct lg_group *g);
 
 /* Receive, run timers, transmit.  Returns the work done (0 when idle). */
-int cluster_poll(struct tallyd *d, uint64_t now_ns);
+int cluster_poll(struct cluster *c, uint64_t now_ns);
 
 /* How long the event loop may sleep, in ns (0: keep polling). */
-uint64_t cluster_idle_ns(struct tallyd *d);
+uint64_t cluster_idle_ns(struct cluster *c);
 
 /* Events on the cluster's sockets; membership timers. */
-void cluster_event(struct tallyd *d, uint64_t tag);
-void cluster_tick(struct tallyd *d, uint64_t now_ms);
+void cluster_event(struct cluster *c, uint64_t tag);
+void cluster_tick(struct cluster *c, uint64_t now_ms);
 
 /* Our local job broke: every host must fail its pending operations. */
-void cluster_local_abort(struct tallyd *d);
+void cluster_local_abort(struct cluster *c);
 
 /* What local group @idx waits for in the network phase, for the
  * watchdog: 0 and @buf filled, or -1 when it is not in that phase. */
-int cluster_describe_op(struct tallyd *d, uint32_t idx, char *buf,
+int cluster_describe_op(struct cluster *c, uint32_t idx, char *buf,
 			size_t len);
 
 /* What the metrics and tally-ctl show of the cluster (ctrl/collect.c). */
@@ -81,8 +111,8 @@ struct cluster_snapshot {
 		uint64_t tx_pkts, tx_bytes;	/* frames we sent it */
 	} peers[256];
 };
-void cluster_snapshot(struct tallyd *d, struct cluster_snapshot *s);
+void cluster_snapshot(const struct cluster *c, struct cluster_snapshot *s);
 /* Per-host wire counters (payload bytes sent and received by the worker). */
-void cluster_log_counters(struct tallyd *d);
+void cluster_log_counters(const struct cluster *c);
 
 #endif /* TALLY_CTRL_CLUSTER_H */

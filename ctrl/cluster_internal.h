@@ -9,13 +9,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ctrl/cluster.h"
 #include "ctrl/membership.h"
 #include "dataplane/engine/agg.h"
 #include "dataplane/engine/worker.h"
 #include "dataplane/sched/sched.h"
 #include "dataplane/transport/transport.h"
-
-struct tallyd;
 
 #define CLUSTER_MAX_UNITS 4096
 /* No unit completed for this long: a partition may pass the credit
@@ -40,7 +39,10 @@ struct net_unit {
 };
 
 struct cluster {
+	struct cluster_env env;
+	const struct tally_config *cfg;	/* env.cfg */
 	struct membership mb;
+	bool mb_started;
 	struct transport tp;
 	bool tp_open;
 	bool have_roster;
@@ -68,12 +70,12 @@ struct cluster {
 };
 
 /* cluster_ops.c */
-int cluster_ops_init(struct tallyd *d);
-void cluster_ops_fini(struct tallyd *d);
+int cluster_ops_init(struct cluster *c);
+void cluster_ops_fini(struct cluster *c);
 /* Give the engine what the scheduler releases; returns tensors submitted. */
-int cluster_ops_pump(struct tallyd *d, uint64_t now_ns);
+int cluster_ops_pump(struct cluster *c, uint64_t now_ns);
 /* Fail everything in the network phase (the engine is gone). */
-void cluster_ops_fail_all(struct tallyd *d, int res);
+void cluster_ops_fail_all(struct cluster *c, int res);
 /* The engine's completion callback. */
 void cluster_ops_tensor_done(void *ctx, const struct tly_tensor_desc *t);
 

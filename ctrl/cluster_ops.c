@@ -18,15 +18,16 @@
 
 #include <tally/tally.h>
 #include "ctrl/cluster_internal.h"
-#include "ctrl/daemon.h"
+#include "ctrl/config.h"
 #include "ctrl/log.h"
 #include "dataplane/reduce.h"
+#include "dataplane/reduce_pool.h"
 
 #define UNIT_NONE UINT32_MAX
 
-static size_t part_elems(const struct tallyd *d)
+static size_t part_elems(const struct cluster *c)
 {
-	return (size_t)65536 * (size_t)d->cfg.k;
+	return (size_t)65536 * (size_t)c->cfg->k;
 }
 
 static enum tly_dtype to_engine_dtype(uint8_t t)
@@ -44,47 +45,36 @@ static uint32_t op_index(const void *user)
 	return (uint32_t)(uintptr_t)user;
 }
 
-static char *staging(struct tallyd *d, uint32_t idx)
+static char *staging(struct cluster *c, uint32_t idx)
 {
-	return d->groups.pool[idx].m[0].recv;
+	return c->env.groups->pool[idx].m[0].recv;
 }
 
 /* ---- finishing -------------------------------------------------------- */
 
-static void release_members(struct tallyd *d, struct lg_group *g, int res)
+static void release_members(struct cluster *c, struct lg_group *g, int res)
 {
-	for (unsigned int r = 0; r < d->groups.size; r++) {
-		daemon_seg_put(g->m[r].send_ref);
-		daemon_seg_put(g->m[r].recv_ref);
-		if (d->clients[r].active)
-			daemon_complete(d, &d->clients[r], g->m[r].user_data,
-					res);
-	}
-	local_group_release(&d->groups, g);
+	c->env.group_done(c->env.ctx, g, res);
 }
 
 /* All of a gradient is back: one pass writes (and scales) every output. */
-static void finish_op(struct tallyd *d, uint32_t idx)
+static void finish_op(struct cluster *c, uint32_t idx)
 {
-	struct cluster *c = d->cluster;
-	struct lg_group *g = &d->groups.pool[idx];
+	struct lg_group *g = &c->env.groups->pool[idx];
 	void *out[CONFIG_MAX_LOCAL_SIZE];
 	const void *in[1] = { g->m[0].recv };
 	struct reduce_args a;
 	int res;
 
-	for (unsigned int r = 0; r < d->groups.size; r++)
+	for (unsigned int r = 0; r < c->env.groups->size; r++)
 		out[r] = g->m[r].recv;
 	res = reduce_prepare(&a, g->op.dtype, g->op.redop, in, 1, out,
-			     d->groups.size, g->op.count,
+			     c->env.groups->size, g->op.count,
 			     (unsigned int)c->total_procs);
-	if (!res) {
-		reduce_pool_run(d->reducer, &a);
-		daemon_observe_op(d, &g->op, g->op.count *
-				  tally_dtype_size(g->op.dtype));
-	}
+	if (!res)
+		reduce_pool_run(c->env.reducer, &a);
 	c->ops[idx].used = false;
-	release_members(d, g, res);
+	release_members(c, g, res);
 }
 
 static void unit_free(struct net_unit *nu)
@@ -96,8 +86,7 @@ static void unit_free(struct net_unit *nu)
 
 void cluster_ops_tensor_done(void *ctx, const struct tly_tensor_desc *t)
 {
-	struct tallyd *d = ctx;
-	struct cluster *c = d->cluster;
+	struct cluster *c = ctx;
 	struct net_unit *nu = &c->units[(uint32_t)(uintptr_t)t->user];
 	uint64_t off = 0;
 
@@ -109,31 +98,30 @@ void cluster_ops_tensor_done(void *ctx, const struct tly_tensor_desc *t)
 		struct net_op *op = &c->ops[idx];
 
 		if (nu->merged)		/* scatter the merged result back */
-			memcpy(staging(d, idx) + seg->offset,
+			memcpy(staging(c, idx) + seg->offset,
 			       (char *)nu->merged + off, seg->bytes);
 		off += seg->bytes;
 		op->bytes_done += seg->bytes;
 		if (op->used && op->bytes_done == op->bytes)
-			finish_op(d, idx);
+			finish_op(c, idx);
 	}
 	sched_unit_done(c->sched, nu->u.id, transport_now_ns());
 	unit_free(nu);
 }
 
-void cluster_ops_fail_all(struct tallyd *d, int res)
+void cluster_ops_fail_all(struct cluster *c, int res)
 {
-	struct cluster *c = d->cluster;
 
 	for (uint32_t i = 0; i < CLUSTER_MAX_UNITS; i++)
 		if (c->units[i].used)
 			unit_free(&c->units[i]);
 	c->queue_head = c->queue_tail = UNIT_NONE;
 	sched_reset(c->sched);
-	for (uint32_t i = 0; i < d->groups.n_pool; i++) {
+	for (uint32_t i = 0; i < c->env.groups->n_pool; i++) {
 		if (!c->ops[i].used)
 			continue;
 		c->ops[i].used = false;
-		release_members(d, &d->groups.pool[i], res);
+		release_members(c, &c->env.groups->pool[i], res);
 	}
 }
 
@@ -148,10 +136,9 @@ static bool unit_has_op(const struct net_unit *nu, uint32_t idx)
 }
 
 /* The first engine part of @nu still in progress, described. */
-static int describe_unit(struct tallyd *d, const struct net_unit *nu,
+static int describe_unit(struct cluster *c, const struct net_unit *nu,
 			 char *buf, size_t len)
 {
-	struct cluster *c = d->cluster;
 	size_t esz = tally_dtype_size(nu->dtype);
 	uint64_t seg0 = nu->u.seg[0].offset / esz;
 	struct tly_tensor_wait tw;
@@ -166,7 +153,7 @@ static int describe_unit(struct tallyd *d, const struct net_unit *nu,
 	for (uint32_t p = 0; p < nu->parts; p++) {
 		uint32_t id = tly_tensor_id(nu->key, (uint32_t)nu->iteration,
 					    (uint32_t)(seg0 +
-						       p * part_elems(d)));
+						       p * part_elems(c)));
 
 		if (tly_worker_tensor_wait(c->worker, id, &tw))
 			continue;	/* this part is done */
@@ -185,10 +172,9 @@ static int describe_unit(struct tallyd *d, const struct net_unit *nu,
 	return 0;
 }
 
-int cluster_describe_op(struct tallyd *d, uint32_t idx, char *buf,
+int cluster_describe_op(struct cluster *c, uint32_t idx, char *buf,
 			size_t len)
 {
-	struct cluster *c = d->cluster;
 	const struct net_op *op = &c->ops[idx];
 	const struct sched_stats *st = sched_stats(c->sched);
 
@@ -196,12 +182,12 @@ int cluster_describe_op(struct tallyd *d, uint32_t idx, char *buf,
 		return -1;
 	for (uint32_t i = 0; i < CLUSTER_MAX_UNITS; i++)
 		if (c->units[i].used && unit_has_op(&c->units[i], idx))
-			return describe_unit(d, &c->units[i], buf, len);
+			return describe_unit(c, &c->units[i], buf, len);
 	snprintf(buf, len, "%llu of %llu bytes back; the rest waits in the "
 		 "%s scheduler (%llu bytes in flight, credit %llu)",
 		 (unsigned long long)op->bytes_done,
 		 (unsigned long long)op->bytes,
-		 sched_policy_name((enum sched_policy)d->cfg.schedule),
+		 sched_policy_name((enum sched_policy)c->cfg->schedule),
 		 (unsigned long long)st->bytes_in_flight,
 		 (unsigned long long)st->credit_bytes);
 	return 0;
@@ -227,10 +213,9 @@ static void queue_pop(struct cluster *c)
 }
 
 /* Turn a released unit into a unit record (gathering a merged one). */
-static int unit_start(struct tallyd *d, const struct sched_unit *u)
+static int unit_start(struct cluster *c, const struct sched_unit *u)
 {
-	struct cluster *c = d->cluster;
-	const struct lg_group *g0 = &d->groups.pool[op_index(u->seg[0].user)];
+	const struct lg_group *g0 = &c->env.groups->pool[op_index(u->seg[0].user)];
 	size_t esz = tally_dtype_size(g0->op.dtype);
 	struct net_unit *nu = NULL;
 	uint32_t ui;
@@ -258,21 +243,20 @@ static int unit_start(struct tallyd *d, const struct sched_unit *u)
 			const struct sched_segment *seg = &u->seg[s];
 
 			memcpy((char *)nu->merged + off,
-			       staging(d, op_index(seg->user)) +
+			       staging(c, op_index(seg->user)) +
 			       seg->offset, seg->bytes);
 			off += seg->bytes;
 		}
 	}
-	nu->parts = (uint32_t)((u->bytes / esz + part_elems(d) - 1) /
-			       part_elems(d));
+	nu->parts = (uint32_t)((u->bytes / esz + part_elems(c) - 1) /
+			       part_elems(c));
 	queue_push(c, ui);
 	return 0;
 }
 
 /* Hand queued units' parts to the engine while it takes them. */
-static int submit_parts(struct tallyd *d, uint64_t now)
+static int submit_parts(struct cluster *c, uint64_t now)
 {
-	struct cluster *c = d->cluster;
 	int n = 0;
 
 	while (c->worker && c->queue_head != UNIT_NONE) {
@@ -280,20 +264,20 @@ static int submit_parts(struct tallyd *d, uint64_t now)
 		struct net_unit *nu = &c->units[ui];
 		size_t esz = tally_dtype_size(nu->dtype);
 		uint64_t seg0 = nu->u.seg[0].offset / esz;
-		size_t first = nu->parts_submitted * part_elems(d);
+		size_t first = nu->parts_submitted * part_elems(c);
 		size_t left = nu->u.bytes / esz - first;
 		char *base = nu->merged ? nu->merged :
-			     staging(d, op_index(nu->u.seg[0].user)) +
+			     staging(c, op_index(nu->u.seg[0].user)) +
 			     nu->u.seg[0].offset;
 		struct tly_tensor_desc t = {
 			.id = tly_tensor_id(nu->key, (uint32_t)nu->iteration,
 					    (uint32_t)(seg0 + first)),
 			.dtype = to_engine_dtype(nu->dtype),
-			.algo = d->cfg.algorithm == ALGO_RING ? TLY_ALGO_RING :
+			.algo = c->cfg->algorithm == ALGO_RING ? TLY_ALGO_RING :
 								TLY_ALGO_AGG,
 			.src = base + first * esz,
 			.dst = base + first * esz,
-			.count = left < part_elems(d) ? left : part_elems(d),
+			.count = left < part_elems(c) ? left : part_elems(c),
 			.prio = nu->u.priority > 7 ? 7 : (uint8_t)nu->u.priority,
 			.user = (void *)(uintptr_t)ui,
 		};
@@ -304,7 +288,7 @@ static int submit_parts(struct tallyd *d, uint64_t now)
 		if (ret) {
 			log_err("engine refused tensor key %llu: %d",
 				(unsigned long long)nu->key, ret);
-			cluster_ops_fail_all(d, -TALLY_EINVAL);
+			cluster_ops_fail_all(c, -TALLY_EINVAL);
 			return n;
 		}
 		n++;
@@ -314,29 +298,27 @@ static int submit_parts(struct tallyd *d, uint64_t now)
 	return n;
 }
 
-int cluster_ops_pump(struct tallyd *d, uint64_t now)
+int cluster_ops_pump(struct cluster *c, uint64_t now)
 {
-	struct cluster *c = d->cluster;
 	struct sched_unit u;
 
 	if (!c->worker)
 		return 0;
 	while (sched_next(c->sched, now, &u) == 1) {
-		int ret = unit_start(d, &u);
+		int ret = unit_start(c, &u);
 
 		if (ret) {
 			log_err("cannot start a unit: %s", strerror(-ret));
-			cluster_ops_fail_all(d, -TALLY_ENOMEM);
+			cluster_ops_fail_all(c, -TALLY_ENOMEM);
 			return 0;
 		}
 	}
-	return submit_parts(d, now);
+	return submit_parts(c, now);
 }
 
-void cluster_submit_group(struct tallyd *d, struct lg_group *g)
+void cluster_submit_group(struct cluster *c, struct lg_group *g)
 {
-	struct cluster *c = d->cluster;
-	uint32_t idx = (uint32_t)(g - d->groups.pool);
+	uint32_t idx = (uint32_t)(g - c->env.groups->pool);
 	const void *in[CONFIG_MAX_LOCAL_SIZE];
 	void *out[1] = { g->m[0].recv };
 	struct sched_item it = {
@@ -353,34 +335,33 @@ void cluster_submit_group(struct tallyd *d, struct lg_group *g)
 	struct reduce_args a;
 	int res;
 
-	for (unsigned int r = 0; r < d->groups.size; r++)
+	for (unsigned int r = 0; r < c->env.groups->size; r++)
 		in[r] = g->m[r].send;
 	/* the local sum, into the first member's receive buffer */
-	res = reduce_prepare(&a, g->op.dtype, TALLY_SUM, in, d->groups.size,
+	res = reduce_prepare(&a, g->op.dtype, TALLY_SUM, in, c->env.groups->size,
 			     out, 1, g->op.count, 1);
 	if (res || c->mb.dead) {
-		release_members(d, g, res ? res : -TALLY_EPEERLOST);
+		release_members(c, g, res ? res : -TALLY_EPEERLOST);
 		return;
 	}
-	reduce_pool_run(d->reducer, &a);
+	reduce_pool_run(c->env.reducer, &a);
 	c->ops[idx] = (struct net_op){ .used = true, .bytes = it.bytes };
 	if (sched_ready(c->sched, &it, transport_now_ns())) {
 		c->ops[idx].used = false;
-		release_members(d, g, -TALLY_EAGAIN);
+		release_members(c, g, -TALLY_EAGAIN);
 		return;
 	}
-	cluster_ops_pump(d, transport_now_ns());
+	cluster_ops_pump(c, transport_now_ns());
 }
 
-int cluster_ops_init(struct tallyd *d)
+int cluster_ops_init(struct cluster *c)
 {
-	struct cluster *c = d->cluster;
 	struct sched_cfg sc = {
-		.policy = (enum sched_policy)d->cfg.schedule,
-		.max_items = d->groups.n_pool,
-		.partition_bytes = (uint64_t)d->cfg.partition_kib << 10,
-		.credit_bytes = (uint64_t)d->cfg.credit_kib << 10,
-		.autotune = d->cfg.credit_autotune,
+		.policy = (enum sched_policy)c->cfg->schedule,
+		.max_items = c->env.groups->n_pool,
+		.partition_bytes = (uint64_t)c->cfg->partition_kib << 10,
+		.credit_bytes = (uint64_t)c->cfg->credit_kib << 10,
+		.autotune = c->cfg->credit_autotune,
 		.credit_min = 64u << 10,
 		.credit_max = 256u << 20,
 		.a_ns = 100000, .b_ns_per_byte = 1,
@@ -390,23 +371,22 @@ int cluster_ops_init(struct tallyd *d)
 		 * aggregators' ports, so on a slow network units take longer
 		 * than the bound; ring: crossed credits are routine and their
 		 * waits would feed the unit time (docs/scheduling.md) */
-		.stall_adapt = d->cfg.algorithm == ALGO_AGGREGATE,
+		.stall_adapt = c->cfg->algorithm == ALGO_AGGREGATE,
 	};
 
 	c->queue_head = c->queue_tail = UNIT_NONE;
-	c->ops = calloc(d->groups.n_pool, sizeof(*c->ops));
+	c->ops = calloc(c->env.groups->n_pool, sizeof(*c->ops));
 	c->units = calloc(CLUSTER_MAX_UNITS, sizeof(*c->units));
 	c->sched = sched_create(&sc);
 	if (!c->ops || !c->units || !c->sched) {
-		cluster_ops_fini(d);
+		cluster_ops_fini(c);
 		return -1;
 	}
 	return 0;
 }
 
-void cluster_ops_fini(struct tallyd *d)
+void cluster_ops_fini(struct cluster *c)
 {
-	struct cluster *c = d->cluster;
 
 	if (c->units)
 		for (uint32_t i = 0; i < CLUSTER_MAX_UNITS; i++)

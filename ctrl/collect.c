@@ -5,8 +5,9 @@
  * daemon_collect_metrics() is the only place that reads the daemon's
  * counters for the outside: the Prometheus endpoint (metrics_http.c) and
  * tally-ctl's control query (ctl.c) both write what it fills, so they
- * show the same numbers.  A daemon serving several jobs will fill the
- * same families once per job (label "job"); only this file changes.
+ * show the same numbers.  Daemon-wide numbers carry no label; a job's
+ * are filled once per job, labelled job="<its id>" (Prometheus shows it
+ * as exported_job when it scrapes: its own "job" is the scrape's).
  *
  * Sent frames are counted per peer (cluster.c wraps the transport's tx);
  * received bytes and packets only per job and engine (worker, aggregator)
@@ -17,32 +18,21 @@
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <tally/tally.h>
 #include "ctrl/cluster.h"
 #include "ctrl/daemon.h"
+#include "ctrl/job.h"
 #include "ctrl/watchdog.h"
 #include "dataplane/engine/wire.h"
 
 #ifndef TALLY_VERSION_STRING	/* meson defines it (ctrl/meson.build) */
 #define TALLY_VERSION_STRING "unknown"
 #endif
-
-/* Upper bounds of the size classes (bytes); the last class is larger. */
-static const uint64_t size_class_max[DAEMON_SIZE_CLASSES - 1] = {
-	4096, 65536, 1 << 20, 16 << 20,
-};
-static const char *const size_class_name[DAEMON_SIZE_CLASSES] = {
-	"le_4KiB", "le_64KiB", "le_1MiB", "le_16MiB", "gt_16MiB",
-};
-
-/* Latency bucket bounds, seconds: 10 us .. 10 s. */
-static const double latency_bounds[] = {
-	0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-};
 
 static uint64_t mono_ns(void)
 {
@@ -52,33 +42,11 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void daemon_metrics_init(struct tallyd *d)
-{
-	for (int i = 0; i < DAEMON_SIZE_CLASSES; i++)
-		metrics_hist_init(&d->op_latency[i], latency_bounds,
-				  sizeof(latency_bounds) /
-				  sizeof(latency_bounds[0]));
-	d->start_ns = mono_ns();
-}
-
-void daemon_observe_op(struct tallyd *d, const struct lg_op *op,
-		       uint64_t bytes)
-{
-	uint64_t now = mono_ns();
-	int c = 0;
-
-	while (c < DAEMON_SIZE_CLASSES - 1 && bytes > size_class_max[c])
-		c++;
-	if (op->submit_ns && now >= op->submit_ns)
-		metrics_hist_observe(&d->op_latency[c],
-				     (double)(now - op->submit_ns) * 1e-9);
-}
-
 /* ---- filling the registry --------------------------------------------- */
 
 struct fill {
 	struct metrics *m;
-	char job[16];
+	const char *job;	/* the job label of put() */
 	int err;
 };
 
@@ -105,18 +73,49 @@ static void put1(struct fill *f, const char *name, enum metrics_type t,
 	put(f, name, v, NULL, NULL, NULL, NULL);
 }
 
+/* Open fds and resident bytes, as Prometheus' process collectors name
+ * them: what a leak across many jobs would show. */
+static void collect_process(struct fill *f)
+{
+	const char *const none[] = { NULL };
+	unsigned long long size = 0, resident = 0;
+	long fds = 0;
+	struct dirent *e;
+	FILE *statm;
+	DIR *dir = opendir("/proc/self/fd");
+
+	while (dir && (e = readdir(dir)))
+		fds += e->d_name[0] != '.';
+	if (dir) {
+		closedir(dir);
+		fds--;			/* opendir's own */
+	}
+	statm = fopen("/proc/self/statm", "re");
+	if (statm) {
+		if (fscanf(statm, "%llu %llu", &size, &resident) != 2)
+			resident = 0;
+		fclose(statm);
+	}
+	fam(f, "process_open_fds", METRICS_GAUGE, "Open file descriptors.");
+	f->err |= metrics_set(f->m, "process_open_fds", none, (double)fds);
+	fam(f, "process_resident_memory_bytes", METRICS_GAUGE,
+	    "Resident memory size in bytes.");
+	f->err |= metrics_set(f->m, "process_resident_memory_bytes", none,
+			      (double)resident *
+			      (double)sysconf(_SC_PAGESIZE));
+}
+
 static void collect_daemon(struct fill *f, struct tallyd *d)
 {
-	const struct watchdog_stats *ws = watchdog_stats(d);
 	const char *const none[] = { NULL };
-	uint32_t outstanding = 0;
-	char rank[16], pid[16];
+	const struct job_stats *past = &d->jobs.past;
 
 	fam(f, "tally_info", METRICS_GAUGE, "Always 1: the daemon's version "
 	    "and mode.");
 	{
 		const char *const l[] = {
 			"version", TALLY_VERSION_STRING, "mode",
+			d->cfg.service ? "service" :
 			config_is_cluster(&d->cfg) ? "cluster" : "local",
 			NULL };
 
@@ -126,12 +125,34 @@ static void collect_daemon(struct fill *f, struct tallyd *d)
 	    "daemon started.");
 	f->err |= metrics_set(f->m, "tally_uptime_seconds", none,
 			      (double)(mono_ns() - d->start_ns) * 1e-9);
-	fam(f, "tally_jobs", METRICS_GAUGE, "Jobs this daemon serves.");
-	f->err |= metrics_set(f->m, "tally_jobs", none, 1);
+	fam(f, "tally_jobs", METRICS_GAUGE, "Jobs this daemon serves now "
+	    "(an ended job lingers service.job_linger_ms).");
+	f->err |= metrics_set(f->m, "tally_jobs", none, d->jobs.n_used);
+	fam(f, "tally_jobs_started_total", METRICS_COUNTER, "Jobs started.");
+	f->err |= metrics_set(f->m, "tally_jobs_started_total", none,
+			      d->jobs.started);
+	fam(f, "tally_jobs_ended_total", METRICS_COUNTER, "Jobs ended.");
+	f->err |= metrics_set(f->m, "tally_jobs_ended_total", none,
+			      (double)d->jobs.retired);
+	fam(f, "tally_clients", METRICS_GAUGE, "Clients connected, over all "
+	    "jobs.");
+	f->err |= metrics_set(f->m, "tally_clients", none, d->n_clients);
 	fam(f, "tally_connections_refused_total", METRICS_COUNTER,
-	    "Client connections refused (full, broken HELLO, timeouts).");
+	    "Client connections refused (full, broken HELLO, timeouts, "
+	    "limits).");
 	f->err |= metrics_set(f->m, "tally_connections_refused_total", none,
 			      (double)d->stat_conns_refused);
+	fam(f, "tally_limit_refusals_total", METRICS_COUNTER, "Connections, "
+	    "segments and requests refused over a limit of [service].");
+	{
+		uint64_t n = d->stat_limit_refusals + past->limit_refusals;
+		struct job *j;
+
+		job_table_for_each(&d->jobs, j)
+			n += j->st.limit_refusals;
+		f->err |= metrics_set(f->m, "tally_limit_refusals_total", none,
+				      (double)n);
+	}
 	fam(f, "tally_ctl_queries_total", METRICS_COUNTER, "Control queries "
 	    "answered (tally-ctl).");
 	f->err |= metrics_set(f->m, "tally_ctl_queries_total", none,
@@ -140,43 +161,61 @@ static void collect_daemon(struct fill *f, struct tallyd *d)
 	    "refused (bad version or fields, fds, no memory).");
 	f->err |= metrics_set(f->m, "tally_ctl_refused_total", none,
 			      (double)d->stat_ctl_refused);
+	fam(f, "tally_ended_jobs_operations_total", METRICS_COUNTER,
+	    "Operations of the jobs that ended, by result.");
+	{
+		const char *const ok[] = { "result", "done", NULL };
+		const char *const ko[] = { "result", "failed", NULL };
 
-	put1(f, "tally_clients", METRICS_GAUGE, "Clients connected.",
-	     d->n_clients);
+		f->err |= metrics_set(f->m, "tally_ended_jobs_operations_total",
+				      ok, (double)past->ops_done);
+		f->err |= metrics_set(f->m, "tally_ended_jobs_operations_total",
+				      ko, (double)past->ops_failed);
+	}
+	collect_process(f);
+}
+
+/* One job's own numbers, labelled job="<its id>". */
+static void collect_job(struct fill *f, struct tallyd *d, struct job *j)
+{
+	const struct watchdog_stats *ws = watchdog_stats(j);
+	char rank[16], pid[16];
+
+	(void)d;
+	put1(f, "tally_job_clients", METRICS_GAUGE, "Clients of the job "
+	     "connected to this daemon.", j->n_members);
 	put1(f, "tally_local_size", METRICS_GAUGE, "Clients the job has on "
-	     "this host.", d->cfg.local_size);
+	     "this host.", j->cfg.local_size);
 	put1(f, "tally_job_broken", METRICS_GAUGE, "1 while the job is "
-	     "aborted and waits for its clients to leave.", d->job_broken);
+	     "aborted and waits for its clients to leave.", j->broken);
 	put1(f, "tally_host_rank", METRICS_GAUGE, "This host's rank in the "
-	     "job.", d->cfg.rank);
+	     "job.", j->cfg.rank);
 	put1(f, "tally_hosts", METRICS_GAUGE, "Hosts in the job.",
-	     d->cfg.world);
+	     j->cfg.world);
 	fam(f, "tally_operations_total", METRICS_COUNTER, "Operations "
 	    "completed, by result.");
-	put(f, "tally_operations_total", (double)d->stat_ops_done,
+	put(f, "tally_operations_total", (double)j->st.ops_done,
 	    "result", "done", NULL, NULL);
-	put(f, "tally_operations_total", (double)d->stat_ops_failed,
+	put(f, "tally_operations_total", (double)j->st.ops_failed,
 	    "result", "failed", NULL, NULL);
 	put1(f, "tally_reduced_bytes_total", METRICS_COUNTER, "Bytes of "
-	     "local groups all-reduced.", (double)d->stat_bytes_reduced);
+	     "local groups all-reduced.", (double)j->st.bytes_reduced);
 	put1(f, "tally_local_groups_in_use", METRICS_GAUGE, "Local groups "
-	     "(operations gathering or in flight) in use.", d->groups.n_used);
+	     "(operations gathering or in flight) in use.", j->groups.n_used);
 	put1(f, "tally_local_groups", METRICS_GAUGE, "Local groups there "
-	     "are.", d->groups.n_pool);
+	     "are.", j->groups.n_pool);
 	put1(f, "tally_watchdog_reports_total", METRICS_COUNTER, "Operations "
-	     "the watchdog reported stuck.", ws ? (double)ws->reports : 0);
+	     "the watchdog reported stuck.", (double)ws->reports);
 	put1(f, "tally_watchdog_stuck_operations", METRICS_GAUGE,
-	     "Operations stuck at the watchdog's last scan.",
-	     ws ? ws->stuck_now : 0);
+	     "Operations stuck at the watchdog's last scan.", ws->stuck_now);
 
 	fam(f, "tally_client_outstanding_operations", METRICS_GAUGE,
 	    "Operations a client submitted that have not completed.");
-	for (int r = 0; r < d->cfg.local_size; r++) {
-		const struct daemon_client *cl = &d->clients[r];
+	for (int r = 0; r < j->cfg.local_size; r++) {
+		const struct daemon_client *cl = j->members[r];
 
-		if (!cl->active)
+		if (!cl)
 			continue;
-		outstanding += cl->outstanding;
 		snprintf(rank, sizeof(rank), "%d", r);
 		snprintf(pid, sizeof(pid), "%d", (int)cl->pid);
 		put(f, "tally_client_outstanding_operations",
@@ -185,15 +224,14 @@ static void collect_daemon(struct fill *f, struct tallyd *d)
 	fam(f, "tally_allreduce_latency_seconds", METRICS_HISTOGRAM,
 	    "Local groups' time from the first member's submission to "
 	    "completion, by size class.");
-	for (int c = 0; c < DAEMON_SIZE_CLASSES; c++) {
+	for (int c = 0; c < JOB_SIZE_CLASSES; c++) {
 		const char *const l[] = { "job", f->job, "size_class",
-					  size_class_name[c], NULL };
+					  job_size_class_name(c), NULL };
 
 		f->err |= metrics_set_hist(f->m,
 					   "tally_allreduce_latency_seconds",
-					   l, &d->op_latency[c]);
+					   l, &j->st.op_latency[c]);
 	}
-	(void)outstanding;
 }
 
 static void collect_engine(struct fill *f, const char *engine,
@@ -220,7 +258,7 @@ static void collect_engine(struct fill *f, const char *engine,
 	    "tx_no_buffer");
 }
 
-static void collect_cluster(struct fill *f, struct tallyd *d)
+static void collect_cluster(struct fill *f, struct job *j)
 {
 	struct cluster_snapshot *s = malloc(sizeof(*s));
 	char peer[16], addr[32], ip[INET_ADDRSTRLEN];
@@ -230,8 +268,8 @@ static void collect_cluster(struct fill *f, struct tallyd *d)
 		f->err = -1;
 		return;
 	}
-	cluster_snapshot(d, s);
-	tp = s->transport ? s->transport : d->cfg.transport;
+	cluster_snapshot(j->cluster, s);
+	tp = s->transport ? s->transport : j->cfg.transport;
 	put1(f, "tally_cluster_joined", METRICS_GAUGE, "1 once the job's "
 	     "roster arrived.", s->joined);
 	put1(f, "tally_cluster_epoch", METRICS_GAUGE, "Roster epoch (grows "
@@ -356,10 +394,14 @@ static void collect_cluster(struct fill *f, struct tallyd *d)
 int daemon_collect_metrics(struct tallyd *d, struct metrics *m)
 {
 	struct fill f = { .m = m };
+	struct job *j;
 
-	snprintf(f.job, sizeof(f.job), "%u", d->cfg.job_key);
 	collect_daemon(&f, d);
-	if (d->cluster)
-		collect_cluster(&f, d);
+	job_table_for_each(&d->jobs, j) {
+		f.job = j->id;
+		collect_job(&f, d, j);
+		if (j->cluster)
+			collect_cluster(&f, j);
+	}
 	return f.err ? -1 : 0;
 }

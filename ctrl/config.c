@@ -17,6 +17,7 @@
 #include <tally/tally.h>
 #include "ctrl/bootstrap.h"
 #include "ctrl/config.h"
+#include "shm/proto.h"
 #include "dataplane/engine/wire.h"
 #include "dataplane/sched/sched.h"
 #include "ctrl/log.h"
@@ -47,6 +48,13 @@ void config_defaults(struct tally_config *cfg)
 	cfg->window = 64;
 	cfg->rto_us = 10000;
 	cfg->emu_seed = 1;
+	cfg->max_jobs = 16;
+	cfg->max_clients_per_job = CONFIG_MAX_LOCAL_SIZE;
+	cfg->max_segments = TALLY_MAX_SEGMENTS;
+	cfg->max_outstanding = TALLY_MAX_INFLIGHT;
+	cfg->rendezvous_port_base = 29700;
+	cfg->rendezvous_ports = 256;
+	cfg->job_linger_ms = 1000;
 }
 
 enum key_type { K_INT, K_U64, K_U32, K_STR, K_LOG, K_ROLE, K_ALGO, K_ADDR,
@@ -114,6 +122,22 @@ static const struct key_spec keys[] = {
 	  0 },
 	{ "emulator", "reorder_us", K_INT, F(emu_reorder_us), 0, 10000000, 0 },
 	{ "emulator", "seed", K_U64, F(emu_seed), 0, INT64_MAX, 0 },
+	{ "service", "enabled", K_BOOL, F(service), 0, 0, 0 },
+	{ "service", "max_jobs", K_INT, F(max_jobs), 1, 1024, 0 },
+	{ "service", "max_clients_per_job", K_INT, F(max_clients_per_job), 1,
+	  CONFIG_MAX_LOCAL_SIZE, 0 },
+	{ "service", "max_segments", K_INT, F(max_segments), 1,
+	  TALLY_MAX_SEGMENTS, 0 },
+	{ "service", "max_client_bytes", K_U64, F(max_client_bytes), 0,
+	  INT64_MAX, 0 },
+	{ "service", "max_outstanding", K_INT, F(max_outstanding), 1,
+	  TALLY_MAX_INFLIGHT, 0 },
+	{ "service", "rendezvous_port_base", K_INT, F(rendezvous_port_base),
+	  1, 65535, 0 },
+	{ "service", "rendezvous_ports", K_INT, F(rendezvous_ports), 1, 65535,
+	  0 },
+	{ "service", "job_linger_ms", K_INT, F(job_linger_ms), 0, 600000, 0 },
+	{ "service", "require_secret", K_BOOL, F(require_secret), 0, 0, 0 },
 	{ "metrics", "listen", K_ADDR, F(metrics_listen), 0, 0, 0 },
 	{ "metrics", "allow_remote", K_BOOL, F(metrics_allow_remote), 0, 0, 0 },
 };
@@ -393,6 +417,17 @@ int config_check(const struct tally_config *cfg, char *err, int errlen)
 		snprintf(err, (size_t)errlen, "metrics.listen is not a loopback "
 			 "address: the endpoint has no authentication (set "
 			 "metrics.allow_remote = true to serve it anyway)");
+		return -1;
+	}
+	if (cfg->rendezvous_port_base + cfg->rendezvous_ports - 1 > 65535) {
+		snprintf(err, (size_t)errlen, "service.rendezvous_port_base + "
+			 "service.rendezvous_ports goes past port 65535");
+		return -1;
+	}
+	if (cfg->service && cfg->world > 1) {
+		snprintf(err, (size_t)errlen, "service.enabled: jobs come from "
+			 "their clients; cluster.world belongs to a daemon "
+			 "started for one job");
 		return -1;
 	}
 	if (cfg->world == 1)

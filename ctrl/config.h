@@ -68,6 +68,18 @@ struct tally_config {
 	int emu_reorder_ppm;
 	int emu_reorder_us;
 	uint64_t emu_seed;
+	/* [service]: a host service whose jobs come from their clients
+	 * (docs/jobs.md); off: the one job of [cluster] and --local-size */
+	int service;
+	int max_jobs;
+	int max_clients_per_job;
+	int max_segments;		/* per client */
+	uint64_t max_client_bytes;	/* per client; 0: no limit */
+	int max_outstanding;		/* per client */
+	int rendezvous_port_base;	/* a job's coordinator port when its */
+	int rendezvous_ports;		/* clients name none: hashed into it */
+	int job_linger_ms;		/* an empty job serves its peers' */
+	int require_secret;		/* retransmissions this long */
 	/* [metrics]: the Prometheus endpoint; ip 0 = off */
 	struct config_addr metrics_listen;
 	int metrics_allow_remote;	/* a non-loopback listen is refused

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * daemon.h - tallyd's state on one host: admitted clients, their shared
- * segments and rings, and the local group that all-reduces among them.
+ * daemon.h - tallyd's state on one host: the client socket and the
+ * connections saying HELLO, the table of admitted clients, the table of
+ * jobs they belong to, and the event loop around them.  The top of the
+ * ctrl/ layers (client.h has the map).
  */
 #ifndef TALLY_CTRL_DAEMON_H
 #define TALLY_CTRL_DAEMON_H
@@ -10,22 +12,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "ctrl/cluster.h"
+#include "ctrl/client.h"
 #include "ctrl/config.h"
-#include "ctrl/local_group.h"
+#include "ctrl/job_table.h"
 #include "ctrl/metrics.h"
 #include "dataplane/reduce_pool.h"
 #include "shm/fdpass.h"
 #include "shm/proto.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
-
-struct daemon_seg {
-	uint32_t id;		/* 0: unused */
-	uint32_t refs;		/* pending operations pointing into it */
-	bool deleted;		/* client freed it; unmap at refs == 0 */
-	struct segment seg;
-};
 
 /* A connection that has not completed its HELLO yet. */
 struct daemon_conn {
@@ -35,6 +30,10 @@ struct daemon_conn {
 	uid_t uid;
 	uint64_t deadline_ns;	/* dropped if still silent by then */
 	struct msg_rx rx;
+	/* the job description that follows a HELLO (proto.h) */
+	bool hello_done;	/* rx holds the whole HELLO */
+	struct tally_job_wire job;
+	size_t job_len, job_got;
 };
 
 /* Connections waiting for their HELLO at once; more are refused. */
@@ -42,26 +41,10 @@ struct daemon_conn {
 /* A connection has this long to send its whole HELLO. */
 #define DAEMON_HELLO_TIMEOUT_NS 2000000000ull
 
-struct daemon_client {
-	bool active;
-	int rank;
-	int sock;		/* non-blocking; only the daemon holds it */
-	int sq_kick_fd;		/* pipe read end: the client rings us */
-	int cq_kick_fd;		/* pipe write end: we ring the client */
-	pid_t pid;
-	uid_t uid;
-	struct segment ctrl;
-	struct ring sq, cq;
-	uint32_t cq_entries;
-	uint32_t outstanding;	/* consumed sqes not yet completed */
-	bool doomed;		/* broke the protocol: drop it soon */
-	struct msg_rx rx;	/* the control message being received */
-	uint64_t bad_requests;	/* refused descriptors (logs are capped) */
-	struct daemon_seg segs[TALLY_MAX_SEGMENTS];
-};
-
-/* all-reduce size classes of the latency histograms (collect.c) */
-#define DAEMON_SIZE_CLASSES 5
+/* Clients the daemon serves at once, over all its jobs. */
+#define DAEMON_MAX_CLIENTS 256
+/* Jobs at once: service.max_jobs is at most this. */
+#define DAEMON_MAX_JOBS 1024
 
 struct metrics_http;
 
@@ -76,28 +59,21 @@ struct tallyd {
 	struct {			/* what notify.c last told systemd */
 		bool ready;
 		bool broken;
-		int clients;
+		int clients, jobs;
 	} notify;
 	bool stop;
-	/* Set when a member left while others remain: every pending and new
-	 * operation fails with TALLY_EPEERLOST until all members are gone. */
-	bool job_broken;
 	int n_clients;
-	struct daemon_client clients[CONFIG_MAX_LOCAL_SIZE];
+	struct daemon_client clients[DAEMON_MAX_CLIENTS];
 	struct daemon_conn pending[DAEMON_MAX_PENDING];
 	int conn_timer_fd;		/* sweeps pending connections */
 	bool conn_timer_armed;
 	uint64_t stat_conns_refused;
-	struct local_group groups;
+	uint64_t stat_limit_refusals;	/* connections and segments */
+	struct job_table jobs;
+	struct job *static_job;		/* the command line's; NULL: service */
 	struct reduce_pool *reducer;
-	struct cluster *cluster;	/* NULL when this host is alone */
-	struct watchdog *watchdog;	/* NULL when daemon.stuck_ms = 0 */
-	bool cluster_aborted;		/* told the job our local job broke */
-	uint64_t stat_ops_done, stat_ops_failed, stat_bytes_reduced;
 	uint64_t stat_ctl_queries, stat_ctl_refused;
 	uint64_t start_ns;		/* for the uptime */
-	/* local groups' submission-to-completion time by size class */
-	struct metrics_hist op_latency[DAEMON_SIZE_CLASSES];
 	struct metrics_http *metrics_http;	/* NULL: metrics.listen off */
 };
 
@@ -113,26 +89,22 @@ void daemon_conns_close(struct tallyd *d);
 void daemon_client_ctrl(struct tallyd *d, struct daemon_client *cl);
 void daemon_client_drop(struct tallyd *d, struct daemon_client *cl,
 			const char *why);
-struct daemon_seg *daemon_seg_find(struct daemon_client *cl, uint32_t id);
-void daemon_seg_put(struct daemon_seg *s);
-/* Fail every pending local group with TALLY_EPEERLOST; the local job stays
- * broken (new operations fail too) until all its clients have left. */
-void daemon_abort_job(struct tallyd *d, const char *why);
+
+/* job_desc.c: the job a HELLO names.  Check a client's description
+ * (0, or -TALLY_EDENIED with @why set), and make a job's configuration
+ * from the daemon's and the description. */
+int daemon_job_desc_check(const struct tally_config *cfg,
+			  const struct tally_job_wire *w, const char **why);
+void daemon_job_config(const struct tally_config *base,
+		       const struct tally_job_wire *w,
+		       struct tally_config *out);
 
 /* submit.c */
 int daemon_drain_sq(struct tallyd *d, struct daemon_client *cl);
-void daemon_complete(struct tallyd *d, struct daemon_client *cl,
-		     uint64_t user_data, int res);
-/* Count one refused request of @cl; true if it should be logged. */
-bool daemon_log_bad(struct daemon_client *cl);
 
 /* collect.c: the one place the metrics and tally-ctl read the daemon's
  * numbers from.  0 or -1 (out of memory). */
 int daemon_collect_metrics(struct tallyd *d, struct metrics *m);
-void daemon_metrics_init(struct tallyd *d);
-/* A local group of @bytes completed: its latency goes to the histogram. */
-void daemon_observe_op(struct tallyd *d, const struct lg_op *op,
-		       uint64_t bytes);
 /* A CTL_QUERY arrived on pending connection @sock: reply and return. */
 void daemon_ctl_reply(struct tallyd *d, int sock, const struct tally_msg *q);
 

@@ -22,7 +22,6 @@
 #include "ctrl/loop_tags.h"
 #include "ctrl/metrics_http.h"
 #include "ctrl/notify.h"
-#include "ctrl/watchdog.h"
 
 #define MAX_EVENTS 64
 
@@ -70,10 +69,13 @@ static void handle_event(struct tallyd *d, uint64_t tag)
 	if (TAG_KIND(tag) == TAG_NET)
 		return;		/* frames arrived: the loop polls them */
 	if (TAG_KIND(tag) == TAG_BOOT || TAG_KIND(tag) == TAG_BOOT_LISTEN) {
-		if (d->cluster)
-			cluster_event(d, tag);
+		if (TAG_JOB(tag) < d->jobs.cap &&
+		    d->jobs.jobs[TAG_JOB(tag)].used)
+			job_event(&d->jobs.jobs[TAG_JOB(tag)], tag);
 		return;
 	}
+	if (TAG_RANK(tag) >= DAEMON_MAX_CLIENTS)
+		return;
 	cl = &d->clients[TAG_RANK(tag)];
 	if (!cl->active)
 		return;
@@ -105,8 +107,8 @@ static int drain_all(struct tallyd *d)
 {
 	int work = 0;
 
-	for (int r = 0; r < d->cfg.local_size; r++) {
-		struct daemon_client *cl = &d->clients[r];
+	for (int i = 0; i < DAEMON_MAX_CLIENTS; i++) {
+		struct daemon_client *cl = &d->clients[i];
 
 		if (!cl->active)
 			continue;
@@ -117,13 +119,23 @@ static int drain_all(struct tallyd *d)
 	return work;
 }
 
+static int poll_jobs(struct tallyd *d, uint64_t now)
+{
+	struct job *j;
+	int work = 0;
+
+	job_table_for_each(&d->jobs, j)
+		work += job_poll(j, now);
+	return work;
+}
+
 /* Announce sleep on every ring; true if a submission raced in. */
 static bool prepare_sleep(struct tallyd *d, bool sleeping)
 {
 	bool ready = false;
 
-	for (int r = 0; r < d->cfg.local_size; r++) {
-		struct daemon_client *cl = &d->clients[r];
+	for (int i = 0; i < DAEMON_MAX_CLIENTS; i++) {
+		struct daemon_client *cl = &d->clients[i];
 
 		if (!cl->active)
 			continue;
@@ -137,19 +149,32 @@ static bool prepare_sleep(struct tallyd *d, bool sleeping)
 	return ready;
 }
 
-/* The cluster's timers, the watchdog's next scan and the metrics
- * endpoint's connection timeouts bound the sleep. */
+static uint64_t linger_ns(const struct tallyd *d)
+{
+	return (uint64_t)d->cfg.job_linger_ms * 1000000ull;
+}
+
+static int64_t min_timeout(int64_t a, int64_t b)
+{
+	return b >= 0 && (a < 0 || b < a) ? b : a;
+}
+
+/* Every job's timers and watchdog, the end of lingering jobs and the
+ * metrics endpoint's connection timeouts bound the sleep. */
 static int64_t sleep_ns(struct tallyd *d, uint64_t now)
 {
-	int64_t t = d->cluster ? (int64_t)cluster_idle_ns(d) : -1;
-	int64_t w = watchdog_sleep_ns(d, now);
-	int64_t h = d->metrics_http ?
+	int64_t t = d->metrics_http ?
 		    metrics_http_timeout_ns(d->metrics_http) : -1;
+	struct job *j;
 
-	if (w >= 0 && (t < 0 || w < t))
-		t = w;
-	if (h >= 0 && (t < 0 || h < t))
-		t = h;
+	job_table_for_each(&d->jobs, j) {
+		t = min_timeout(t, job_sleep_ns(j, now));
+		if (!j->static_job && !j->n_members && j->empty_since_ns) {
+			uint64_t end = j->empty_since_ns + linger_ns(d);
+
+			t = min_timeout(t, end > now ? (int64_t)(end - now) : 0);
+		}
+	}
 	return t;
 }
 
@@ -162,11 +187,7 @@ int daemon_run(struct tallyd *d)
 		uint64_t now = now_ns();
 		int work = drain_all(d);
 
-		if (d->cluster) {
-			work += cluster_poll(d, now);
-			cluster_tick(d, now / 1000000);
-		}
-		watchdog_poll(d, now);
+		work += poll_jobs(d, now);
 		/* control traffic is rare: look at it every 64 turns */
 		if ((++turns & 63) == 0)
 			work += poll_events(d, 0);
@@ -179,6 +200,7 @@ int daemon_run(struct tallyd *d)
 			sched_yield();
 			continue;
 		}
+		job_table_reap(&d->jobs, now, linger_ns(d), false);
 		notify_poll(d);
 		if (!prepare_sleep(d, true))
 			poll_events(d, sleep_ns(d, now));

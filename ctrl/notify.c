@@ -10,6 +10,7 @@
 #endif
 
 #include "ctrl/daemon.h"
+#include "ctrl/job.h"
 #include "ctrl/log.h"
 #include "ctrl/notify.h"
 
@@ -41,13 +42,18 @@ void notify_send(const char *fmt, ...)
 #endif
 }
 
+/* A service is ready once it listens; a daemon started for one job once
+ * that job's roster arrived. */
 static bool is_ready(struct tallyd *d)
 {
-	return !d->cluster || cluster_joined(d);
+	return !d->static_job || job_joined(d->static_job);
 }
 
 void notify_poll(struct tallyd *d)
 {
+	bool broken = d->static_job && d->static_job->broken;
+	int jobs = d->jobs.n_used;
+
 	if (!d->notify.ready) {
 		if (!is_ready(d))
 			return;
@@ -56,14 +62,20 @@ void notify_poll(struct tallyd *d)
 		log_info("ready: clients may connect on %s", d->cfg.socket);
 		notify_send("READY=1");
 	}
-	if (d->notify.clients == d->n_clients &&
-	    d->notify.broken == d->job_broken)
+	if (d->notify.clients == d->n_clients && d->notify.jobs == jobs &&
+	    d->notify.broken == broken)
 		return;
 	d->notify.clients = d->n_clients;
-	d->notify.broken = d->job_broken;
-	notify_send("STATUS=%s%d of %d clients connected; %llu operations "
-		    "done, %llu failed", d->job_broken ? "job aborted: " : "",
-		    d->n_clients, d->cfg.local_size,
-		    (unsigned long long)d->stat_ops_done,
-		    (unsigned long long)d->stat_ops_failed);
+	d->notify.jobs = jobs;
+	d->notify.broken = broken;
+	if (d->static_job)
+		notify_send("STATUS=%s%d of %d clients connected; %llu "
+			    "operations done, %llu failed",
+			    broken ? "job aborted: " : "", d->n_clients,
+			    d->cfg.local_size,
+			    (unsigned long long)d->static_job->st.ops_done,
+			    (unsigned long long)d->static_job->st.ops_failed);
+	else
+		notify_send("STATUS=%d job(s), %d client(s)", jobs,
+			    d->n_clients);
 }

@@ -23,12 +23,19 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/notify.h"
-#include "ctrl/watchdog.h"
+#include "ctrl/job.h"
 
 static const char *const reloadable[][2] = {
 	{ "daemon", "log_level" },
 	{ "daemon", "stuck_ms" },
 	{ "daemon", "idle_spin_us" },
+	/* read where they are used: the next client or request sees them */
+	{ "service", "max_clients_per_job" },
+	{ "service", "max_segments" },
+	{ "service", "max_client_bytes" },
+	{ "service", "max_outstanding" },
+	{ "service", "job_linger_ms" },
+	{ "service", "require_secret" },
 };
 
 bool daemon_key_reloadable(const char *section, const char *key)
@@ -63,10 +70,22 @@ static void on_change(void *ctx, const char *section, const char *key,
 	log_info("reload: %s.%s %s -> %s", section, key, old_value,
 		 new_value);
 	if (!strcmp(key, "stuck_ms")) {
-		if (watchdog_set_stuck_ms(d, r->next->stuck_ms))
-			log_err("reload: out of memory; the watchdog is off");
+		struct job *j;
+
+		d->cfg.stuck_ms = r->next->stuck_ms;	/* for new jobs */
+		job_table_for_each(&d->jobs, j) {
+			j->cfg.stuck_ms = r->next->stuck_ms;
+			job_set_stuck_ms(j, r->next->stuck_ms);
+		}
 	} else if (!strcmp(key, "idle_spin_us")) {
 		d->cfg.idle_spin_us = r->next->idle_spin_us;
+	} else if (!strcmp(section, "service")) {
+		d->cfg.max_clients_per_job = r->next->max_clients_per_job;
+		d->cfg.max_segments = r->next->max_segments;
+		d->cfg.max_client_bytes = r->next->max_client_bytes;
+		d->cfg.max_outstanding = r->next->max_outstanding;
+		d->cfg.job_linger_ms = r->next->job_linger_ms;
+		d->cfg.require_secret = r->next->require_secret;
 	}
 	/* log_level: at the end of daemon_reload() */
 }

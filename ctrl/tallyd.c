@@ -19,6 +19,7 @@
 #include "ctrl/notify.h"
 #include "ctrl/metrics_http.h"
 #include "ctrl/watchdog.h"
+#include "dataplane/transport/transport.h"
 
 /*
  * SIGINT and SIGTERM stop the daemon, SIGHUP reloads its configuration
@@ -36,6 +37,32 @@ static void daemon_signals(sigset_t *set)
 	sigaddset(set, SIGHUP);
 }
 
+/* A daemon started for one job (its membership on the command line)
+ * serves that job, whatever its clients say of theirs. */
+static int start_static_job(struct tallyd *d)
+{
+	struct job_env env = { .reducer = d->reducer,
+			       .epoll_fd = d->epoll_fd };
+	struct job *j = job_table_alloc(&d->jobs, 1);
+
+	j->cfg = d->cfg;
+	j->static_job = true;
+	/* its id: the job key, as the metrics named the one job before */
+	if (config_is_cluster(&d->cfg))
+		snprintf(j->id, sizeof(j->id), "%u", d->cfg.job_key);
+	else
+		snprintf(j->id, sizeof(j->id), "local");
+	if (config_is_cluster(&d->cfg))
+		notify_send("STATUS=joining job %u as rank %d of %d "
+			    "(coordinator port %u)", d->cfg.job_key,
+			    d->cfg.rank, d->cfg.world,
+			    d->cfg.coordinator.port);
+	if (job_table_start(&d->jobs, j, &env))
+		return -1;
+	d->static_job = j;
+	return 0;
+}
+
 static int daemon_init(struct tallyd *d)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_LISTEN };
@@ -46,9 +73,8 @@ static int daemon_init(struct tallyd *d)
 	d->listen_fd = -1;
 	d->epoll_fd = -1;
 	d->signal_fd = -1;
-	if (local_group_init(&d->groups, (unsigned int)d->cfg.local_size,
-			     (uint32_t)d->cfg.local_size * TALLY_MAX_INFLIGHT) ||
-	    watchdog_init(d)) {
+	d->start_ns = transport_now_ns();
+	if (job_table_init(&d->jobs, d->cfg.service ? d->cfg.max_jobs : 1)) {
 		log_err("out of memory");
 		return -1;
 	}
@@ -69,20 +95,13 @@ static int daemon_init(struct tallyd *d)
 	    daemon_listen(d) ||
 	    epoll_ctl(d->epoll_fd, EPOLL_CTL_ADD, d->listen_fd, &ev))
 		return -1;
-	daemon_metrics_init(d);
 	if (d->cfg.metrics_listen.ip) {
 		d->metrics_http = metrics_http_start(d, TAG_METRICS);
 		if (!d->metrics_http)
 			return -1;
 	}
-	if (config_is_cluster(&d->cfg)) {
-		notify_send("STATUS=joining job %u as rank %d of %d "
-			    "(coordinator port %u)", d->cfg.job_key,
-			    d->cfg.rank, d->cfg.world,
-			    d->cfg.coordinator.port);
-		if (cluster_start(d))
-			return -1;
-	}
+	if (!d->cfg.service && start_static_job(d))
+		return -1;
 	/* READY=1 now, or once the job's roster arrives */
 	notify_poll(d);
 	return 0;
@@ -90,11 +109,20 @@ static int daemon_init(struct tallyd *d)
 
 static void daemon_fini(struct tallyd *d)
 {
+	uint64_t done = d->jobs.past.ops_done, failed = d->jobs.past.ops_failed;
+	uint64_t stuck = d->jobs.past.stuck_reports;
+	struct job *j;
+
 	metrics_http_stop(d->metrics_http);
-	cluster_stop(d);
 	daemon_conns_close(d);
-	for (int r = 0; r < d->cfg.local_size; r++)
-		daemon_client_drop(d, &d->clients[r], "closed at shutdown");
+	for (int i = 0; i < DAEMON_MAX_CLIENTS; i++)
+		daemon_client_drop(d, &d->clients[i], "closed at shutdown");
+	job_table_for_each(&d->jobs, j) {
+		done += j->st.ops_done;
+		failed += j->st.ops_failed;
+		stuck += watchdog_stats(j)->reports;
+	}
+	job_table_fini(&d->jobs);
 	if (d->listen_fd >= 0) {
 		close(d->listen_fd);
 		unlink(d->cfg.socket);
@@ -103,14 +131,11 @@ static void daemon_fini(struct tallyd *d)
 		close(d->epoll_fd);
 	if (d->signal_fd >= 0)
 		close(d->signal_fd);
-	log_info("stopped: %llu operations done, %llu failed, %llu bytes "
-		 "reduced, %llu reported stuck",
-		 (unsigned long long)d->stat_ops_done,
-		 (unsigned long long)d->stat_ops_failed,
-		 (unsigned long long)d->stat_bytes_reduced,
-		 (unsigned long long)watchdog_stats(d)->reports);
-	watchdog_fini(d);
-	local_group_destroy(&d->groups);
+	log_info("stopped: %llu operations done, %llu failed, %llu job(s), "
+		 "%llu reported stuck", (unsigned long long)done,
+		 (unsigned long long)failed,
+		 (unsigned long long)d->jobs.started,
+		 (unsigned long long)stuck);
 	reduce_pool_destroy(d->reducer);
 }
 

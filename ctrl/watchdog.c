@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "ctrl/cluster.h"
-#include "ctrl/daemon.h"
+#include "ctrl/job.h"
 #include "ctrl/log.h"
 #include "ctrl/watchdog.h"
 
@@ -30,82 +30,82 @@ struct watchdog {
 	struct watchdog_stats st;
 };
 
-int watchdog_init(struct tallyd *d)
+int watchdog_init(struct job *j)
 {
 	struct watchdog *w;
 
-	if (d->cfg.stuck_ms <= 0)
+	if (j->cfg.stuck_ms <= 0)
 		return 0;		/* off */
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -1;
-	w->e = calloc(d->groups.n_pool, sizeof(*w->e));
+	w->e = calloc(j->groups.n_pool, sizeof(*w->e));
 	if (!w->e) {
 		free(w);
 		return -1;
 	}
-	w->stuck_ns = (uint64_t)d->cfg.stuck_ms * 1000000ull;
-	d->watchdog = w;
+	w->stuck_ns = (uint64_t)j->cfg.stuck_ms * 1000000ull;
+	j->watchdog = w;
 	return 0;
 }
 
-int watchdog_set_stuck_ms(struct tallyd *d, int stuck_ms)
+int watchdog_set_stuck_ms(struct job *j, int stuck_ms)
 {
-	d->cfg.stuck_ms = stuck_ms;
+	j->cfg.stuck_ms = stuck_ms;
 	if (stuck_ms <= 0) {
-		watchdog_fini(d);
+		watchdog_fini(j);
 		return 0;
 	}
-	if (!d->watchdog)
-		return watchdog_init(d);
-	d->watchdog->stuck_ns = (uint64_t)stuck_ms * 1000000ull;
-	d->watchdog->next_scan_ns = 0;	/* scan at the next turn */
+	if (!j->watchdog)
+		return watchdog_init(j);
+	j->watchdog->stuck_ns = (uint64_t)stuck_ms * 1000000ull;
+	j->watchdog->next_scan_ns = 0;	/* scan at the next turn */
 	return 0;
 }
 
-void watchdog_fini(struct tallyd *d)
+void watchdog_fini(struct job *j)
 {
-	if (!d->watchdog)
+	if (!j->watchdog)
 		return;
-	free(d->watchdog->e);
-	free(d->watchdog);
-	d->watchdog = NULL;
+	free(j->watchdog->e);
+	free(j->watchdog);
+	j->watchdog = NULL;
 }
 
 /* "local ranks 1,3 have not submitted" */
-static void describe_members(const struct tallyd *d,
+static void describe_members(const struct job *j,
 			     const struct lg_group *g, char *buf, size_t len)
 {
 	size_t n = (size_t)snprintf(buf, len, "%slocal ranks",
 				    g->failed ? "failed; " : "");
 
-	for (unsigned int r = 0; r < d->groups.size && n < len; r++)
+	for (unsigned int r = 0; r < j->groups.size && n < len; r++)
 		if (!(g->arrived & (1ull << r)))
 			n += (size_t)snprintf(buf + n, len - n, " %u", r);
 	if (n < len)
 		snprintf(buf + n, len - n, " have not submitted");
 }
 
-static void describe(struct tallyd *d, uint32_t idx, char *buf, size_t len)
+static void describe(struct job *j, uint32_t idx, char *buf, size_t len)
 {
-	const struct lg_group *g = &d->groups.pool[idx];
-	uint64_t all = d->groups.size >= 64 ? UINT64_MAX :
-		       (1ull << d->groups.size) - 1;
+	const struct lg_group *g = &j->groups.pool[idx];
+	uint64_t all = j->groups.size >= 64 ? UINT64_MAX :
+		       (1ull << j->groups.size) - 1;
 
 	if ((g->arrived & all) != all)
-		describe_members(d, g, buf, len);
-	else if (!d->cluster || cluster_describe_op(d, idx, buf, len))
+		describe_members(j, g, buf, len);
+	else if (!j->cluster || cluster_describe_op(j->cluster, idx, buf, len))
 		snprintf(buf, len, "all local ranks submitted; in the "
 			 "daemon's hands");
 }
 
-static void scan(struct tallyd *d, struct watchdog *w, uint64_t now)
+static void scan(struct job *j, struct watchdog *w, uint64_t now)
 {
 	char why[512];
 
 	w->st.stuck_now = 0;
-	for (uint32_t i = 0; i < d->groups.n_pool; i++) {
-		const struct lg_group *g = &d->groups.pool[i];
+	for (uint32_t i = 0; i < j->groups.n_pool; i++) {
+		const struct lg_group *g = &j->groups.pool[i];
 		struct wd_entry *e = &w->e[i];
 		uint64_t age;
 
@@ -137,39 +137,39 @@ static void scan(struct tallyd *d, struct watchdog *w, uint64_t now)
 			continue;
 		e->reported = true;
 		w->st.reports++;
-		describe(d, i, why, sizeof(why));
+		describe(j, i, why, sizeof(why));
 		log_warn("stuck: key %llu iteration %llu unfinished for "
-			 "%llu ms: %s", (unsigned long long)g->op.key,
+			 "%llu ms: %s (job %s)", (unsigned long long)g->op.key,
 			 (unsigned long long)g->op.iteration,
-			 (unsigned long long)(age / 1000000), why);
+			 (unsigned long long)(age / 1000000), why, j->id);
 	}
 }
 
-void watchdog_poll(struct tallyd *d, uint64_t now_ns)
+void watchdog_poll(struct job *j, uint64_t now_ns)
 {
-	struct watchdog *w = d->watchdog;
+	struct watchdog *w = j->watchdog;
 
 	if (!w || now_ns < w->next_scan_ns)
 		return;
 	w->next_scan_ns = now_ns + w->stuck_ns / 4;
-	scan(d, w, now_ns);
+	scan(j, w, now_ns);
 }
 
-int64_t watchdog_sleep_ns(const struct tallyd *d, uint64_t now_ns)
+int64_t watchdog_sleep_ns(const struct job *j, uint64_t now_ns)
 {
-	const struct watchdog *w = d->watchdog;
+	const struct watchdog *w = j->watchdog;
 
 	/* idle with nothing pending, nothing reported to close, needs no
 	 * scan */
-	if (!w || (d->groups.n_used == 0 && w->st.stuck_now == 0))
+	if (!w || (j->groups.n_used == 0 && w->st.stuck_now == 0))
 		return -1;
 	return w->next_scan_ns > now_ns ? (int64_t)(w->next_scan_ns - now_ns)
 					 : 0;
 }
 
-const struct watchdog_stats *watchdog_stats(const struct tallyd *d)
+const struct watchdog_stats *watchdog_stats(const struct job *j)
 {
 	static const struct watchdog_stats off;
 
-	return d->watchdog ? &d->watchdog->st : &off;
+	return j->watchdog ? &j->watchdog->st : &off;
 }

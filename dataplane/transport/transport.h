@@ -124,6 +124,9 @@ struct transport {
 	 */
 	bool has_local_mac;
 	uint8_t local_mac[6];
+	/* Set by open when our port was 0 and the transport chose one (udp:
+	 * the kernel's ephemeral port); the daemon registers it. */
+	uint16_t local_port;
 };
 
 /* buffers in the emulator's pool, and the frame size when cfg->mtu is 0 */

@@ -132,6 +132,12 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 		return -err;
 	}
 	u->bound = sa;
+	if (!me->port) {
+		socklen_t len = sizeof(u->bound);
+
+		getsockname(u->fd, (struct sockaddr *)&u->bound, &len);
+		tp->local_port = ntohs(u->bound.sin_port);
+	}
 	sockbuf_grow(u->fd, SO_RCVBUFFORCE, SO_RCVBUF);
 	sockbuf_grow(u->fd, SO_SNDBUFFORCE, SO_SNDBUF);
 	return 0;

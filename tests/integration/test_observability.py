@@ -21,6 +21,7 @@ Every wait is bounded.  Tests needing promtool or prometheus are skipped
 """
 import json
 import os
+import re
 import pty
 import select
 import shutil
@@ -38,7 +39,11 @@ import urllib.request
 
 BUILD = None
 MSG = struct.Struct('<IHHiI4Q')
-MAGIC, VERSION = 0x544c4c59, 2
+MAGIC = 0x544c4c59
+# the control protocol's version, as the daemon is built with it
+VERSION = int(re.search(r"#define TALLY_PROTO_VERSION (\d+)", open(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                 "shm", "proto.h")).read()).group(1))
 CTL_QUERY, CTL_REPLY, WELCOME = 6, 7, 2
 
 
