@@ -294,6 +294,24 @@ static bool job_matches(const struct job *j, const struct tally_job_wire *w,
 					   w->secret_len)));
 }
 
+/* An ended job lingering here (service.job_linger_ms) may hold the
+ * coordinator port a new job needs: a rerun with the same rendezvous
+ * (torchrun's MASTER_ADDR:MASTER_PORT).  The new job wins. */
+static void end_lingering_coordinator(struct tallyd *d,
+				      const struct tally_config *want)
+{
+	struct job *o;
+
+	if (want->world <= 1 || want->rank != 0)
+		return;
+	job_table_for_each(&d->jobs, o)
+		if (!o->static_job && !o->n_members && o->cfg.rank == 0 &&
+		    o->cfg.world > 1 &&
+		    o->cfg.coordinator.ip == want->coordinator.ip &&
+		    o->cfg.coordinator.port == want->coordinator.port)
+			job_table_retire(&d->jobs, o);
+}
+
 /* The service's job for the description @w of a client of @uid: the
  * running one of its id, or a new one.  NULL with @status and @why set. */
 static struct job *service_job(struct tallyd *d, const struct tally_job_wire *w,
@@ -328,8 +346,8 @@ static struct job *service_job(struct tallyd *d, const struct tally_job_wire *w,
 			*status = limit_hit(d, why, "too many clients in the "
 					    "job (service.max_clients_per_job)");
 		else
-			return j;
-		return NULL;
+			*status = 0;
+		return *status ? NULL : j;
 	}
 	if (w->local_size > d->cfg.max_clients_per_job) {
 		*status = limit_hit(d, why, "too many clients in the job "
@@ -354,6 +372,7 @@ static struct job *service_job(struct tallyd *d, const struct tally_job_wire *w,
 		 (want.coordinator.ip >> 16) & 0xff,
 		 (want.coordinator.ip >> 8) & 0xff, want.coordinator.ip & 0xff,
 		 want.coordinator.port, want.job_key);
+	end_lingering_coordinator(d, &want);
 	if (job_table_start(&d->jobs, j, &env)) {
 		*status = -TALLY_ENETWORK;
 		*why = "the job cannot start (see the daemon's log)";
@@ -482,7 +501,8 @@ static int read_job(struct tallyd *d, struct daemon_conn *cn)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return -EAGAIN;
 	if (n <= 0) {
-		refuse(d, -1, 0, cn->pid, "closed within its job description");
+		refuse(d, -1, 0, cn->pid, n == 0 ?
+		       "closed within its job description" : strerror(errno));
 		conn_close(d, cn);
 		conn_timer_update(d);
 		return -1;
@@ -603,6 +623,8 @@ void daemon_admit(struct tallyd *d, int s)
 		return;
 	}
 	cn->used = true;
+	cn->hello_done = false;
+	cn->job_len = cn->job_got = 0;
 	cn->sock = s;
 	cn->pid = cred.pid;
 	cn->uid = cred.uid;

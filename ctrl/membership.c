@@ -291,6 +291,22 @@ static void member_retry(struct membership *m, int err, uint64_t now)
 	m->retry_ms = now + MB_RETRY_MS;
 }
 
+#define MB_ERR_OTHER_JOB (-2)
+
+/*
+ * Before our first roster, a coordinator that refuses our job key or our
+ * secret may be another job's, still on the port: a host service keeps
+ * an ended job a moment (service.job_linger_ms) while ours starts.  Try
+ * again until the deadline rather than give the job up.  True if so.
+ */
+static bool member_other_job(struct membership *m, uint64_t now)
+{
+	if (m->coordinator || m->formed)
+		return false;
+	member_retry(m, MB_ERR_OTHER_JOB, now);
+	return true;
+}
+
 /* TCP is up: wait for the coordinator's CHALLENGE (@op: how to watch). */
 static int member_connected(struct membership *m, int op, uint64_t now)
 {
@@ -465,6 +481,9 @@ static void member_join_tick(struct membership *m, uint64_t now)
 			 m->connect_tries,
 			 m->connect_err == MB_ERR_HUNG_UP ?
 			 "it closed the connection before its challenge" :
+			 m->connect_err == MB_ERR_OTHER_JOB ?
+			 "another job's coordinator answered: job key or "
+			 "secret differ" :
 			 m->connect_err ? strerror(m->connect_err) :
 			 "no answer");
 		member_lost(m, why);
@@ -510,6 +529,10 @@ static void handle_msg(struct membership *m, struct mb_conn *c,
 		m->ops.peer_down(m->ops.ctx, msg->peer.rank, "left the job");
 		break;
 	case BOOT_REFUSE:
+		if ((msg->refuse.reason == REFUSE_JOB_KEY ||
+		     msg->refuse.reason == REFUSE_AUTH) &&
+		    member_other_job(m, now))
+			break;
 		member_lost(m, msg->refuse.reason == REFUSE_JOB_KEY ?
 			       "refused: wrong job key" :
 			       msg->refuse.reason == REFUSE_RANK ?
@@ -563,6 +586,8 @@ static int msg_verify(struct membership *m, struct mb_conn *c,
 			    "authentication", now);
 	} else {
 		auth_failed(m, "the coordinator", now);
+		if (member_other_job(m, now))
+			return -1;
 		member_lost(m, msg->type == BOOT_REFUSE &&
 			       msg->refuse.reason == REFUSE_AUTH ?
 			       "refused: the job secret differs from the "

@@ -3,6 +3,7 @@
  * tallyd.c - the per-host tally daemon: configuration (cmdline.c), socket,
  * event loop.
  */
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -162,6 +163,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_set_level((enum log_level)d->cfg.log_level);
+	/* Jobs come and go, each allocating and freeing MBs (engine slots,
+	 * staging).  glibc raises its mmap threshold past the first such
+	 * free, and later ones land in the heap, where fragmentation kept a
+	 * service's resident size growing by ~0.8 MB a job; a fixed
+	 * threshold returns them to the kernel when the job ends. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	signal(SIGPIPE, SIG_IGN);
 	daemon_signals(&sigs);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
