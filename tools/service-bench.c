@@ -437,8 +437,14 @@ static int start_job(struct start_shared *sh, struct daemon *dm, int j,
 		if (pid[r] == 0)
 			start_member(sh, &dm[r], r, id, secret, coord,
 				     host0_first);
-		if (pid[r] < 0)
+		if (pid[r] < 0) {
+			perror("service-bench: fork");
+			while (r-- > 0) {
+				kill(pid[r], SIGKILL);
+				waitpid(pid[r], NULL, 0);
+			}
 			return -1;
+		}
 	}
 	if (wait_until_count(&sh->ready, START_HOSTS, 10000))
 		fprintf(stderr, "service-bench: job %d: members not ready\n",
