@@ -226,7 +226,12 @@ static int daemon_stop(struct daemon *d)
 	if (d->pid <= 0)
 		return 0;
 	if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-		fprintf(stderr, "service-bench: daemon %s had died\n", d->sock);
+		/* "Terminated: stopping" in its log: someone else's SIGTERM */
+		fprintf(stderr, "service-bench: daemon %s had ended before we "
+			"stopped it (%s %d)\n", d->sock,
+			WIFSIGNALED(status) ? "signal" : "exit status",
+			WIFSIGNALED(status) ? WTERMSIG(status) :
+			WEXITSTATUS(status));
 		d->pid = 0;
 		return -1;
 	}
