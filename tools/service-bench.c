@@ -29,22 +29,25 @@
  *   connect_retrying()).
  *
  * share: one service daemon, one host.  Job A (2 processes) all-reduces
- *   --size bytes of float32 (AVG, in place) in a loop: for --seconds
- *   alone, then for --seconds while job B (2 more processes, another id)
- *   runs the same loop, then alone again.  busbw as NCCL's:
+ *   --size bytes of float32 (AVG, in place) in a loop, timed in windows
+ *   of --seconds: alone, with B, alone, with B, ... alone (--rounds
+ *   shared windows), where each B is a new job (another id, 2 more
+ *   processes) running the same loop, admitted and warm before A's window
+ *   opens and gone before the next.  busbw as NCCL's:
  *	busbw = 2(n-1)/n * bytes / time per all-reduce,  n = 2
  *   (n is the job's processes, the members of its all-reduce; for n = 2
  *   busbw equals algbw).  The time per all-reduce is the slower member's
- *   window divided by the all-reduces in it.
- *	figure service_two_jobs_busbw_ratio <busbw(A with B) / busbw(A alone)> ratio
- *   where busbw(A alone) is the mean of the two alone windows around the
- *   shared one (the host's other load drifts).  Fair share is 0.5.
+ *   window divided by the all-reduces in it.  A round's ratio is A's
+ *   busbw with B over the mean of A's alone windows just before and after
+ *   (the host's other load drifts); the figure is the median of them:
+ *	figure service_two_jobs_busbw_ratio <median ratio> ratio
+ *   Fair share is 0.5.  B's own busbw over A's window is printed too.
  *
  * A part that fails prints its figure as nan and what it measured; the
  * other part still runs; the exit status is then 1.
  *
  * usage: service-bench --tallyd PATH [--only start|share] [--jobs N]
- *                      [--size BYTES] [--seconds S] [--csv FILE] [--keep]
+ *                      [--rounds R] [--size BYTES] [--seconds S] [--csv FILE] [--keep]
  *                      [--set SECTION.KEY=VALUE]...  (given to every tallyd)
  */
 #include <errno.h>
@@ -80,6 +83,7 @@ struct opts {
 	const char *tallyd;
 	bool start, share;
 	int jobs;
+	int rounds;
 	size_t size;
 	double seconds;
 	const char *csv;
@@ -640,9 +644,14 @@ out:
 
 /* ---- share: two jobs on one daemon ------------------------------------ */
 
-enum { PH_ALONE1, PH_SHARED, PH_ALONE2, PHASES };
-static const char *const phase_name[] = { "A alone", "A with B",
-					  "A alone again" };
+/*
+ * Windows of A: alone, with B, alone, with B, ... alone: 2 * rounds + 1.
+ * Each shared window has its own job B (a new id: B joins and leaves the
+ * service every round).  A round's ratio is A's busbw with B over the
+ * mean of the alone windows before and after it.
+ */
+#define MAX_ROUNDS 16
+#define MAX_PHASES (2 * MAX_ROUNDS + 1)
 
 struct job_sync {
 	atomic_int ready;		/* members connected */
@@ -655,17 +664,20 @@ struct job_sync {
 };
 
 struct share_shared {
-	struct job_sync job[2];		/* A, B */
-	atomic_int phase_go;		/* A: the window to run next */
-	atomic_int phase_done;		/* A: members done with it */
-	atomic_int b_timing;		/* 1 while A's shared window runs, then 2 */
-	atomic_llong a_stop[PHASES];	/* A: iteration to stop before */
-	/* A: each member's window, per phase */
-	double win_ms[PHASES][SHARE_N];
-	long long win_iters[PHASES][SHARE_N];
-	/* B: rank 0's iteration count and time as A's window opened/closed */
-	double b_t[2];
-	long long b_it[2];
+	int nphases;
+	struct job_sync a, b[MAX_ROUNDS];
+	atomic_int phase_go;		/* A: windows opened */
+	atomic_int phase_done;		/* A: members through a window */
+	/* round r: 1 while A's shared window runs, then 2 */
+	atomic_int b_timing[MAX_ROUNDS];
+	atomic_llong a_stop[MAX_PHASES]; /* A: iteration to stop before */
+	/* A: each member's window */
+	double win_ms[MAX_PHASES][SHARE_N];
+	long long win_iters[MAX_PHASES][SHARE_N];
+	/* B of round r: rank 0's time and iterations as A's window opened
+	 * and closed */
+	double b_t[MAX_ROUNDS][2];
+	long long b_it[MAX_ROUNDS][2];
 };
 
 static void member_fail(struct job_sync *js, int rank, const char *what,
@@ -749,28 +761,24 @@ static bool past_deadline(void *arg)
 
 struct b_state {
 	struct share_shared *sh;
-	int seen;			/* b_timing last seen */
+	int round;
+	int seen;			/* b_timing last acted on */
 };
-
-static bool a_finished(void *arg)
-{
-	return atomic_load(&((struct share_shared *)arg)->phase_go) > PHASES;
-}
 
 /* B's rank 0, after each all-reduce: stamp A's window as it opens and
  * closes. */
 static void b_watch(void *arg, long long it)
 {
 	struct b_state *b = arg;
-	int t = atomic_load(&b->sh->b_timing);
+	int t = atomic_load(&b->sh->b_timing[b->round]);
 
 	if (t == 1 && b->seen == 0) {
-		b->sh->b_t[0] = now_ms();
-		b->sh->b_it[0] = it;
+		b->sh->b_t[b->round][0] = now_ms();
+		b->sh->b_it[b->round][0] = it;
 		b->seen = 1;
 	} else if (t == 2 && b->seen == 1) {
-		b->sh->b_t[1] = now_ms();
-		b->sh->b_it[1] = it;
+		b->sh->b_t[b->round][1] = now_ms();
+		b->sh->b_it[b->round][1] = it;
 		b->seen = 2;
 	} else if (t == 2) {
 		b->seen = 2;	/* missed the opening: no figure for B */
@@ -782,14 +790,17 @@ static bool b_should_stop(void *arg)
 {
 	struct b_state *b = arg;
 
-	return b->seen == 2 || a_finished(b->sh);
+	return b->seen == 2 ||
+	       atomic_load(&b->sh->phase_go) > b->sh->nphases;
 }
 
+/* A member of A (@round -1) or of round @round's B; never returns. */
 static void share_member(struct share_shared *sh, const struct opts *o,
-			 const char *sock, int job, int rank, const char *id)
+			 const char *sock, int round, int rank,
+			 const char *id)
 {
 	struct tally_connect_opts co = TALLY_CONNECT_OPTS_INIT;
-	struct job_sync *js = &sh->job[job];
+	struct job_sync *js = round < 0 ? &sh->a : &sh->b[round];
 	struct tally_client *c = NULL;
 	size_t count = o->size / sizeof(float);
 	long long it = 0;
@@ -827,14 +838,15 @@ static void share_member(struct share_shared *sh, const struct opts *o,
 		if (loop_step(c, x, count, it, js, rank))
 			goto out;
 
-	if (job == 1) {			/* B: until A is through */
-		struct b_state b = { .sh = sh };
+	if (round >= 0) {		/* B: until A's window closed */
+		struct b_state b = { .sh = sh, .round = round };
 
 		run_loop(c, x, count, &it, &js->stop_at, js, rank,
 			 b_should_stop, &b, rank == 0 ? b_watch : NULL, &b);
 		goto out;
 	}
-	for (int ph = 0; ph < PHASES; ph++) {
+	for (int ph = 0; ph < sh->nphases; ph++) {
+		bool shared = ph % 2;
 		struct deadline dl;
 		long long n;
 		double t;
@@ -847,38 +859,40 @@ static void share_member(struct share_shared *sh, const struct opts *o,
 		}
 		dl.end = now_ms() + o->seconds * 1e3;
 		t = now_ms();
-		if (ph == PH_SHARED && rank == 0)
-			atomic_store(&sh->b_timing, 1);
+		if (shared && rank == 0)
+			atomic_store(&sh->b_timing[ph / 2], 1);
 		n = run_loop(c, x, count, &it, &sh->a_stop[ph], js, rank,
 			     past_deadline, &dl, NULL, NULL);
 		if (n < 0)
 			goto out;
 		sh->win_ms[ph][rank] = now_ms() - t;
 		sh->win_iters[ph][rank] = n;
-		if (ph == PH_SHARED && rank == 0)
-			atomic_store(&sh->b_timing, 2);
+		if (shared && rank == 0)
+			atomic_store(&sh->b_timing[ph / 2], 2);
 		atomic_fetch_add(&sh->phase_done, 1);
 	}
 out:
 	if (arrive_wait(&js->done, SHARE_N, WAIT_MS) && !js->err[rank])
 		member_fail(js, rank, "waiting for the other member", 0);
 	/* an A member that failed must not leave the parent waiting */
-	if (job == 0 && js->err[rank])
-		atomic_fetch_add(&sh->phase_done, PHASES * SHARE_N);
+	if (round < 0 && js->err[rank])
+		atomic_fetch_add(&sh->phase_done, MAX_PHASES * SHARE_N);
 	tally_disconnect(c);
 	_exit(js->err[rank] ? 1 : 0);
 }
 
 static int spawn_job(struct share_shared *sh, const struct opts *o,
-		     const char *sock, int job, const char *id, pid_t *pid)
+		     const char *sock, int round, const char *id, pid_t *pid)
 {
 	fflush(NULL);
 	for (int r = 0; r < SHARE_N; r++) {
 		pid[r] = fork();
-		if (pid[r] < 0)
+		if (pid[r] < 0) {
+			perror("service-bench: fork");
 			return -1;
+		}
 		if (pid[r] == 0)
-			share_member(sh, o, sock, job, r, id);
+			share_member(sh, o, sock, round, r, id);
 	}
 	return 0;
 }
@@ -923,94 +937,146 @@ static double a_busbw(const struct share_shared *sh, const struct opts *o,
 	return busbw_gbs(o, ms, it);
 }
 
+static bool job_failed(const struct job_sync *js)
+{
+	for (int r = 0; r < SHARE_N; r++)
+		if (js->err[r])
+			return true;
+	return false;
+}
+
+/* Round @round's B admitted and past its warm-up (its rank 0 counted a
+ * few loop all-reduces) before A's window opens.  0 or -1. */
+static int b_running(struct share_shared *sh, int round)
+{
+	struct job_sync *js = &sh->b[round];
+	double end = now_ms() + WAIT_MS;
+
+	while (atomic_load(&js->iter) < 10) {
+		if (job_failed(js) || job_failed(&sh->a) || now_ms() > end)
+			return -1;
+		usleep(1000);
+	}
+	return 0;
+}
+
 static int run_share(const struct opts *o)
 {
 	struct daemon d = { 0 };
 	struct share_shared *sh = shared_map(sizeof(*sh));
 	pid_t pa[SHARE_N] = { 0 }, pb[SHARE_N] = { 0 };
-	char ida[64], idb[64];
-	double bw[PHASES] = { 0 }, alone, b_bw = 0;
-	int ret = 0, bad = 0;
+	double bw[MAX_PHASES] = { 0 }, ratio[MAX_ROUNDS], sorted[MAX_ROUNDS];
+	double b_bw[MAX_ROUNDS] = { 0 }, both[MAX_ROUNDS];
+	int ret = 0, bad = 0, done = 0, retries = 0;
+	char ida[64];
 
 	if (!sh)
 		return -1;
 	memset(sh, 0, sizeof(*sh));
+	sh->nphases = 2 * o->rounds + 1;
 	snprintf(ida, sizeof(ida), "svcbench-A-%d", (int)getpid());
-	snprintf(idb, sizeof(idb), "svcbench-B-%d", (int)getpid());
 	printf("# share: one service daemon; job A (%d processes) all-reduces "
-	       "%zu bytes float32 (AVG, in place) for %.1f s per window;\n"
-	       "# job B (%d more processes, another id) runs the same loop "
-	       "during the second window.  busbw = 2(n-1)/n * bytes / time, "
-	       "n = %d\n", SHARE_N, o->size, o->seconds, SHARE_N, SHARE_N);
+	       "%zu bytes float32 (AVG, in place) in %.1f s windows:\n"
+	       "# alone, with B, alone, ... (%d rounds); each B is a new job "
+	       "of %d more processes running the same loop.\n"
+	       "# busbw = 2(n-1)/n * bytes / time per all-reduce, n = %d; "
+	       "ratio = A with B / mean of A alone before and after\n",
+	       SHARE_N, o->size, o->seconds, o->rounds, SHARE_N, SHARE_N);
 	if (daemon_start(&d, o->tallyd, "share", NULL))
 		goto fail;
-	if (spawn_job(sh, o, d.sock, 0, ida, pa))
+	if (spawn_job(sh, o, d.sock, -1, ida, pa))
 		goto fail;
-	for (int ph = 0; ph < PHASES; ph++) {
-		if (ph == PH_SHARED) {
-			/* B connected and past its warm-up (its rank 0 has
-			 * counted a few loop all-reduces) before A's window */
-			if (spawn_job(sh, o, d.sock, 1, idb, pb))
+	printf("%-6s %-10s %8s %10s %12s\n", "window", "", "allreds",
+	       "ms", "busbw_GB/s");
+	for (int ph = 0; ph < sh->nphases; ph++) {
+		int round = ph / 2;
+		bool shared = ph % 2;
+		double ms;
+
+		if (shared) {
+			char idb[64];
+
+			snprintf(idb, sizeof(idb), "svcbench-B%d-%d", round,
+				 (int)getpid());
+			if (spawn_job(sh, o, d.sock, round, idb, pb) ||
+			    b_running(sh, round))
 				goto fail;
-			if (wait_until_count(&sh->job[1].ready, SHARE_N,
-					     WAIT_MS))
-				goto fail;
-			while (atomic_load(&sh->job[1].iter) < 10) {
-				if (sh->job[1].err[0] || sh->job[1].err[1])
-					goto fail;
-				usleep(1000);
-			}
 		}
 		atomic_store(&sh->phase_go, ph + 1);
 		if (wait_until_count(&sh->phase_done, (ph + 1) * SHARE_N,
-				     (int)(o->seconds * 1e3) + WAIT_MS))
-			goto fail;
-		if (sh->job[0].err[0] || sh->job[0].err[1])
+				     (int)(o->seconds * 1e3) + WAIT_MS) ||
+		    job_failed(&sh->a))
 			goto fail;
 		bw[ph] = a_busbw(sh, o, ph);
-		printf("%-14s %6lld all-reduces in %7.1f ms: busbw %6.2f "
-		       "GB/s\n", phase_name[ph], sh->win_iters[ph][0],
-		       sh->win_ms[ph][0] > sh->win_ms[ph][1] ?
-		       sh->win_ms[ph][0] : sh->win_ms[ph][1], bw[ph]);
-		if (ph == PH_SHARED) {
-			/* B stops after A's window closed (b_timing 2, set
+		ms = sh->win_ms[ph][0] > sh->win_ms[ph][1] ?
+		     sh->win_ms[ph][0] : sh->win_ms[ph][1];
+		printf("%-6d %-10s %8lld %10.1f %12.2f\n", ph,
+		       shared ? "A with B" : "A alone", sh->win_iters[ph][0],
+		       ms, bw[ph]);
+		if (!bw[ph])
+			goto fail;
+		if (shared) {
+			/* B stops once A's window closed (b_timing 2, set
 			 * before A counted phase_done) */
 			bad |= reap(pb, SHARE_N);
+			if (bad)
+				goto fail;
+			if (sh->b_it[round][1] > sh->b_it[round][0]) {
+				ms = sh->b_t[round][1] - sh->b_t[round][0];
+				b_bw[round] = busbw_gbs(o, ms,
+					sh->b_it[round][1] -
+					sh->b_it[round][0]);
+				printf("%-6s %-10s %8lld %10.1f %12.2f  (its "
+				       "rank 0 over A's window)\n", "", "B",
+				       sh->b_it[round][1] - sh->b_it[round][0],
+				       ms, b_bw[round]);
+			}
+		} else if (ph > 0) {
+			double alone = (bw[ph - 2] + bw[ph]) / 2;
+
+			ratio[done] = bw[ph - 1] / alone;
+			both[done] = (bw[ph - 1] + b_bw[round - 1]) / alone;
+			printf("round %d: A with B / A alone = %.3f; "
+			       "(A + B) / A alone = %.3f\n", done + 1,
+			       ratio[done], both[done]);
+			done++;
 		}
 		fflush(stdout);
 	}
-	atomic_store(&sh->phase_go, PHASES + 1);	/* B stops */
+	atomic_store(&sh->phase_go, sh->nphases + 1);
 	bad |= reap(pa, SHARE_N);
-	bad |= reap(pb, SHARE_N);
-	if (sh->b_it[1] > sh->b_it[0]) {
-		b_bw = busbw_gbs(o, sh->b_t[1] - sh->b_t[0],
-				 sh->b_it[1] - sh->b_it[0]);
-		printf("%-14s %6lld all-reduces in %7.1f ms: busbw %6.2f GB/s "
-		       "(its rank 0, over A's shared window)\n", "B with A",
-		       sh->b_it[1] - sh->b_it[0], sh->b_t[1] - sh->b_t[0],
-		       b_bw);
-	}
-	if (bad || !bw[PH_ALONE1] || !bw[PH_SHARED] || !bw[PH_ALONE2])
+	if (bad)
 		goto fail;
-	alone = (bw[PH_ALONE1] + bw[PH_ALONE2]) / 2;
-	printf("share: A with B / A alone (mean of %.2f and %.2f) = %.3f; "
-	       "A+B together / A alone = %.3f; fair share 0.5\n",
-	       bw[PH_ALONE1], bw[PH_ALONE2], bw[PH_SHARED] / alone,
-	       (bw[PH_SHARED] + b_bw) / alone);
+	memcpy(sorted, ratio, sizeof(ratio[0]) * (size_t)done);
+	printf("share: A with B / A alone, median of %d rounds: %.3f "
+	       "(fair share 0.5); (A + B) / A alone: median %.3f\n", done,
+	       median(sorted, done), median(both, done));
+	for (int r = 0; r <= o->rounds && r < MAX_ROUNDS; r++)
+		retries += sh->b[r].retries[0] + sh->b[r].retries[1];
+	retries += sh->a.retries[0] + sh->a.retries[1];
+	if (retries)
+		printf("share: %d connect(s) refused and tried again (the "
+		       "tallyd bug of connect_retrying())\n", retries);
 	printf("figure service_two_jobs_busbw_ratio %.3f ratio\n",
-	       bw[PH_SHARED] / alone);
+	       median(sorted, done));
 	goto out;
 fail:
-	for (int j = 0; j < 2; j++)
+	for (int r = 0; r < SHARE_N; r++)
+		if (sh->a.err[r])
+			fprintf(stderr, "service-bench: job A member %d: %s\n",
+				r, sh->a.what[r]);
+	for (int b = 0; b < o->rounds; b++)
 		for (int r = 0; r < SHARE_N; r++)
-			if (sh->job[j].err[r])
-				fprintf(stderr, "service-bench: job %c member "
-					"%d: %s\n", 'A' + j, r,
-					sh->job[j].what[r]);
-	printf("share: FAILED; measured busbw A alone %.2f, with B %.2f, "
-	       "alone again %.2f GB/s\n", bw[0], bw[1], bw[2]);
-	printf("figure service_two_jobs_busbw_ratio nan ratio\n");
-	atomic_store(&sh->phase_go, PHASES + 1);
+			if (sh->b[b].err[r])
+				fprintf(stderr, "service-bench: job B of round "
+					"%d, member %d: %s\n", b + 1, r,
+					sh->b[b].what[r]);
+	printf("share: FAILED after %d of %d rounds%s", done, o->rounds,
+	       done ? ": ratios" : "");
+	for (int i = 0; i < done; i++)
+		printf(" %.3f", ratio[i]);
+	printf("\nfigure service_two_jobs_busbw_ratio nan ratio\n");
+	atomic_store(&sh->phase_go, MAX_PHASES + 1);
 	for (int r = 0; r < SHARE_N; r++) {
 		if (pa[r] > 0)
 			kill(pa[r], SIGKILL);
@@ -1036,7 +1102,7 @@ out:
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: service-bench --tallyd PATH [--only start|share] "
-		"[--jobs N]\n"
+		"[--jobs N] [--rounds R]\n"
 		"                     [--size BYTES] [--seconds S] "
 		"[--csv FILE] [--keep]\n"
 		"                     [--set SECTION.KEY=VALUE (to every "
@@ -1049,6 +1115,7 @@ int main(int argc, char **argv)
 		{ "tallyd", required_argument, NULL, 't' },
 		{ "only", required_argument, NULL, 'o' },
 		{ "jobs", required_argument, NULL, 'j' },
+		{ "rounds", required_argument, NULL, 'r' },
 		{ "size", required_argument, NULL, 's' },
 		{ "seconds", required_argument, NULL, 'S' },
 		{ "csv", required_argument, NULL, 'c' },
@@ -1058,7 +1125,7 @@ int main(int argc, char **argv)
 		{ 0 }
 	};
 	struct opts o = { .start = true, .share = true, .jobs = 10,
-			  .size = 4u << 20, .seconds = 3 };
+			  .rounds = 3, .size = 4u << 20, .seconds = 2 };
 	char *end;
 	int c, ret = 0;
 
@@ -1081,6 +1148,14 @@ int main(int argc, char **argv)
 			if (*end || o.jobs < 1 || o.jobs >= MAX_JOBS) {
 				fprintf(stderr, "service-bench: --jobs 1..%d\n",
 					MAX_JOBS - 1);
+				return 2;
+			}
+			break;
+		case 'r':
+			o.rounds = (int)strtol(optarg, &end, 10);
+			if (*end || o.rounds < 1 || o.rounds > MAX_ROUNDS) {
+				fprintf(stderr, "service-bench: --rounds "
+					"1..%d\n", MAX_ROUNDS);
 				return 2;
 			}
 			break;
