@@ -257,6 +257,8 @@ static void show_log_tail(const struct daemon *d, int lines)
 {
 	char cmd[256];
 
+	if (!d->log[0])
+		return;		/* never started */
 	fprintf(stderr, "---- last lines of %s\n", d->log);
 	snprintf(cmd, sizeof(cmd), "tail -n %d '%s' >&2", lines, d->log);
 	(void)!system(cmd);
