@@ -694,6 +694,10 @@ static void top_frame(const struct snap *sn, const struct snap *prev,
 	static const char *const tx = "tally_engine_sent_bytes_total";
 	static const char *const rx = "tally_engine_received_bytes_total";
 	static const char *const re = "tally_retransmissions_total";
+	static const char *const lat_count =
+		"tally_allreduce_latency_seconds_count";
+	static const char *const lat_sum =
+		"tally_allreduce_latency_seconds_sum";
 	int w = jl->width;
 
 	printf("\033[H\033[2J");
@@ -712,7 +716,8 @@ static void top_frame(const struct snap *sn, const struct snap *prev,
 			p.done = p.failed = p.bytes = 0;
 		printf("%-*s %-12s %3.0f/%-3.0f %10.0f %12.1f %14.1f %14.1f "
 		       "%10.0f %8.0f\n", w, j, r.health, r.clients,
-		       r.local_size, (r.done + r.failed - p.done - p.failed) / dt,
+		       r.local_size,
+		       (r.done + r.failed - p.done - p.failed) / dt,
 		       (r.bytes - p.bytes) / dt / 1e6,
 		       (sum(sn, tx, "job", j) - before(sn, prev, tx, j)) / dt /
 		       1e6,
@@ -730,20 +735,16 @@ static void top_frame(const struct snap *sn, const struct snap *prev,
 			const char *sc = label(s, "size_class");
 			double c, t, pc = 0, pt = 0;
 
-			if (strcmp(s->name,
-				   "tally_allreduce_latency_seconds_count") ||
-			    !has(s, "job", j) || !sc)
+			if (strcmp(s->name, lat_count) || !has(s, "job", j) ||
+			    !sc)
 				continue;
 			c = s->value;
-			t = get2(sn, "tally_allreduce_latency_seconds_sum",
-				 "job", j, "size_class", sc);
+			t = get2(sn, lat_sum, "job", j, "size_class", sc);
 			if (prev) {
-				pc = get2(prev,
-					  "tally_allreduce_latency_seconds_count",
-					  "job", j, "size_class", sc);
-				pt = get2(prev,
-					  "tally_allreduce_latency_seconds_sum",
-					  "job", j, "size_class", sc);
+				pc = get2(prev, lat_count, "job", j,
+					  "size_class", sc);
+				pt = get2(prev, lat_sum, "job", j,
+					  "size_class", sc);
 				if (isnan(pc) || isnan(pt))
 					pc = pt = 0;
 			}

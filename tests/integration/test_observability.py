@@ -18,8 +18,9 @@ port, runs real clients (tally-bench), then:
     the daemon refuses them, never counts them as clients, and lives.
 Daemon-wide samples carry no label; a job's carry job="<its id>" ("local"
 for a one-host daemon's job, the job key in decimal for a multi-host one,
-the client's TALLY_JOB_ID in a service).  Every wait is bounded.  Tests needing promtool or prometheus are skipped
-(not passed) when those are missing.
+the client's TALLY_JOB_ID in a service).  Every wait is bounded.  Tests
+needing promtool or prometheus are skipped (not passed) when those are
+missing.
 """
 import json
 import os
