@@ -565,8 +565,8 @@ static void cmd_status(const struct snap *sn, const struct job_list *jl,
 		char ep[32];
 
 		printf("\njob %s: %s\n", r.job, r.health);
-		printf("  host %.0f of %.0f hosts, joined %s, epoch %s\n",
-		       r.rank, r.hosts, r.joined ? "yes" : "no",
+		printf("  hosts %.0f, host rank %.0f, joined %s, epoch %s\n",
+		       r.hosts, r.rank, r.joined ? "yes" : "no",
 		       num(ep, sizeof(ep), r.epoch));
 		printf("  clients %.0f of %.0f, broken %s\n", r.clients,
 		       r.local_size, r.broken ? "yes" : "no");

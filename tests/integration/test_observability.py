@@ -695,7 +695,7 @@ class TwoHosts(unittest.TestCase):
             self.assertGreater(job['operations_done'], 0)
             txt = ctl(ds[1].sock, 'status').stdout
             self.assertIn('job %d: ok' % key, txt)
-            self.assertIn('host 1 of 2 hosts, joined yes, epoch', txt)
+            self.assertIn('hosts 2, host rank 1, joined yes, epoch', txt)
             if shutil.which('promtool'):
                 r = subprocess.run(['promtool', 'check', 'metrics'],
                                    input=text, capture_output=True,
