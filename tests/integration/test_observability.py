@@ -320,6 +320,9 @@ class LocalDaemon(unittest.TestCase):
         def scraped():
             if prom.poll() is not None:
                 raise AssertionError('prometheus exited')
+            if self.d.proc.poll() is not None:
+                raise AssertionError('tallyd exited (%d): %s' % (
+                    self.d.proc.returncode, self.d.log_text()))
             try:
                 code, body = http_get(query, 2)
             except OSError:
@@ -340,8 +343,10 @@ class LocalDaemon(unittest.TestCase):
                     targets = oe
                 log.flush()
                 with open(log.name) as f:
-                    raise AssertionError('%s; targets: %s; log: %s' % (
-                        e, targets, f.read()[-3000:])) from None
+                    raise AssertionError(
+                        '%s; targets: %s; log: %s; tallyd: %s' % (
+                            e, targets, f.read()[-3000:],
+                            self.d.log_text()[-3000:])) from None
         finally:
             prom.terminate()
             try:
@@ -610,8 +615,11 @@ class HostileControl(unittest.TestCase):
         try:
             time.sleep(0.2)
             with raw_conn(self.d.sock) as s:
-                s.sendall(MSG.pack(MAGIC, VERSION, CTL_QUERY, 0, 0, 1, 0,
-                                   0, 0))
+                try:
+                    s.sendall(MSG.pack(MAGIC, VERSION, CTL_QUERY, 0, 0, 1,
+                                       0, 0, 0))
+                except (BrokenPipeError, ConnectionResetError):
+                    pass    # refused and closed first: the reply is there
                 m = self.reply(s)
                 self.assertEqual(m[2], WELCOME)     # refused like a client
                 self.assertLess(m[3], 0)
