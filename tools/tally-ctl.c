@@ -7,8 +7,11 @@
  * samples its HTTP endpoint serves (ctrl/collect.c).  The daemon never
  * counts such a connection as a client and nothing in it changes.
  *
- *   tally-ctl [--socket PATH] [--json] status|jobs|peers|counters
- *   tally-ctl [--socket PATH] top [-n COUNT]
+ *   tally-ctl [--socket PATH] [--job ID] [--json] status|jobs|peers|counters
+ *   tally-ctl [--socket PATH] [--job ID] top [-n COUNT]
+ *
+ * A daemon serves several jobs: its own numbers carry no label, a job's
+ * carry job="<its id>", and the jobs are the ids of tally_job_clients.
  *
  * Exit status: 0, 1 when the daemon cannot be asked, 2 on a usage error.
  */
@@ -273,20 +276,30 @@ static const char *label(const struct sample *s, const char *k)
 	return NULL;
 }
 
-/* The value of @name whose label @k is @v (any when @k is NULL). */
+/* Does @s have label @k = @v (true when @k is NULL)? */
+static bool has(const struct sample *s, const char *k, const char *v)
+{
+	const char *l = k ? label(s, k) : NULL;
+
+	return !k || (l && !strcmp(l, v));
+}
+
+/* The value of @name whose labels @k1 and @k2 are @v1 and @v2 (a NULL
+ * key matches any sample); NAN when there is none. */
+static double get2(const struct snap *sn, const char *name, const char *k1,
+		   const char *v1, const char *k2, const char *v2)
+{
+	for (size_t i = 0; i < sn->n; i++)
+		if (!strcmp(sn->s[i].name, name) &&
+		    has(&sn->s[i], k1, v1) && has(&sn->s[i], k2, v2))
+			return sn->s[i].value;
+	return NAN;
+}
+
 static double get(const struct snap *sn, const char *name, const char *k,
 		  const char *v)
 {
-	for (size_t i = 0; i < sn->n; i++) {
-		const char *l;
-
-		if (strcmp(sn->s[i].name, name))
-			continue;
-		l = k ? label(&sn->s[i], k) : NULL;
-		if (!k || (l && !strcmp(l, v)))
-			return sn->s[i].value;
-	}
-	return NAN;
+	return get2(sn, name, k, v, NULL, NULL);
 }
 
 /* Sum of @name over the samples whose label @k is @v (all when NULL). */
@@ -295,16 +308,84 @@ static double sum(const struct snap *sn, const char *name, const char *k,
 {
 	double t = 0;
 
-	for (size_t i = 0; i < sn->n; i++) {
-		const char *l;
-
-		if (strcmp(sn->s[i].name, name))
-			continue;
-		l = k ? label(&sn->s[i], k) : NULL;
-		if (!k || (l && !strcmp(l, v)))
+	for (size_t i = 0; i < sn->n; i++)
+		if (!strcmp(sn->s[i].name, name) && has(&sn->s[i], k, v))
 			t += sn->s[i].value;
-	}
 	return t;
+}
+
+/* ---- the jobs --------------------------------------------------------- */
+
+/* --job: only this job's numbers (NULL: every job's) */
+static const char *only_job;
+
+/*
+ * The daemon's jobs, in its order: the "job" label of tally_job_clients,
+ * which the daemon writes once for every job it serves (ctrl/collect.c).
+ * With --job, that one job alone (none when the daemon has no such job).
+ */
+struct job_list {
+	const char **id;
+	size_t n;
+	int width;		/* of the widest id, for the columns */
+};
+
+static int jobs(const struct snap *sn, struct job_list *jl)
+{
+	jl->n = 0;
+	jl->width = 3;		/* "JOB" */
+	jl->id = malloc((sn->n ? sn->n : 1) * sizeof(*jl->id));
+	if (!jl->id) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return -1;
+	}
+	for (size_t i = 0; i < sn->n; i++) {
+		const char *j = label(&sn->s[i], "job");
+
+		if (strcmp(sn->s[i].name, "tally_job_clients") || !j ||
+		    (only_job && strcmp(j, only_job)))
+			continue;
+		jl->id[jl->n++] = j;
+		if ((int)strlen(j) > jl->width)
+			jl->width = (int)strlen(j);
+	}
+	return 0;
+}
+
+struct job_row {
+	const char *job, *health;
+	double clients, local_size, hosts, rank, done, failed, bytes;
+	double epoch;		/* NAN: a job on this host alone */
+	bool broken, joined;
+};
+
+static struct job_row job_row(const struct snap *sn, const char *job)
+{
+	double joined = get(sn, "tally_cluster_joined", "job", job);
+	struct job_row r = {
+		.job = job,
+		.clients = get(sn, "tally_job_clients", "job", job),
+		.local_size = get(sn, "tally_local_size", "job", job),
+		.hosts = get(sn, "tally_hosts", "job", job),
+		.rank = get(sn, "tally_host_rank", "job", job),
+		.bytes = get(sn, "tally_reduced_bytes_total", "job", job),
+		.done = get2(sn, "tally_operations_total", "job", job,
+			     "result", "done"),
+		.failed = get2(sn, "tally_operations_total", "job", job,
+			       "result", "failed"),
+		.epoch = get(sn, "tally_cluster_epoch", "job", job),
+		.broken = get(sn, "tally_job_broken", "job", job) > 0,
+	};
+
+	/* a job on one host is joined from the start (job_joined()) */
+	r.joined = isnan(joined) ? !(r.hosts > 1) : joined > 0;
+	if (r.broken)
+		r.health = "job_aborted";
+	else if (!isnan(joined) && joined == 0)
+		r.health = "joining";
+	else
+		r.health = "ok";
+	return r;
 }
 
 /* ---- output ----------------------------------------------------------- */
@@ -337,57 +418,14 @@ static void json_num(double v)
 		printf("%.17g", v);
 }
 
-static const char *health(const struct snap *sn, const char *job)
+/* A number for the text output: "-" when the daemon did not send it. */
+static const char *num(char *buf, size_t len, double v)
 {
-	if (get(sn, "tally_job_broken", "job", job) > 0)
-		return "job_aborted";
-	if (!isnan(get(sn, "tally_cluster_joined", "job", job)) &&
-	    get(sn, "tally_cluster_joined", "job", job) == 0)
-		return "joining";
-	return "ok";
-}
-
-/* The jobs: the values of label "job" of tally_clients. */
-static size_t jobs(const struct snap *sn, const char **out, size_t max)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < sn->n && n < max; i++)
-		if (!strcmp(sn->s[i].name, "tally_clients") &&
-		    label(&sn->s[i], "job"))
-			out[n++] = label(&sn->s[i], "job");
-	return n;
-}
-
-struct job_row {
-	const char *job, *health;
-	double clients, local_size, hosts, rank, done, failed, bytes;
-};
-
-static struct job_row job_row(const struct snap *sn, const char *job)
-{
-	struct job_row r = {
-		.job = job, .health = health(sn, job),
-		.clients = get(sn, "tally_clients", "job", job),
-		.local_size = get(sn, "tally_local_size", "job", job),
-		.hosts = get(sn, "tally_hosts", "job", job),
-		.rank = get(sn, "tally_host_rank", "job", job),
-		.bytes = get(sn, "tally_reduced_bytes_total", "job", job),
-	};
-
-	for (size_t i = 0; i < sn->n; i++) {
-		const struct sample *s = &sn->s[i];
-		const char *j = label(s, "job"), *res = label(s, "result");
-
-		if (strcmp(s->name, "tally_operations_total") || !j || !res ||
-		    strcmp(j, job))
-			continue;
-		if (!strcmp(res, "done"))
-			r.done = s->value;
-		else
-			r.failed = s->value;
-	}
-	return r;
+	if (isnan(v))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.0f", v);
+	return buf;
 }
 
 static void json_job(const struct job_row *r)
@@ -404,6 +442,9 @@ static void json_job(const struct job_row *r)
 	json_num(r->hosts);
 	printf(",\"host_rank\":");
 	json_num(r->rank);
+	printf(",\"broken\":%s,\"joined\":%s,\"epoch\":",
+	       r->broken ? "true" : "false", r->joined ? "true" : "false");
+	json_num(r->epoch);
 	printf(",\"operations_done\":");
 	json_num(r->done);
 	printf(",\"operations_failed\":");
@@ -411,6 +452,18 @@ static void json_job(const struct job_row *r)
 	printf(",\"reduced_bytes\":");
 	json_num(r->bytes);
 	printf("}");
+}
+
+static void json_jobs(const struct snap *sn, const struct job_list *jl)
+{
+	printf("[");
+	for (size_t i = 0; i < jl->n; i++) {
+		struct job_row r = job_row(sn, jl->id[i]);
+
+		printf(i ? "," : "");
+		json_job(&r);
+	}
+	printf("]");
 }
 
 static const char *info(const struct snap *sn, const char *k)
@@ -421,151 +474,198 @@ static const char *info(const struct snap *sn, const char *k)
 	return NULL;
 }
 
-static void cmd_jobs(const struct snap *sn, bool json)
+static void cmd_jobs(const struct snap *sn, const struct job_list *jl,
+		     bool json)
 {
-	const char *j[64];
-	size_t n = jobs(sn, j, 64);
+	int w = jl->width;
 
 	if (json) {
-		printf("[");
-		for (size_t i = 0; i < n; i++) {
-			struct job_row r = job_row(sn, j[i]);
-
-			printf(i ? "," : "");
-			json_job(&r);
-		}
-		printf("]\n");
+		json_jobs(sn, jl);
+		printf("\n");
 		return;
 	}
-	printf("%-10s %-12s %7s %5s %9s %12s %10s %14s\n", "JOB", "HEALTH",
-	       "CLIENTS", "HOSTS", "HOST_RANK", "OPS_DONE", "OPS_FAILED",
-	       "REDUCED_BYTES");
-	for (size_t i = 0; i < n; i++) {
-		struct job_row r = job_row(sn, j[i]);
+	printf("%-*s %-12s %7s %5s %9s %6s %12s %10s %14s\n", w, "JOB",
+	       "HEALTH", "CLIENTS", "HOSTS", "HOST_RANK", "EPOCH", "OPS_DONE",
+	       "OPS_FAILED", "REDUCED_BYTES");
+	for (size_t i = 0; i < jl->n; i++) {
+		struct job_row r = job_row(sn, jl->id[i]);
+		char ep[32];
 
-		printf("%-10s %-12s %3.0f/%-3.0f %5.0f %9.0f %12.0f %10.0f "
-		       "%14.0f\n", r.job, r.health, r.clients, r.local_size,
-		       r.hosts, r.rank, r.done, r.failed, r.bytes);
+		printf("%-*s %-12s %3.0f/%-3.0f %5.0f %9.0f %6s %12.0f %10.0f "
+		       "%14.0f\n", w, r.job, r.health, r.clients, r.local_size,
+		       r.hosts, r.rank, num(ep, sizeof(ep), r.epoch), r.done,
+		       r.failed, r.bytes);
 	}
 }
 
-static void cmd_status(const struct snap *sn, bool json)
+/* The daemon's health: ok, or the first job's that is not ok. */
+static const char *daemon_health(const struct snap *sn,
+				 const struct job_list *jl)
 {
-	const char *j[64];
-	size_t n = jobs(sn, j, 64);
-	const char *h = "ok";
-	double clients = 0;
+	for (size_t i = 0; i < jl->n; i++) {
+		struct job_row r = job_row(sn, jl->id[i]);
 
-	for (size_t i = 0; i < n; i++) {
-		clients += get(sn, "tally_clients", "job", j[i]);
-		if (strcmp(health(sn, j[i]), "ok"))
-			h = health(sn, j[i]);
+		if (strcmp(r.health, "ok"))
+			return r.health;
 	}
+	return "ok";
+}
+
+/* The daemon-wide part of status (and of top's header). */
+static void status_daemon(const struct snap *sn, const struct job_list *jl)
+{
+	const char *v = info(sn, "version"), *m = info(sn, "mode");
+
+	printf("tallyd %s (%s), up %.0f s: %s\n", v ? v : "?", m ? m : "?",
+	       get(sn, "tally_uptime_seconds", NULL, NULL),
+	       daemon_health(sn, jl));
+	printf("jobs %.0f (started %.0f, ended %.0f), clients %.0f, "
+	       "connections refused %.0f, limit refusals %.0f\n",
+	       get(sn, "tally_jobs", NULL, NULL),
+	       get(sn, "tally_jobs_started_total", NULL, NULL),
+	       get(sn, "tally_jobs_ended_total", NULL, NULL),
+	       get(sn, "tally_clients", NULL, NULL),
+	       get(sn, "tally_connections_refused_total", NULL, NULL),
+	       get(sn, "tally_limit_refusals_total", NULL, NULL));
+}
+
+static void cmd_status(const struct snap *sn, const struct job_list *jl,
+		       bool json)
+{
 	if (json) {
+		const char *v = info(sn, "version"), *m = info(sn, "mode");
+
 		printf("{\"health\":");
-		json_str(h);
+		json_str(daemon_health(sn, jl));
 		printf(",\"version\":");
-		json_str(info(sn, "version") ? info(sn, "version") : "");
+		json_str(v ? v : "");
 		printf(",\"mode\":");
-		json_str(info(sn, "mode") ? info(sn, "mode") : "");
+		json_str(m ? m : "");
 		printf(",\"uptime_seconds\":");
 		json_num(get(sn, "tally_uptime_seconds", NULL, NULL));
 		printf(",\"clients\":");
-		json_num(clients);
+		json_num(get(sn, "tally_clients", NULL, NULL));
+		printf(",\"jobs_started\":");
+		json_num(get(sn, "tally_jobs_started_total", NULL, NULL));
+		printf(",\"jobs_ended\":");
+		json_num(get(sn, "tally_jobs_ended_total", NULL, NULL));
 		printf(",\"connections_refused\":");
 		json_num(get(sn, "tally_connections_refused_total", NULL,
 			     NULL));
-		printf(",\"jobs\":[");
-		for (size_t i = 0; i < n; i++) {
-			struct job_row r = job_row(sn, j[i]);
-
-			printf(i ? "," : "");
-			json_job(&r);
-		}
-		printf("]}\n");
+		printf(",\"limit_refusals\":");
+		json_num(get(sn, "tally_limit_refusals_total", NULL, NULL));
+		printf(",\"jobs\":");
+		json_jobs(sn, jl);
+		printf("}\n");
 		return;
 	}
-	printf("tallyd %s (%s), up %.0f s: %s\n",
-	       info(sn, "version") ? info(sn, "version") : "?",
-	       info(sn, "mode") ? info(sn, "mode") : "?",
-	       get(sn, "tally_uptime_seconds", NULL, NULL), h);
-	printf("clients %.0f, jobs %zu, connections refused %.0f\n", clients,
-	       n, get(sn, "tally_connections_refused_total", NULL, NULL));
-	for (size_t i = 0; i < n; i++) {
-		struct job_row r = job_row(sn, j[i]);
+	status_daemon(sn, jl);
+	for (size_t i = 0; i < jl->n; i++) {
+		struct job_row r = job_row(sn, jl->id[i]);
+		char ep[32];
 
-		printf("job %s: %s, clients %.0f/%.0f, host %.0f of %.0f, "
-		       "operations %.0f done %.0f failed\n", r.job, r.health,
-		       r.clients, r.local_size, r.rank, r.hosts, r.done,
+		printf("\njob %s: %s\n", r.job, r.health);
+		printf("  hosts %.0f, host rank %.0f, joined %s, epoch %s\n",
+		       r.hosts, r.rank, r.joined ? "yes" : "no",
+		       num(ep, sizeof(ep), r.epoch));
+		printf("  clients %.0f of %.0f, broken %s\n", r.clients,
+		       r.local_size, r.broken ? "yes" : "no");
+		printf("  operations %.0f done, %.0f failed\n", r.done,
 		       r.failed);
 	}
 }
 
-static void cmd_peers(const struct snap *sn, bool json)
+static void cmd_peers(const struct snap *sn, const struct job_list *jl,
+		      bool json)
 {
 	bool first = true;
 
 	if (json)
 		printf("[");
 	else
-		printf("%-10s %-5s %-22s %-11s %s\n", "JOB", "PEER", "ADDRESS",
-		       "ROLE", "SELF");
-	for (size_t i = 0; i < sn->n; i++) {
-		const struct sample *s = &sn->s[i];
-		const char *job = label(s, "job"), *peer = label(s, "peer");
-		const char *addr = label(s, "address"), *role = label(s, "role");
-		const char *self = label(s, "self");
+		printf("%-*s %-5s %-22s %-11s %s\n", jl->width, "JOB", "PEER",
+		       "ADDRESS", "ROLE", "SELF");
+	for (size_t j = 0; j < jl->n; j++) {
+		for (size_t i = 0; i < sn->n; i++) {
+			const struct sample *s = &sn->s[i];
+			const char *peer = label(s, "peer");
+			const char *addr = label(s, "address");
+			const char *role = label(s, "role");
+			const char *self = label(s, "self");
 
-		if (strcmp(s->name, "tally_peer_info") || !job || !peer ||
-		    !addr || !role || !self)
-			continue;
-		if (!json) {
-			printf("%-10s %-5s %-22s %-11s %s\n", job, peer, addr,
-			       role, !strcmp(self, "1") ? "yes" : "");
-			continue;
+			if (strcmp(s->name, "tally_peer_info") ||
+			    !has(s, "job", jl->id[j]) || !peer || !addr ||
+			    !role || !self)
+				continue;
+			if (!json) {
+				printf("%-*s %-5s %-22s %-11s %s\n", jl->width,
+				       jl->id[j], peer, addr, role,
+				       !strcmp(self, "1") ? "yes" : "");
+				continue;
+			}
+			printf(first ? "{\"job\":" : ",{\"job\":");
+			first = false;
+			json_str(jl->id[j]);
+			printf(",\"peer\":%s,\"address\":", peer);
+			json_str(addr);
+			printf(",\"role\":");
+			json_str(role);
+			printf(",\"self\":%s}",
+			       !strcmp(self, "1") ? "true" : "false");
 		}
-		printf(first ? "{\"job\":" : ",{\"job\":");
-		first = false;
-		json_str(job);
-		printf(",\"peer\":%s,\"address\":", peer);
-		json_str(addr);
-		printf(",\"role\":");
-		json_str(role);
-		printf(",\"self\":%s}", !strcmp(self, "1") ? "true" : "false");
 	}
 	if (json)
 		printf("]\n");
 }
 
-static void cmd_counters(const struct snap *sn, bool json)
+static void counter(const struct sample *s, bool json, bool *first)
 {
+	if (!json) {
+		printf("%s", s->name);
+		for (int l = 0; l < s->n_labels; l++)
+			printf("%s%s=%s", l ? "," : "{", s->key[l], s->val[l]);
+		printf("%s ", s->n_labels ? "}" : "");
+		json_num(s->value);
+		printf("\n");
+		return;
+	}
+	printf(*first ? "{\"name\":" : ",{\"name\":");
+	*first = false;
+	json_str(s->name);
+	printf(",\"labels\":{");
+	for (int l = 0; l < s->n_labels; l++) {
+		printf(l ? "," : "");
+		json_str(s->key[l]);
+		printf(":");
+		json_str(s->val[l]);
+	}
+	printf("},\"value\":");
+	json_num(s->value);
+	printf("}");
+}
+
+/* Every sample: the daemon's (no job label; left out with --job), then
+ * each job's in turn. */
+static void cmd_counters(const struct snap *sn, const struct job_list *jl,
+			 bool json)
+{
+	bool first = true, any = false;
+
 	if (json)
 		printf("[");
-	for (size_t i = 0; i < sn->n; i++) {
-		const struct sample *s = &sn->s[i];
-
-		if (!json) {
-			printf("%s", s->name);
-			for (int l = 0; l < s->n_labels; l++)
-				printf("%s%s=%s", l ? "," : "{", s->key[l],
-				       s->val[l]);
-			printf("%s ", s->n_labels ? "}" : "");
-			json_num(s->value);
-			printf("\n");
-			continue;
+	for (size_t i = 0; i < sn->n && !only_job; i++) {
+		if (!label(&sn->s[i], "job")) {
+			counter(&sn->s[i], json, &first);
+			any = true;
 		}
-		printf(i ? ",{\"name\":" : "{\"name\":");
-		json_str(s->name);
-		printf(",\"labels\":{");
-		for (int l = 0; l < s->n_labels; l++) {
-			printf(l ? "," : "");
-			json_str(s->key[l]);
-			printf(":");
-			json_str(s->val[l]);
-		}
-		printf("},\"value\":");
-		json_num(s->value);
-		printf("}");
+	}
+	for (size_t j = 0; j < jl->n; j++) {
+		if (!json)
+			printf("%s# job %s\n", any ? "\n" : "", jl->id[j]);
+		any = true;
+		for (size_t i = 0; i < sn->n; i++)
+			if (has(&sn->s[i], "job", jl->id[j]))
+				counter(&sn->s[i], json, &first);
 	}
 	if (json)
 		printf("]\n");
@@ -581,64 +681,78 @@ static void on_signal(int sig)
 	interrupted = 1;
 }
 
-static void top_frame(const struct snap *sn, const struct snap *prev,
-		      double dt)
+/* @name of @job, in @prev when there is one, else in @sn (a rate of 0). */
+static double before(const struct snap *sn, const struct snap *prev,
+		     const char *name, const char *job)
 {
-	const char *j[64];
-	size_t n = jobs(sn, j, 64);
+	return sum(prev ? prev : sn, name, "job", job);
+}
+
+static void top_frame(const struct snap *sn, const struct snap *prev,
+		      const struct job_list *jl, double dt)
+{
+	static const char *const tx = "tally_engine_sent_bytes_total";
+	static const char *const rx = "tally_engine_received_bytes_total";
+	static const char *const re = "tally_retransmissions_total";
+	static const char *const lat_count =
+		"tally_allreduce_latency_seconds_count";
+	static const char *const lat_sum =
+		"tally_allreduce_latency_seconds_sum";
+	int w = jl->width;
 
 	printf("\033[H\033[2J");
-	cmd_status(sn, false);
-	printf("\n%-10s %10s %12s %14s %14s %10s %8s\n", "JOB", "OPS/S",
-	       "REDUCE MB/S", "NET TX MB/S", "NET RX MB/S", "RETX/S",
-	       "QUEUE");
-	for (size_t i = 0; i < n; i++) {
-		struct job_row r = job_row(sn, j[i]), p = { 0 };
-		double tx = sum(sn, "tally_engine_sent_bytes_total", "job",
-				j[i]);
-		double rx = sum(sn, "tally_engine_received_bytes_total", "job",
-				j[i]);
-		double re = sum(sn, "tally_retransmissions_total", "job", j[i]);
-		double ptx = tx, prx = rx, pre = re;
+	status_daemon(sn, jl);
+	printf("\n%-*s %-12s %7s %10s %12s %14s %14s %10s %8s\n", w, "JOB",
+	       "HEALTH", "CLIENTS", "OPS/S", "REDUCE MB/S", "NET TX MB/S",
+	       "NET RX MB/S", "RETX/S", "QUEUE");
+	for (size_t i = 0; i < jl->n; i++) {
+		const char *j = jl->id[i];
+		struct job_row r = job_row(sn, j), p = r;
 
-		if (prev) {
-			p = job_row(prev, j[i]);
-			ptx = sum(prev, "tally_engine_sent_bytes_total", "job",
-				  j[i]);
-			prx = sum(prev, "tally_engine_received_bytes_total",
-				  "job", j[i]);
-			pre = sum(prev, "tally_retransmissions_total", "job",
-				  j[i]);
-		} else {
-			p = r;
-		}
-		printf("%-10s %10.0f %12.1f %14.1f %14.1f %10.0f %8.0f\n", j[i],
+		/* a job new since the last frame counts from 0 */
+		if (prev)
+			p = job_row(prev, j);
+		if (isnan(p.done))
+			p.done = p.failed = p.bytes = 0;
+		printf("%-*s %-12s %3.0f/%-3.0f %10.0f %12.1f %14.1f %14.1f "
+		       "%10.0f %8.0f\n", w, j, r.health, r.clients,
+		       r.local_size,
 		       (r.done + r.failed - p.done - p.failed) / dt,
-		       (r.bytes - p.bytes) / dt / 1e6, (tx - ptx) / dt / 1e6,
-		       (rx - prx) / dt / 1e6, (re - pre) / dt,
-		       sum(sn, "tally_sched_queue_depth", "job", j[i]));
+		       (r.bytes - p.bytes) / dt / 1e6,
+		       (sum(sn, tx, "job", j) - before(sn, prev, tx, j)) / dt /
+		       1e6,
+		       (sum(sn, rx, "job", j) - before(sn, prev, rx, j)) / dt /
+		       1e6,
+		       (sum(sn, re, "job", j) - before(sn, prev, re, j)) / dt,
+		       sum(sn, "tally_sched_queue_depth", "job", j));
 	}
 	printf("\nall-reduce latency (mean over the last interval):\n");
-	for (size_t i = 0; i < sn->n; i++) {
-		const struct sample *s = &sn->s[i];
-		const char *job = label(s, "job"), *sc = label(s, "size_class");
-		double c, t, pc = 0, pt = 0;
+	for (size_t i = 0; i < jl->n; i++) {
+		const char *j = jl->id[i];
 
-		if (strcmp(s->name, "tally_allreduce_latency_seconds_count") ||
-		    !job || !sc)
-			continue;
-		c = s->value;
-		t = get(sn, "tally_allreduce_latency_seconds_sum",
-			"size_class", sc);
-		if (prev) {
-			pc = get(prev, "tally_allreduce_latency_seconds_count",
-				 "size_class", sc);
-			pt = get(prev, "tally_allreduce_latency_seconds_sum",
-				 "size_class", sc);
+		for (size_t k = 0; k < sn->n; k++) {
+			const struct sample *s = &sn->s[k];
+			const char *sc = label(s, "size_class");
+			double c, t, pc = 0, pt = 0;
+
+			if (strcmp(s->name, lat_count) || !has(s, "job", j) ||
+			    !sc)
+				continue;
+			c = s->value;
+			t = get2(sn, lat_sum, "job", j, "size_class", sc);
+			if (prev) {
+				pc = get2(prev, lat_count, "job", j,
+					  "size_class", sc);
+				pt = get2(prev, lat_sum, "job", j,
+					  "size_class", sc);
+				if (isnan(pc) || isnan(pt))
+					pc = pt = 0;
+			}
+			if (c > pc)
+				printf("  job %-*s %-9s %8.0f ops %10.3f ms\n",
+				       w, j, sc, c - pc,
+				       (t - pt) / (c - pc) * 1e3);
 		}
-		if (c > pc)
-			printf("  job %s %-9s %8.0f ops %10.3f ms\n", job, sc,
-			       c - pc, (t - pt) / (c - pc) * 1e3);
 	}
 	printf("\nq or Ctrl-C quits\n");
 	fflush(stdout);
@@ -666,14 +780,21 @@ static int cmd_top(const char *path, long count)
 	for (long i = 0; !interrupted && (count <= 0 || i < count); i++) {
 		struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
 		uint64_t t = now_ms();
+		struct job_list jl;
 		char c;
 
 		if (fetch(path, &cur)) {
 			ret = 1;
 			break;
 		}
-		top_frame(&cur, have_prev ? &prev : NULL,
+		if (jobs(&cur, &jl)) {
+			snap_free(&cur);
+			ret = 1;
+			break;
+		}
+		top_frame(&cur, have_prev ? &prev : NULL, &jl,
 			  have_prev && t > prev_ms ? (t - prev_ms) / 1e3 : 1);
+		free(jl.id);
 		if (have_prev)
 			snap_free(&prev);
 		prev = cur;
@@ -697,10 +818,12 @@ static int cmd_top(const char *path, long count)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: %s [--socket PATH] [--json] status|jobs|peers|counters\n"
-		"       %s [--socket PATH] top [-n COUNT]\n"
+		"usage: %s [--socket PATH] [--job ID] [--json] "
+		"status|jobs|peers|counters\n"
+		"       %s [--socket PATH] [--job ID] top [-n COUNT]\n"
 		"  -s, --socket PATH  tallyd's socket (default $TALLY_SOCKET, "
 		"then %s)\n"
+		"  -J, --job ID       only this job (default: every job)\n"
 		"  -j, --json         machine-readable output\n"
 		"  -n, --count N      top: stop after N refreshes\n"
 		"  -h, --help\n", prog, prog, TALLY_DEFAULT_SOCKET);
@@ -710,6 +833,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
+		{ "job", required_argument, NULL, 'J' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
@@ -719,15 +843,19 @@ int main(int argc, char **argv)
 	const char *cmd;
 	bool json = false;
 	long count = 0;
+	struct job_list jl;
 	struct snap sn;
 	int c;
 
 	if (!path || !*path)
 		path = TALLY_DEFAULT_SOCKET;
-	while ((c = getopt_long(argc, argv, "s:jn:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:J:jn:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			path = optarg;
+			break;
+		case 'J':
+			only_job = optarg;
 			break;
 		case 'j':
 			json = true;
@@ -758,14 +886,26 @@ int main(int argc, char **argv)
 	}
 	if (fetch(path, &sn))
 		return 1;
+	if (jobs(&sn, &jl)) {
+		snap_free(&sn);
+		return 1;
+	}
+	if (only_job && !jl.n) {
+		fprintf(stderr, "%s: %s: no job '%s' on this daemon\n", prog,
+			path, only_job);
+		free(jl.id);
+		snap_free(&sn);
+		return 1;
+	}
 	if (!strcmp(cmd, "status"))
-		cmd_status(&sn, json);
+		cmd_status(&sn, &jl, json);
 	else if (!strcmp(cmd, "jobs"))
-		cmd_jobs(&sn, json);
+		cmd_jobs(&sn, &jl, json);
 	else if (!strcmp(cmd, "peers"))
-		cmd_peers(&sn, json);
+		cmd_peers(&sn, &jl, json);
 	else
-		cmd_counters(&sn, json);
+		cmd_counters(&sn, &jl, json);
+	free(jl.id);
 	snap_free(&sn);
 	return 0;
 }

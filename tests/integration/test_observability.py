@@ -4,20 +4,23 @@
 
 Usage: test_observability.py BUILD_DIR [TEST_NAME...]
 
-Starts real daemons (one host, and a two-host job over loopback UDP) with
-metrics.listen on a free loopback port, runs real clients (tally-bench
---check), then:
+Starts real daemons (one host, a two-host job over loopback UDP, and a
+service serving two jobs at once) with metrics.listen on a free loopback
+port, runs real clients (tally-bench), then:
   - scrapes GET /metrics, checks that the counters moved and validates the
     text with `promtool check metrics`;
   - starts a real `prometheus` scraping the daemon every second and queries
     a counter through its HTTP API;
-  - runs tally-ctl status/jobs/peers/counters (--json parsed here) and
-    compares its numbers with the endpoint's;
+  - runs tally-ctl status/jobs/peers/counters/top (--json parsed here)
+    and compares its numbers with the endpoint's, job by job;
   - sends hostile control requests (truncated, oversized, wrong type or
     version, with fds, a flood past the pending limit) and checks that
     the daemon refuses them, never counts them as clients, and lives.
-Every wait is bounded.  Tests needing promtool or prometheus are skipped
-(not passed) when those are missing.
+Daemon-wide samples carry no label; a job's carry job="<its id>" ("local"
+for a one-host daemon's job, the job key in decimal for a multi-host one,
+the client's TALLY_JOB_ID in a service).  Every wait is bounded.  Tests
+needing promtool or prometheus are skipped (not passed) when those are
+missing.
 """
 import json
 import os
@@ -35,6 +38,7 @@ import termios
 import time
 import unittest
 import urllib.error
+import urllib.parse
 import urllib.request
 
 BUILD = None
@@ -129,6 +133,30 @@ def value(metrics, name, **labels):
     want = set(labels.items())
     return sum(v for (n, ls), v in metrics.items()
                if n == name and want <= set(ls))
+
+
+# the daemon's own numbers: never a job label (ctrl/collect.c)
+DAEMON_WIDE = {
+    'tally_info', 'tally_uptime_seconds', 'tally_jobs',
+    'tally_jobs_started_total', 'tally_jobs_ended_total', 'tally_clients',
+    'tally_connections_refused_total', 'tally_limit_refusals_total',
+    'tally_ctl_queries_total', 'tally_ctl_refused_total',
+    'tally_ended_jobs_operations_total', 'process_open_fds',
+    'process_resident_memory_bytes'}
+
+
+def job_ids(metrics):
+    """The job labels of @metrics, checking that the daemon's own samples
+    have none and every other sample has one."""
+    ids = set()
+    for (name, ls), _ in metrics.items():
+        labels = dict(ls)
+        if name in DAEMON_WIDE:
+            assert 'job' not in labels, (name, labels)
+        else:
+            assert 'job' in labels, (name, labels)
+            ids.add(labels['job'])
+    return ids
 
 
 class Daemon:
@@ -245,6 +273,15 @@ class LocalDaemon(unittest.TestCase):
         self.assertEqual(inf, value(
             after, 'tally_allreduce_latency_seconds_count'))
         self.assertEqual(value(after, 'tally_clients'), 0)
+        # one job, "local", and the daemon's numbers outside it
+        self.assertEqual(job_ids(after), {'local'})
+        self.assertEqual(value(after, 'tally_jobs'), 1)
+        self.assertEqual(value(after, 'tally_info', mode='local'), 1)
+        self.assertEqual(value(after, 'tally_operations_total', job='local',
+                               result='done'), done)
+        self.assertEqual(value(after, 'tally_local_size', job='local'), 2)
+        self.assertEqual(value(after, 'tally_job_clients', job='local'), 0)
+        self.assertEqual(value(after, 'tally_hosts', job='local'), 1)
         self.assertEqual(self.d.proc.poll(), None)
         self.assertEqual(http_get(self.d.url()[:-len('metrics')] + 'x')[0],
                          404)
@@ -274,12 +311,18 @@ class LocalDaemon(unittest.TestCase):
              '--storage.tsdb.path=' + tmp + '/data',
              '--web.listen-address=127.0.0.1:%d' % port],
             stdout=log, stderr=subprocess.STDOUT)
-        query = ('http://127.0.0.1:%d/api/v1/query?query='
-                 'tally_operations_total%%7Bresult%%3D%%22done%%22%%7D' % port)
+        # without honor_labels Prometheus keeps its own "job" (the scrape
+        # job's name) and renames tally's to exported_job
+        query = ('http://127.0.0.1:%d/api/v1/query?query=' % port +
+                 urllib.parse.quote('tally_operations_total{exported_job='
+                                    '"local",result="done"}'))
 
         def scraped():
             if prom.poll() is not None:
                 raise AssertionError('prometheus exited')
+            if self.d.proc.poll() is not None:
+                raise AssertionError('tallyd exited (%d): %s' % (
+                    self.d.proc.returncode, self.d.log_text()))
             try:
                 code, body = http_get(query, 2)
             except OSError:
@@ -289,7 +332,21 @@ class LocalDaemon(unittest.TestCase):
             res = json.loads(body)['data']['result']
             return res or None
         try:
-            res = wait_for(scraped, 60, 'prometheus to scrape', step=0.5)
+            try:
+                res = wait_for(scraped, 60, 'prometheus to scrape',
+                               step=0.5)
+            except AssertionError as e:
+                try:
+                    targets = http_get('http://127.0.0.1:%d/api/v1/targets'
+                                       % port, 2)
+                except OSError as oe:
+                    targets = oe
+                log.flush()
+                with open(log.name) as f:
+                    raise AssertionError(
+                        '%s; targets: %s; log: %s; tallyd: %s' % (
+                            e, targets, f.read()[-3000:],
+                            self.d.log_text()[-3000:])) from None
         finally:
             prom.terminate()
             try:
@@ -301,6 +358,7 @@ class LocalDaemon(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
         self.assertEqual(len(res), 1, res)
         self.assertEqual(res[0]['metric']['job'], 'tallyd')  # scrape job
+        self.assertEqual(res[0]['metric']['exported_job'], 'local')
         self.assertEqual(float(res[0]['value'][1]), want)
 
     def test_tally_ctl_with_clients(self):
@@ -318,16 +376,32 @@ class LocalDaemon(unittest.TestCase):
             self.assertEqual(st['health'], 'ok')
             self.assertEqual(st['mode'], 'local')
             self.assertEqual(len(st['jobs']), 1)
-            self.assertEqual(st['jobs'][0]['local_size'], 2)
-            self.assertEqual(st['jobs'][0]['hosts'], 1)
+            job = st['jobs'][0]
+            self.assertEqual(job['job'], 'local')
+            self.assertEqual(job['clients'], 2)
+            self.assertEqual(job['local_size'], 2)
+            self.assertEqual(job['hosts'], 1)
+            self.assertEqual(job['host_rank'], 0)
+            self.assertIs(job['broken'], False)
+            self.assertIs(job['joined'], True)      # one host: at once
+            self.assertIsNone(job['epoch'])         # no cluster
+            self.assertEqual(st['jobs_started'], 1)
+            self.assertEqual(st['jobs_ended'], 0)
+            self.assertEqual(st['limit_refusals'], 0)
             txt = ctl(self.d.sock, 'status')
             self.assertEqual(txt.returncode, 0)
-            self.assertIn('clients 2', txt.stdout)
+            self.assertIn('(local)', txt.stdout)
+            self.assertIn('clients 2,', txt.stdout)         # the daemon's
+            self.assertIn('job local: ok', txt.stdout)
+            self.assertIn('clients 2 of 2', txt.stdout)     # the job's
             jobs = ctl_json(self.d.sock, 'jobs')
+            self.assertEqual([j['job'] for j in jobs], ['local'])
             self.assertEqual(jobs[0]['clients'], 2)
             # the endpoint answers while the loop is busy with clients
             busy = parse_metrics(self.d.scrape())
             self.assertEqual(value(busy, 'tally_clients'), 2)
+            self.assertEqual(value(busy, 'tally_job_clients', job='local'),
+                             2)
             self.assertEqual(len([k for k in busy if k[0] ==
                                   'tally_client_outstanding_operations']), 2)
             # operations keep completing while the clients run
@@ -337,7 +411,8 @@ class LocalDaemon(unittest.TestCase):
             top = ctl(self.d.sock, 'top', '-n', '2')
             self.assertEqual(top.returncode, 0, top.stderr)
             self.assertIn('OPS/S', top.stdout)
-            self.assertIn('le_64KiB', top.stdout)
+            self.assertRegex(top.stdout, r'(?m)^local +ok +2/2 ')
+            self.assertRegex(top.stdout, r'job local +le_64KiB')
         finally:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait(30)
@@ -354,6 +429,18 @@ class LocalDaemon(unittest.TestCase):
         for name in ('tally_operations_total', 'tally_reduced_bytes_total',
                      'tally_allreduce_latency_seconds_count'):
             self.assertEqual(value(by, name), value(http, name), name)
+            self.assertEqual(value(by, name, job='local'), value(by, name),
+                             name)
+        self.assertEqual(job_ids(by), {'local'})
+        # the text: the daemon's samples, then the job's under its header
+        lines = ctl(self.d.sock, 'counters').stdout.splitlines()
+        head = lines.index('# job local')
+        self.assertTrue(lines[0].startswith('tally_info{'), lines[0])
+        self.assertFalse([ln for ln in lines[:head] if 'job=' in ln])
+        self.assertFalse([ln for ln in lines[head + 1:] if ln and
+                          '{job=local' not in ln])
+        self.assertIn('tally_operations_total{job=local,result=done} ',
+                      '\n'.join(lines[head:]))
         self.assertGreater(value(by, 'tally_operations_total',
                                  result='done'), 0)
         self.assertEqual(ctl_json(self.d.sock, 'peers'), [])
@@ -382,6 +469,7 @@ class LocalDaemon(unittest.TestCase):
             if p.poll() is None:
                 p.kill()
                 p.wait(5)
+            p.stderr.close()
             os.close(master)
             os.close(slave)
 
@@ -395,6 +483,12 @@ class LocalDaemon(unittest.TestCase):
         self.assertIn('unknown command', r.stderr)
         r = ctl(self.d.log.name, 'status')       # not a socket
         self.assertEqual(r.returncode, 1)
+        r = ctl(self.d.sock, '--job', 'nope', 'status')
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no job 'nope'", r.stderr)
+        self.assertEqual(r.stdout, '')
+        self.assertEqual(len(ctl_json(self.d.sock, '--job', 'local',
+                                      'jobs')), 1)
 
 
 def raw_conn(path):
@@ -443,7 +537,8 @@ class HostileControl(unittest.TestCase):
             self.assertEqual((m[0], m[2], m[3]), (MAGIC, CTL_REPLY, 0))
             body = recv_exact(s, m[5]).decode()
             self.assertEqual(len(body), m[5])
-            self.assertIn('tally_clients{job="0"} 0', body)
+            self.assertIn('\ntally_clients 0\n', body)
+            self.assertIn('tally_job_clients{job="local"} 0', body)
             self.assertEqual(s.recv(1), b'')    # closed after one reply
 
     def test_wrong_version_and_args(self):
@@ -520,8 +615,11 @@ class HostileControl(unittest.TestCase):
         try:
             time.sleep(0.2)
             with raw_conn(self.d.sock) as s:
-                s.sendall(MSG.pack(MAGIC, VERSION, CTL_QUERY, 0, 0, 1, 0,
-                                   0, 0))
+                try:
+                    s.sendall(MSG.pack(MAGIC, VERSION, CTL_QUERY, 0, 0, 1,
+                                       0, 0, 0))
+                except (BrokenPipeError, ConnectionResetError):
+                    pass    # refused and closed first: the reply is there
                 m = self.reply(s)
                 self.assertEqual(m[2], WELCOME)     # refused like a client
                 self.assertLess(m[3], 0)
@@ -540,6 +638,7 @@ class TwoHosts(unittest.TestCase):
         base = free_udp_ports(3)
         env = dict(os.environ)
         env.setdefault('TALLY_JOB_SECRET', 'tally-obs-test-%d' % os.getpid())
+        key = 4000 + os.getpid() % 1000
         ds = []
         try:
             for r in range(2):
@@ -547,7 +646,7 @@ class TwoHosts(unittest.TestCase):
                     '--rank', str(r), '--world', '2',
                     '--role', 'worker+aggregator', '--algorithm', 'aggregate',
                     '--coordinator', '127.0.0.1:%d' % base,
-                    '--job-key', str(4000 + os.getpid() % 1000),
+                    '--job-key', str(key),
                     '--address', '127.0.0.1:%d' % (base + 1 + r),
                     '--transport', 'udp'], env=env))
             for d in ds:
@@ -562,7 +661,13 @@ class TwoHosts(unittest.TestCase):
                 self.assertEqual(p.returncode, 0, out)
             text = ds[0].scrape()
             m = parse_metrics(text)
-            self.assertEqual(value(m, 'tally_cluster_joined'), 1)
+            # the job's id is its key in decimal
+            self.assertEqual(job_ids(m), {str(key)})
+            self.assertEqual(value(m, 'tally_info', mode='cluster'), 1)
+            self.assertEqual(value(m, 'tally_cluster_joined', job=str(key)),
+                             1)
+            self.assertGreaterEqual(value(m, 'tally_cluster_epoch',
+                                          job=str(key)), 1)
             self.assertGreater(value(m, 'tally_engine_sent_bytes_total',
                                      engine='worker'), 0)
             self.assertGreater(value(m, 'tally_transport_received_bytes_total'),
@@ -583,10 +688,22 @@ class TwoHosts(unittest.TestCase):
             peers = ctl_json(ds[0].sock, 'peers')
             self.assertEqual(sorted(p['peer'] for p in peers), [0, 1])
             self.assertEqual(sum(p['self'] for p in peers), 1)
+            self.assertEqual({p['job'] for p in peers}, {str(key)})
+            self.assertIn(str(key), ctl(ds[0].sock, 'peers').stdout)
             st = ctl_json(ds[1].sock, 'status')
             self.assertEqual(st['mode'], 'cluster')
-            self.assertEqual(st['jobs'][0]['hosts'], 2)
-            self.assertEqual(st['jobs'][0]['host_rank'], 1)
+            self.assertEqual(len(st['jobs']), 1)
+            job = st['jobs'][0]
+            self.assertEqual(job['job'], str(key))
+            self.assertEqual(job['hosts'], 2)
+            self.assertEqual(job['host_rank'], 1)
+            self.assertIs(job['joined'], True)
+            self.assertEqual(job['health'], 'ok')
+            self.assertGreaterEqual(job['epoch'], 1)
+            self.assertGreater(job['operations_done'], 0)
+            txt = ctl(ds[1].sock, 'status').stdout
+            self.assertIn('job %d: ok' % key, txt)
+            self.assertIn('hosts 2, host rank 1, joined yes, epoch', txt)
             if shutil.which('promtool'):
                 r = subprocess.run(['promtool', 'check', 'metrics'],
                                    input=text, capture_output=True,
@@ -595,6 +712,141 @@ class TwoHosts(unittest.TestCase):
         finally:
             for d in ds:
                 self.assertGreaterEqual(d.stop(), 0, 'tallyd crashed')
+
+
+class ServiceJobs(unittest.TestCase):
+    """A service ([service] enabled) serving two jobs at once: the metrics
+    and tally-ctl job by job, and the jobs' end."""
+
+    def setUp(self):
+        self.d = Daemon(1, ['--set', 'service.enabled=true',
+                            '--set', 'service.job_linger_ms=200'])
+        self.d.wait_ready()
+        self.runs = []
+
+    def tearDown(self):
+        self.stop_clients()
+        rc = self.d.stop()
+        self.assertGreaterEqual(rc, 0, 'tallyd crashed')
+
+    def client(self, job, size, rank):
+        """A client of @job (@size on this host) that runs until killed."""
+        env = dict(os.environ, TALLY_JOB_ID=job, TALLY_LOCAL_SIZE=str(size),
+                   TALLY_LOCAL_RANK=str(rank))
+        log = open(os.path.join(self.d.dir, 'client-%s-%d' % (job, rank)),
+                   'w')
+        self.runs.append(subprocess.Popen(
+            [tool('tally-bench'), '-n', '1', '-b', '4K', '-e', '4K', '-w',
+             '1', '-i', '100000000', '--socket', self.d.sock], env=env,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        log.close()
+
+    def stop_clients(self):
+        for p in self.runs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(30)
+        self.runs = []
+
+    def test_two_jobs(self):
+        sock = self.d.sock
+        self.client('alpha', 2, 0)
+        self.client('alpha', 2, 1)
+        self.client('beta', 1, 0)
+        st = wait_for(lambda: (lambda s: s if s['clients'] == 3 and
+                               len(s['jobs']) == 2 else None)(
+                                   ctl_json(sock, 'status')),
+                      30, 'two jobs with three clients')
+        self.assertEqual(st['mode'], 'service')
+        self.assertEqual(st['health'], 'ok')
+        self.assertEqual((st['jobs_started'], st['jobs_ended']), (2, 0))
+        by = {j['job']: j for j in st['jobs']}
+        self.assertEqual(set(by), {'alpha', 'beta'})
+        self.assertEqual((by['alpha']['clients'], by['alpha']['local_size']),
+                         (2, 2))
+        self.assertEqual((by['beta']['clients'], by['beta']['local_size']),
+                         (1, 1))
+        for j in by.values():
+            self.assertEqual((j['health'], j['hosts'], j['host_rank'],
+                              j['joined'], j['broken']),
+                             ('ok', 1, 0, True, False), j)
+        # each job's operations move on its own counter
+        first = {j['job']: j['operations_done']
+                 for j in ctl_json(sock, 'jobs')}
+        wait_for(lambda: all(j['operations_done'] > first[j['job']]
+                             for j in ctl_json(sock, 'jobs')),
+                 30, 'both jobs to progress')
+
+        # the endpoint: the same two jobs, the daemon's numbers apart
+        text = self.d.scrape()
+        m = parse_metrics(text)
+        self.assertEqual(job_ids(m), {'alpha', 'beta'})
+        self.assertEqual(value(m, 'tally_info', mode='service'), 1)
+        self.assertEqual(value(m, 'tally_jobs'), 2)
+        self.assertEqual(value(m, 'tally_clients'), 3)
+        self.assertEqual(value(m, 'tally_job_clients', job='alpha'), 2)
+        self.assertEqual(value(m, 'tally_job_clients', job='beta'), 1)
+        self.assertEqual(len([k for k in m if k[0] ==
+                              'tally_client_outstanding_operations' and
+                              ('job', 'alpha') in k[1]]), 2)
+        self.assertGreater(value(m, 'tally_operations_total', job='beta',
+                                 result='done'), 0)
+        if shutil.which('promtool'):
+            r = subprocess.run(['promtool', 'check', 'metrics'], input=text,
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+        # tally-ctl's text, one block or row per job
+        txt = ctl(sock, 'status').stdout
+        self.assertIn('(service)', txt)
+        self.assertIn('jobs 2 (started 2, ended 0), clients 3,', txt)
+        self.assertRegex(txt, r'job alpha: ok\n.*\n  clients 2 of 2,')
+        self.assertRegex(txt, r'job beta: ok\n.*\n  clients 1 of 1,')
+        txt = ctl(sock, 'jobs').stdout
+        self.assertRegex(txt, r'(?m)^alpha +ok +2/2 +1 +0 +- ')
+        self.assertRegex(txt, r'(?m)^beta +ok +1/1 +1 +0 +- ')
+        lines = ctl(sock, 'counters').stdout.splitlines()
+        a, b = lines.index('# job alpha'), lines.index('# job beta')
+        self.assertFalse([ln for ln in lines[:min(a, b)] if 'job=' in ln])
+        for start, job in ((a, 'alpha'), (b, 'beta')):
+            block = lines[start + 1:]
+            block = block[:block.index('') if '' in block else len(block)]
+            self.assertTrue(block)
+            self.assertFalse([ln for ln in block
+                              if '{job=%s' % job not in ln], job)
+        top = ctl(sock, 'top', '-n', '2')
+        self.assertEqual(top.returncode, 0, top.stderr)
+        self.assertRegex(top.stdout, r'(?m)^alpha +ok +2/2 ')
+        self.assertRegex(top.stdout, r'(?m)^beta +ok +1/1 ')
+        self.assertRegex(top.stdout, r'job alpha +le_4KiB')
+        self.assertRegex(top.stdout, r'job beta +le_4KiB')
+        self.assertEqual(ctl_json(sock, 'peers'), [])
+
+        # --job narrows every command to one job
+        one = ctl_json(sock, '--job', 'beta', 'status')
+        self.assertEqual([j['job'] for j in one['jobs']], ['beta'])
+        self.assertEqual(one['clients'], 3)         # the daemon's still
+        cs = ctl_json(sock, '--job', 'alpha', 'counters')
+        self.assertTrue(cs)
+        self.assertEqual({c['labels'].get('job') for c in cs}, {'alpha'})
+        r = ctl(sock, '--job', 'gamma', 'jobs')
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no job 'gamma'", r.stderr)
+
+        # the clients leave: the jobs end after the linger, and their
+        # operations move to the ended jobs' counter
+        seen = sum(j['operations_done'] for j in ctl_json(sock, 'jobs'))
+        self.stop_clients()
+        st = wait_for(lambda: (lambda s: s if not s['jobs'] else None)(
+            ctl_json(sock, 'status')), 30, 'the jobs to end')
+        self.assertEqual((st['clients'], st['jobs_started'],
+                          st['jobs_ended']), (0, 2, 2))
+        m = parse_metrics(self.d.scrape())
+        self.assertEqual(job_ids(m), set())
+        self.assertEqual(value(m, 'tally_jobs'), 0)
+        self.assertGreaterEqual(value(m, 'tally_ended_jobs_operations_total',
+                                      result='done'), seen)
+        self.assertEqual(ctl(sock, 'jobs').stdout.count('\n'), 1)  # header
 
 
 if __name__ == '__main__':
