@@ -3,8 +3,9 @@
  * job_env.c - resolve the job a client belongs to.
  *
  * Three layers, each overriding single fields of the one before:
- *   1. the launcher's environment: torchrun, else Slurm, else Open MPI
- *      (the first whose variables are all present);
+ *   1. the launcher's environment: torchrun, else Open MPI, else Slurm
+ *      (the first whose variables are all present; see from_launcher()
+ *      for why Open MPI comes before Slurm);
  *   2. the TALLY_JOB_ID, TALLY_JOB_SECRET, TALLY_COORDINATOR, TALLY_HOSTS,
  *      TALLY_HOST_RANK, TALLY_LOCAL_SIZE, TALLY_LOCAL_RANK variables;
  *   3. the fields tally_connect_opts() was given.
@@ -435,6 +436,12 @@ static int from_ompi(const char *const *envp, struct job_draft *d,
 	return 0;
 }
 
+/*
+ * Open MPI before Slurm: the processes mpirun starts inside a Slurm
+ * allocation inherit, through Open MPI's per-node daemons, the Slurm
+ * variables of the step that started those daemons (one task per node),
+ * so when both sets are present Open MPI's describe the real launch.
+ */
 static int from_launcher(const char *const *envp, struct job_draft *d,
 			 char *err, size_t errlen)
 {
@@ -442,10 +449,10 @@ static int from_launcher(const char *const *envp, struct job_draft *d,
 
 	if (all_present(envp, torchrun_vars))
 		from = from_torchrun;
-	else if (all_present(envp, slurm_vars))
-		from = from_slurm;
 	else if (all_present(envp, ompi_vars))
 		from = from_ompi;
+	else if (all_present(envp, slurm_vars))
+		from = from_slurm;
 	else
 		return 0;
 	d->any = true;

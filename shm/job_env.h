@@ -2,7 +2,7 @@
 /*
  * job_env.h - the client library's view of its job: the fields of
  * tally_connect_opts(), completed from the launcher's environment
- * (torchrun, Slurm, Open MPI) and the TALLY_* variables, resolved into the
+ * (torchrun, Open MPI, Slurm) and the TALLY_* variables, resolved into the
  * struct tally_job_wire that follows HELLO.  The rules are in docs/jobs.md
  * and tally_connect_opts(3).  Not installed.
  */

@@ -19,40 +19,101 @@
 #include <unistd.h>
 
 #include <tally/tally.h>
+#include "ctrl/cluster.h"
+#include "ctrl/job.h"
+#include "ctrl/job_table.h"
 #include "ctrl/log.h"
-#include "ctrl/watchdog.h"
 #include "shm/fdpass.h"
 #include "fake_daemon.h"
 
-/* The fake daemon is alone: its cluster pointer stays NULL, so these are
- * never reached; they stand in for ctrl/cluster.c. */
-void cluster_local_abort(struct tallyd *d)
+/* The fake daemon's one job is alone on its host (cluster.world = 1):
+ * job.c starts no cluster, so these stand in for ctrl/cluster.c and are
+ * reached with a NULL cluster only (job_stop, job_dead, the metrics). */
+static void fail(const char *what);
+
+struct cluster *cluster_start(const struct cluster_env *env)
 {
-	(void)d;
-	abort();
+	(void)env;
+	fail("a cluster started for a job on one host");
+	return NULL;
 }
 
-void cluster_submit_group(struct tallyd *d, struct lg_group *g)
+void cluster_stop(struct cluster *c)
 {
-	(void)d;
+	if (c)
+		fail("cluster_stop of a cluster that never started");
+}
+
+bool cluster_joined(const struct cluster *c)
+{
+	(void)c;
+	return false;
+}
+
+bool cluster_dead(const struct cluster *c)
+{
+	(void)c;
+	return false;
+}
+
+void cluster_submit_group(struct cluster *c, struct lg_group *g)
+{
+	(void)c;
 	(void)g;
-	abort();
+	fail("a group went to a cluster on one host");
 }
 
-/* collect.c (a control query) asks these; the fake daemon has neither a
- * cluster nor a watchdog. */
-void cluster_snapshot(struct tallyd *d, struct cluster_snapshot *s)
+int cluster_poll(struct cluster *c, uint64_t now_ns)
 {
-	(void)d;
+	(void)c;
+	(void)now_ns;
+	return 0;
+}
+
+uint64_t cluster_idle_ns(struct cluster *c)
+{
+	(void)c;
+	return UINT64_MAX;
+}
+
+void cluster_event(struct cluster *c, uint64_t tag)
+{
+	(void)c;
+	(void)tag;
+	fail("a cluster event on one host");
+}
+
+void cluster_tick(struct cluster *c, uint64_t now_ms)
+{
+	(void)c;
+	(void)now_ms;
+}
+
+void cluster_local_abort(struct cluster *c)
+{
+	(void)c;
+	fail("a cluster abort on one host");
+}
+
+int cluster_describe_op(struct cluster *c, uint32_t idx, char *buf,
+			size_t len)
+{
+	(void)c;
+	(void)idx;
+	(void)buf;
+	(void)len;
+	return -1;
+}
+
+void cluster_snapshot(const struct cluster *c, struct cluster_snapshot *s)
+{
+	(void)c;
 	memset(s, 0, sizeof(*s));
 }
 
-const struct watchdog_stats *watchdog_stats(const struct tallyd *d)
+void cluster_log_counters(const struct cluster *c)
 {
-	static const struct watchdog_stats off;
-
-	(void)d;
-	return &off;
+	(void)c;
 }
 
 static void fail(const char *what)
@@ -74,6 +135,43 @@ static int count_fds(void)
 			n++;
 	closedir(dir);
 	return n;
+}
+
+/* The command line's job, as tallyd's start_static_job() makes it: every
+ * client that says HELLO is a member, at the first free local rank. */
+static int start_static_job(struct fake_daemon *f)
+{
+	struct tallyd *d = f->d;
+	struct job_env env = { .reducer = d->reducer,
+			       .epoll_fd = d->epoll_fd };
+	struct job *j;
+
+	if (job_table_init(&d->jobs, 1))
+		return -1;
+	j = job_table_alloc(&d->jobs, 1);
+	if (!j)
+		return -1;
+	j->cfg = d->cfg;
+	j->static_job = true;
+	snprintf(j->id, sizeof(j->id), "local");
+	if (job_table_start(&d->jobs, j, &env))
+		return -1;
+	d->static_job = j;
+	f->job = j;
+	return 0;
+}
+
+/* The member of local rank @rank, or NULL. */
+static struct daemon_client *member(const struct fake_daemon *f, int rank)
+{
+	struct daemon_client *cl;
+
+	if (rank < 0 || rank >= f->job->cfg.local_size)
+		return NULL;
+	cl = f->job->members[rank];
+	if (cl && (!cl->active || cl->rank != rank || cl->job != f->job))
+		fail("a job member that is not an active client of it");
+	return cl;
 }
 
 int fake_daemon_init(struct fake_daemon *f, int local_size)
@@ -101,14 +199,14 @@ int fake_daemon_init(struct fake_daemon *f, int local_size)
 	 * sweep (fake_pending_end lets a deadline pass) */
 	d->conn_timer_fd = timerfd_create(CLOCK_MONOTONIC,
 					  TFD_CLOEXEC | TFD_NONBLOCK);
-	if (d->epoll_fd < 0 || d->conn_timer_fd < 0 ||
-	    local_group_init(&d->groups, (unsigned int)local_size,
-			     (uint32_t)local_size * TALLY_MAX_INFLIGHT))
+	if (d->epoll_fd < 0 || d->conn_timer_fd < 0)
 		fail("cannot set up");
 	d->reducer = reduce_pool_create(1);
 	if (!d->reducer)
 		fail("cannot make the reduce pool");
 	f->d = d;
+	if (start_static_job(f))
+		fail("cannot start the job");
 	return 0;
 }
 
@@ -153,12 +251,15 @@ void fake_daemon_fini(struct fake_daemon *f)
 	daemon_conns_close(d);
 	for (int i = 0; i < DAEMON_MAX_PENDING; i++)
 		forget_conn(&f->pend[i]);
-	for (int r = 0; r < d->cfg.local_size; r++) {
-		daemon_client_drop(d, &d->clients[r], "closed at shutdown");
+	/* as tallyd's daemon_fini() */
+	for (int i = 0; i < DAEMON_MAX_CLIENTS; i++)
+		daemon_client_drop(d, &d->clients[i], "closed at shutdown");
+	for (int r = 0; r < CONFIG_MAX_LOCAL_SIZE; r++)
 		forget(&f->c[r]);
-	}
+	if (d->n_clients || f->job->n_members)
+		fail("clients left after every one was dropped");
+	job_table_fini(&d->jobs);
 	close(d->epoll_fd);
-	local_group_destroy(&d->groups);
 	reduce_pool_destroy(d->reducer);
 	free(d);
 	f->d = NULL;
@@ -172,8 +273,7 @@ void fake_daemon_fini(struct fake_daemon *f)
 
 int fake_active(const struct fake_daemon *f, int rank)
 {
-	return rank >= 0 && rank < f->d->cfg.local_size &&
-	       f->d->clients[rank].active;
+	return member(f, rank) != NULL;
 }
 
 /* A memfd of @size bytes, its memory allocated unless @sparse. */
@@ -388,9 +488,9 @@ static int conn_outcome(struct fake_daemon *f, struct fake_conn *cn,
 	if (take_reply(cn->sock, &rep, bells, &nbells) == 0 &&
 	    rep.type == TALLY_MSG_WELCOME && rep.status == 0)
 		rank = (int)rep.arg[0];
-	for (int r = 0; r < d->cfg.local_size; r++)
-		if (d->clients[r].active && d->clients[r].sock == daemon_sock &&
-		    r != rank)
+	for (int i = 0; i < DAEMON_MAX_CLIENTS; i++)
+		if (d->clients[i].active && d->clients[i].sock == daemon_sock &&
+		    d->clients[i].rank != rank)
 			fail("admitted a client without telling it");
 	if (rank < 0) {
 		for (int i = 0; i < nbells; i++)
@@ -398,9 +498,9 @@ static int conn_outcome(struct fake_daemon *f, struct fake_conn *cn,
 		forget_conn(cn);
 		return -1;
 	}
-	if (rank >= d->cfg.local_size || !d->clients[rank].active ||
-	    d->clients[rank].sock != daemon_sock || f->c[rank].sock >= 0 ||
-	    rep.arg[1] != (uint64_t)d->cfg.local_size ||
+	if (!member(f, rank) || member(f, rank)->sock != daemon_sock ||
+	    f->c[rank].sock >= 0 ||
+	    rep.arg[1] != (uint64_t)f->job->cfg.local_size ||
 	    cn->sent < sizeof(hello))
 		fail("WELCOME disagrees with the daemon");
 	if (nbells != 2 || !is_pipe(bells[0], O_WRONLY) ||
@@ -483,7 +583,7 @@ void fake_pending_end(struct fake_daemon *f, int slot, int how)
 static void client_events(struct fake_daemon *f, int rank, bool hangup,
 			  int *status)
 {
-	struct daemon_client *cl = &f->d->clients[rank];
+	struct daemon_client *cl = member(f, rank);
 	struct fake_client *c = &f->c[rank];
 	struct tally_msg rep;
 
@@ -503,6 +603,8 @@ static void client_events(struct fake_daemon *f, int rank, bool hangup,
 			*status = rep.status;
 	}
 	if (!cl->active) {
+		if (member(f, rank) == cl)
+			fail("a dropped client is still a member of its job");
 		forget(c);
 		return;
 	}
@@ -553,9 +655,9 @@ void fake_submit(struct fake_daemon *f, int rank,
 
 void fake_drain(struct fake_daemon *f, int rank)
 {
-	struct daemon_client *cl = &f->d->clients[rank];
+	struct daemon_client *cl = member(f, rank);
 
-	if (!fake_active(f, rank))
+	if (!cl)
 		return;
 	daemon_drain_sq(f->d, cl);
 	if (cl->doomed)
@@ -614,19 +716,23 @@ struct pending {
 	uint32_t refs[CONFIG_MAX_LOCAL_SIZE][TALLY_MAX_SEGMENTS];
 };
 
-static void count_ref(struct pending *p, const struct tallyd *d,
+static void count_ref(struct pending *p, const struct job *j,
 		      unsigned int r, const void *ref)
 {
-	const struct daemon_seg *s = ref, *first = d->clients[r].segs;
+	const struct daemon_seg *s = ref, *first;
+
+	if (!j->members[r])
+		fail("a pending member that is not in the job");
+	first = j->members[r]->segs;
 
 	if (s < first || s >= first + TALLY_MAX_SEGMENTS)
 		fail("a member refers to another client's segment");
 	p->refs[r][s - first]++;
 }
 
-static void count_pending(struct pending *p, const struct tallyd *d)
+static void count_pending(struct pending *p, const struct job *j)
 {
-	const struct local_group *lg = &d->groups;
+	const struct local_group *lg = &j->groups;
 
 	memset(p, 0, sizeof(*p));
 	for (uint32_t i = 0; i < lg->n_pool; i++) {
@@ -638,8 +744,8 @@ static void count_pending(struct pending *p, const struct tallyd *d)
 			if (!(g->arrived & (1ull << r)))
 				continue;
 			p->owed[r]++;
-			count_ref(p, d, r, g->m[r].send_ref);
-			count_ref(p, d, r, g->m[r].recv_ref);
+			count_ref(p, j, r, g->m[r].send_ref);
+			count_ref(p, j, r, g->m[r].recv_ref);
 		}
 	}
 }
@@ -648,20 +754,33 @@ void fake_daemon_check(struct fake_daemon *f)
 {
 	static struct pending p;
 	struct tallyd *d = f->d;
-	int active = 0;
+	struct job *j = f->job;
+	int active = 0, members = 0;
 
-	count_pending(&p, d);
-	for (int r = 0; r < d->cfg.local_size; r++) {
-		struct daemon_client *cl = &d->clients[r];
+	if (d->jobs.n_used != 1 || d->static_job != j || !j->used)
+		fail("the static job is gone");
+	count_pending(&p, j);
+	for (int i = 0; i < DAEMON_MAX_CLIENTS; i++) {
+		const struct daemon_client *cl = &d->clients[i];
 
-		if (!cl->active) {
+		if (!cl->active)
+			continue;
+		active++;
+		if (cl->job != j || cl->rank < 0 ||
+		    cl->rank >= j->cfg.local_size || j->members[cl->rank] != cl)
+			fail("an active client that is not a member of the job");
+	}
+	for (int r = 0; r < j->cfg.local_size; r++) {
+		struct daemon_client *cl = member(f, r);
+
+		if (!cl) {
 			if (f->c[r].sock >= 0)
 				fail("the daemon forgot a client silently");
 			if (p.owed[r])
 				fail("a group waits on a client that left");
 			continue;
 		}
-		active++;
+		members++;
 		if (f->c[r].base == NULL)
 			fail("a client the harness never saw is active");
 		if (p.owed[r] != cl->outstanding)
@@ -682,8 +801,12 @@ void fake_daemon_check(struct fake_daemon *f)
 				fail("segment references out of step");
 		}
 	}
-	if (active != d->n_clients)
-		fail("n_clients differs from the active clients");
+	for (int r = j->cfg.local_size; r < CONFIG_MAX_LOCAL_SIZE; r++)
+		if (f->c[r].sock >= 0 || j->members[r])
+			fail("a member beyond the job's local size");
+	if (active != d->n_clients || members != j->n_members ||
+	    active != members)
+		fail("n_clients, n_members and the active clients differ");
 	for (int i = 0; i < DAEMON_MAX_PENDING; i++)
 		if (d->pending[i].used != (f->pend[i].sock >= 0))
 			fail("pending connections out of step");

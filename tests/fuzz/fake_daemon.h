@@ -5,6 +5,10 @@
  * submission (ctrl/submit.c) code, driven over socketpairs whose client
  * ends, and the client side of the shared rings, the harness holds.
  *
+ * The daemon runs one static job, as tallyd without [service] does
+ * (ctrl/tallyd.c): every admitted client is a member of it, on this host
+ * alone (its cluster functions are stubs that must not be reached).
+ *
  * Everything is created per input and torn down after it, so a finding
  * reproduces from its input alone; fake_daemon_fini() aborts if a file
  * descriptor outlived the daemon (a leak a hostile client could repeat
@@ -59,7 +63,8 @@ struct fake_client {
 
 struct fake_daemon {
 	struct tallyd *d;
-	struct fake_client c[CONFIG_MAX_LOCAL_SIZE];
+	struct job *job;	/* the daemon's static job: every client's */
+	struct fake_client c[CONFIG_MAX_LOCAL_SIZE];	/* by local rank */
 	struct fake_conn pend[DAEMON_MAX_PENDING];	/* by daemon slot */
 	int fds_at_start;
 };

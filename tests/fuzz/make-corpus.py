@@ -13,9 +13,13 @@ fuzz-submit     descriptors that complete, mismatch, fall outside their
                 segments, back up the rings (fuzz_submit.c)
 fuzz-config     configuration files, valid and not
 fuzz-cmdline    command lines (NUL-separated arguments)
+fuzz-job-desc   job descriptions (struct tally_job_wire) under several
+                daemon configurations, and launcher environments for the
+                client's job_resolve (fuzz_job_desc.c)
 
 and the dictionaries dict/fuzz-config.dict and dict/fuzz-cmdline.dict from
-the key table of ctrl/config.c and the options of ctrl/cmdline.c."""
+the key table of ctrl/config.c and the options of ctrl/cmdline.c, and
+dict/fuzz-job-desc.dict from the variables shm/job_env.c reads."""
 import os
 import re
 import struct
@@ -139,7 +143,7 @@ write_all("fuzz-bootstrap", boot_seeds)
 
 
 # --- the client protocol (shm/proto.h, host byte order) ---
-MAGIC, VERSION = 0x544C4C59, 2
+MAGIC, VERSION = 0x544C4C59, 3
 HELLO, WELCOME, SEG_ADD, SEG_DEL = 1, 2, 3, 4
 CTL_QUERY = 6           # tally-ctl's query, sent instead of HELLO
 (MEMFD, EVENTFD, DEVNULL, PIPE_R, PIPE_W, SOCKET, DIRECTORY, MEMFD_RO,
@@ -250,6 +254,26 @@ admission["ctl-query-bad"] = b"\x00" + a_connect(msg(CTL_QUERY, 9), ()) + \
 admission["ctl-query-half"] = b"\x00" + a_connect(msg(CTL_QUERY, 1)[:20],
                                                   ()) + \
     a_more(0, msg(CTL_QUERY, 1)[20:])
+# protocol 3: a job description follows HELLO (arg[3] = its size); the
+# fake daemon runs a static job, which reads it and takes the client anyway
+JOB_WIRE_LEN = 152
+
+
+def job_wire(job_id=b"fuzz", secret=b"", coord_ip=0, coord_port=0, hosts=1,
+             host_rank=0, local_size=1, local_rank=0, source=1, pad=0):
+    return struct.pack("<64s64sIIHHHHHHI", job_id, secret, len(secret),
+                       coord_ip, coord_port, hosts, host_rank, local_size,
+                       local_rank, source, pad)
+
+
+HELLO_JOB = msg(HELLO, 8, 8, 4096, JOB_WIRE_LEN)
+JW = job_wire(b"slurm:42.0", b"s" * 16, 0x0a000001, 7000, 2, 1, 2, 1, 3)
+admission["hello-job"] = b"\x01" + a_connect(HELLO_JOB) + \
+    a_more(0, JW[:64]) + a_more(0, JW[64:128]) + a_more(0, JW[128:]) + \
+    a_connect(HELLO_JOB) + a_more(0, JW[:100]) + a_pending_end(0, 1)
+admission["hello-job-size"] = b"\x00" + a_connect(
+    msg(HELLO, 8, 8, 4096, JOB_WIRE_LEN - 1)) + a_connect(HELLO_JOB) + \
+    a_pending_end(0, 2)
 # a 98-page ctrl memfd for 4096-entry rings
 admission["hello-big-rings"] = b"\x00" + bytes([0, 1, MEMFD, 98, MSG_LEN]) + \
     msg(HELLO, 4096, 4096, 400000)
@@ -288,6 +312,62 @@ submit = {
     s_sub(1, soff=1, roff=1) + s_sub(0, key=2, dtype=1, soff=3, roff=3),
 }
 write_all("fuzz-submit", submit)
+
+# --- job descriptions and launcher environments (fuzz_job_desc.c) ---
+# setup byte: 0x80 environment text, else a wire description under a
+# daemon with 1 service, 2 require_secret, 4 dataplane.address, 8 dpdk
+SVC, REQ, ADDR, DPDK, ENV = 1, 2, 4, 8, 0x80
+
+
+def env(*lines):
+    return bytes([ENV]) + "\n".join(lines).encode()
+
+
+TORCHRUN = ["RANK=5", "WORLD_SIZE=8", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=4",
+            "GROUP_RANK=1", "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29500",
+            "TORCHELASTIC_RUN_ID=abc"]
+SLURM = ["SLURM_JOB_ID=4242", "SLURM_STEP_ID=0", "SLURM_PROCID=3",
+         "SLURM_NTASKS=6", "SLURM_LOCALID=1", "SLURM_NODEID=1",
+         "SLURM_NNODES=2", "SLURM_STEP_TASKS_PER_NODE=4,2",
+         "SLURM_STEP_NODELIST=node[01-02]"]
+OMPI = ["OMPI_COMM_WORLD_RANK=5", "OMPI_COMM_WORLD_SIZE=8",
+        "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=4",
+        "OMPI_MCA_ess_base_jobid=1234", "TALLY_COORDINATOR=10.0.0.1:7000"]
+job_desc = {
+    "wire-local": bytes([SVC]) + job_wire(),
+    "wire-cluster": bytes([SVC | ADDR]) + job_wire(
+        b"ompi:77", b"0123456789abcdef", 0x0a000001, 0, 4, 3, 8, 7, 4),
+    "wire-no-address": bytes([SVC]) + job_wire(
+        b"j", coord_ip=0x0a000001, hosts=2),
+    "wire-require-secret": bytes([SVC | REQ | ADDR]) + job_wire(b"j"),
+    "wire-short-secret": bytes([SVC | ADDR]) + job_wire(b"j", b"short"),
+    "wire-dpdk": bytes([SVC | ADDR | DPDK]) + job_wire(
+        b"j", coord_ip=0x0a000001, hosts=2),
+    "wire-bad-ranks": bytes([ADDR]) + job_wire(
+        b"j", hosts=2, host_rank=2, coord_ip=1),
+    "wire-unterminated": bytes([SVC]) + job_wire(b"x" * 64),
+    "wire-bad-source": bytes([SVC]) + job_wire(source=9, pad=1),
+    "env-torchrun": env(*TORCHRUN),
+    "env-slurm": env(*SLURM),
+    "env-slurm-tasks": env(*(SLURM[:7] + [
+        "SLURM_TASKS_PER_NODE=2(x3),1", "SLURM_JOB_NODELIST=r[1-2]-n[3-4]"])),
+    "env-ompi": env(*OMPI),
+    "env-ompi-pmix": env(*(OMPI[:4] + ["PMIX_NAMESPACE=prterun-h-1@1"])),
+    "env-slurm-and-ompi": env(*(SLURM + OMPI)),
+    "env-tally": env("TALLY_JOB_ID=train-7", "TALLY_JOB_SECRET=" + "k" * 20,
+                     "TALLY_COORDINATOR=node7:7100", "TALLY_HOSTS=3",
+                     "TALLY_HOST_RANK=2", "TALLY_LOCAL_SIZE=2",
+                     "TALLY_LOCAL_RANK=1"),
+    "env-opts": env("opt.id=job", "opt.secret=" + "q" * 16,
+                    "opt.coordinator=localhost", "opt.hosts=2",
+                    "opt.host_rank=1", "opt.local_size=64",
+                    "opt.local_rank=63", "opt.noenv", *TORCHRUN),
+    "env-bad": env("RANK=8", *TORCHRUN[1:]),
+    "env-unknown-host": env("TALLY_JOB_ID=x", "TALLY_LOCAL_SIZE=1",
+                            "TALLY_LOCAL_RANK=0", "TALLY_HOSTS=2",
+                            "TALLY_COORDINATOR=nowhere.example"),
+}
+write_all("fuzz-job-desc", job_desc)
 
 # --- configuration file and command line ---
 config = {
@@ -356,3 +436,14 @@ with open(os.path.join(ROOT, "ctrl", "cmdline.c")) as f:
     opts = re.findall(r'\{ "([\w-]+)", (?:required|no)_argument', f.read())
 dictionary("fuzz-cmdline", ["--" + o for o in opts] +
            ["%s.%s=" % k for k in keys] + values + ["\0"])
+with open(os.path.join(ROOT, "shm", "job_env.c")) as f:
+    names = set(re.findall(r'"((?:TALLY|SLURM|OMPI|PMIX|TORCHELASTIC)_\w+|'
+                           r'RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|'
+                           r'GROUP_RANK|MASTER_ADDR|MASTER_PORT)"', f.read()))
+dictionary("fuzz-job-desc", [n + "=" for n in names] +
+           ["opt.%s=" % k for k in ("id", "secret", "coordinator", "hosts",
+                                    "host_rank", "local_size",
+                                    "local_rank")] +
+           ["opt.noenv", "\n", "(x", ")", "[", "]", "-", ",", ":",
+            "localhost", "node", "10.0.0.1", "torchrun:", "slurm:", "ompi:",
+            "none"])

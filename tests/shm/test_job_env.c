@@ -166,7 +166,7 @@ static void test_slurm(void **state)
 	(void)state;
 	w = ok(NULL, 0, ENV(SLURM_2x4, "SLURM_STEP_ID=3",
 			    "SLURM_STEP_NODELIST=10.0.0.[7-8]",
-			    "SLURM_JOB_NODELIST=10.0.0.[1-9]", OMPI_2x4));
+			    "SLURM_JOB_NODELIST=10.0.0.[1-9]"));
 	assert_string_equal(w.id, "slurm:4242.3");
 	assert_layout(&w, 2, 1, 4, 1);	/* NTASKS / NNODES */
 	assert_int_equal(w.coord_ip, IP(10, 0, 0, 7));
@@ -292,7 +292,17 @@ static void test_launcher_order(void **state)
 	(void)state;
 	assert_int_equal(ok(NULL, 0, ENV(OMPI_2x4, SLURM_2x4, TORCHRUN_2x4))
 			 .source, TALLY_JOB_SRC_TORCHRUN);
-	assert_int_equal(ok(NULL, 0, ENV(OMPI_2x4, SLURM_2x4,
+	/* Open MPI before Slurm: test_ompi_inside_slurm */
+	assert_int_equal(ok(NULL, 0, ENV(SLURM_2x4, OMPI_2x4,
+					 "OMPI_MCA_ess_base_jobid=123",
+					 "SLURM_JOB_NODELIST=10.0.0.1",
+					 "TALLY_COORDINATOR=10.0.0.9"))
+			 .source, TALLY_JOB_SRC_OMPI);
+	/* Open MPI lacking its local size is not Open MPI */
+	assert_int_equal(ok(NULL, 0, ENV("OMPI_COMM_WORLD_RANK=6",
+					 "OMPI_COMM_WORLD_SIZE=8",
+					 "OMPI_COMM_WORLD_LOCAL_RANK=2",
+					 SLURM_2x4,
 					 "SLURM_JOB_NODELIST=10.0.0.1"))
 			 .source, TALLY_JOB_SRC_SLURM);
 	/* torchrun lacking GROUP_RANK is not torchrun */
@@ -303,6 +313,53 @@ static void test_launcher_order(void **state)
 					 "SLURM_JOB_NODELIST=10.0.0.1"))
 			 .source, TALLY_JOB_SRC_SLURM);
 }
+
+/*
+ * mpirun inside a Slurm allocation: its ranks inherit, through Open MPI's
+ * per-node daemons, the Slurm variables of the step that started those
+ * daemons (one task on each of the 2 nodes), next to Open MPI's own (4
+ * ranks a host).  Open MPI's describe the job.
+ */
+#define SLURM_ORTED_STEP \
+	"SLURM_JOB_ID=4242", "SLURM_STEP_ID=0", "SLURM_PROCID=1", \
+	"SLURM_NTASKS=2", "SLURM_LOCALID=0", "SLURM_NODEID=1", \
+	"SLURM_NNODES=2", "SLURM_STEP_TASKS_PER_NODE=1(x2)", \
+	"SLURM_STEP_NODELIST=10.0.0.[7-8]", "SLURM_JOB_NODELIST=10.0.0.[7-8]"
+
+static void test_ompi_inside_slurm(void **state)
+{
+	struct tally_job_wire w;
+
+	(void)state;
+	w = ok(NULL, 0, ENV(SLURM_ORTED_STEP, OMPI_2x4,
+			    "OMPI_MCA_ess_base_jobid=123",
+			    "TALLY_COORDINATOR=10.0.0.1:7000"));
+	assert_int_equal(w.source, TALLY_JOB_SRC_OMPI);
+	assert_string_equal(w.id, "ompi:123");
+	assert_layout(&w, 2, 1, 4, 2);	/* not Slurm's 2, 1, 1, 0 */
+	assert_int_equal(w.coord_ip, IP(10, 0, 0, 1));
+	assert_int_equal(w.coord_port, 7000);
+	/* wherever the variables stand in the environment */
+	w = ok(NULL, 0, ENV(OMPI_2x4, "PMIX_NAMESPACE=prterun-h-1@1",
+			    SLURM_ORTED_STEP, "TALLY_COORDINATOR=10.0.0.1"));
+	assert_int_equal(w.source, TALLY_JOB_SRC_OMPI);
+	assert_string_equal(w.id, "ompi:prterun-h-1@1");
+	assert_layout(&w, 2, 1, 4, 2);
+	/* nothing of Slurm's is taken: not its node list as coordinator */
+	bad(NULL, 0, ENV(SLURM_ORTED_STEP, OMPI_2x4,
+			 "OMPI_MCA_ess_base_jobid=123"),
+	    "job 'ompi:123' has 2 hosts but no coordinator");
+	/* nor its job id */
+	bad(NULL, 0, ENV(SLURM_ORTED_STEP, OMPI_2x4,
+			 "TALLY_COORDINATOR=10.0.0.1"),
+	    "no job id: set TALLY_JOB_ID");
+	/* a malformed Slurm variable does not matter then */
+	w = ok(NULL, 0, ENV(OMPI_2x4, "OMPI_MCA_ess_base_jobid=123",
+			    "TALLY_COORDINATOR=10.0.0.1", SLURM_2x4,
+			    "SLURM_TASKS_PER_NODE=banana"));
+	assert_int_equal(w.source, TALLY_JOB_SRC_OMPI);
+}
+#undef SLURM_ORTED_STEP
 
 /* --- precedence --- */
 
@@ -726,6 +783,7 @@ int main(void)
 		cmocka_unit_test(test_ompi),
 		cmocka_unit_test(test_ompi_uneven),
 		cmocka_unit_test(test_launcher_order),
+		cmocka_unit_test(test_ompi_inside_slurm),
 		cmocka_unit_test(test_tally_env_over_launcher),
 		cmocka_unit_test(test_tally_env_alone),
 		cmocka_unit_test(test_given_over_env),
