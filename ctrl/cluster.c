@@ -317,6 +317,10 @@ int cluster_poll(struct cluster *c, uint64_t now)
 	return work;
 }
 
+/* While a member reaches its coordinator, its retries need a finer clock
+ * than the heartbeats': a job's first all-reduce waits for them. */
+#define CLUSTER_JOIN_TICK_MS 10
+
 uint64_t cluster_idle_ns(struct cluster *c)
 {
 	uint64_t hb = (uint64_t)c->cfg->heartbeat_ms * 1000000ull / 2;
@@ -330,6 +334,8 @@ uint64_t cluster_idle_ns(struct cluster *c)
 	 * a client or the next heartbeat. */
 	if (busy || (!has_fd && c->tp_open))
 		return busy ? 200000 : 1000000;
+	if (c->mb_started && membership_joining(&c->mb))
+		return CLUSTER_JOIN_TICK_MS * 1000000ull;
 	return hb;
 }
 
@@ -345,8 +351,9 @@ void cluster_event(struct cluster *c, uint64_t tag)
 
 void cluster_tick(struct cluster *c, uint64_t now_ms)
 {
+	bool joining = c->mb_started && membership_joining(&c->mb);
 
-	if (now_ms < c->next_tick_ms)
+	if (now_ms < c->next_tick_ms && !joining)
 		return;
 	c->next_tick_ms = now_ms + (uint64_t)c->cfg->heartbeat_ms / 2;
 	membership_tick(&c->mb, now_ms);
@@ -472,6 +479,7 @@ struct cluster *cluster_start(const struct cluster_env *env)
 		.peer_timeout_ms = (uint32_t)cfg->peer_timeout_ms,
 		.connect_timeout_ms = (uint32_t)cfg->connect_timeout_ms,
 		.tag_job = env->tag_job,
+		.retry_other_job = env->retry_other_job,
 	};
 	struct membership_ops ops = { on_roster, on_peer_down, on_lost, c };
 	int ret;

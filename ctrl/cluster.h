@@ -48,6 +48,8 @@ struct cluster_env {
 	 * $TALLY_JOB_SECRET (auth_load) */
 	const void *secret;
 	size_t secret_len;
+	/* a host service's job: see membership_cfg.retry_other_job */
+	bool retry_other_job;
 	/* a group left the network phase: complete its members with @res
 	 * (0: done, the result is in every receive buffer) and release it */
 	void (*group_done)(void *ctx, struct lg_group *g, int res);

@@ -317,6 +317,16 @@ int job_member_add(struct job *j, struct daemon_client *cl, int rank,
 	return 0;
 }
 
+void job_member_undo(struct job *j, struct daemon_client *cl)
+{
+	j->members[cl->rank] = NULL;
+	j->n_members--;
+	j->ever_members--;
+	if (!j->n_members)
+		j->empty_since_ns = transport_now_ns();
+	cl->job = NULL;
+}
+
 void job_member_left(struct job *j, struct daemon_client *cl)
 {
 	if (cl->rank < 0 || cl->rank >= j->cfg.local_size ||
@@ -408,6 +418,7 @@ int job_start(struct job *j, const struct job_env *env)
 			.reducer = env->reducer, .epoll_fd = env->epoll_fd,
 			.tag_job = j->slot,
 			.secret = j->secret, .secret_len = j->secret_len,
+			.retry_other_job = !j->static_job,
 			.group_done = group_finish,
 			.job_abort = cluster_job_abort, .ctx = j,
 		};

@@ -84,6 +84,9 @@ void job_stop(struct job *j);
 /* Take @cl as local rank @rank.  0, or -TALLY_EDENIED with @why set. */
 int job_member_add(struct job *j, struct daemon_client *cl, int rank,
 		   const char **why);
+/* Undo job_member_add() of a client that never learnt it was admitted
+ * (its WELCOME could not be sent): nothing of it can be pending. */
+void job_member_undo(struct job *j, struct daemon_client *cl);
 /* @cl leaves (disconnected, dropped): its pending operations fail, and
  * the job is aborted when it had operations pending. */
 void job_member_left(struct job *j, struct daemon_client *cl);

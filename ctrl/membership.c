@@ -301,7 +301,7 @@ static void member_retry(struct membership *m, int err, uint64_t now)
  */
 static bool member_other_job(struct membership *m, uint64_t now)
 {
-	if (m->coordinator || m->formed)
+	if (m->coordinator || m->formed || !m->cfg.retry_other_job)
 		return false;
 	member_retry(m, MB_ERR_OTHER_JOB, now);
 	return true;
@@ -816,6 +816,11 @@ void membership_tick(struct membership *m, uint64_t now)
 					       "coordinator");
 		}
 	}
+}
+
+bool membership_joining(const struct membership *m)
+{
+	return !m->coordinator && !m->dead && m->join != MB_JOIN_REGISTERED;
 }
 
 void membership_abort(struct membership *m)

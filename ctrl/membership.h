@@ -55,6 +55,11 @@ struct membership_cfg {
 	uint32_t peer_timeout_ms;
 	uint32_t connect_timeout_ms;
 	struct auth_keys keys;		/* from the job secret */
+	/* Before the first roster, a refusal by job key or secret means
+	 * another job's coordinator may still hold the port (a host
+	 * service's ended job): retry until connect_timeout_ms instead of
+	 * losing the job at once. */
+	bool retry_other_job;
 	uint16_t tag_job;		/* the job's slot in epoll tags (0: a
 					 * daemon of one job) */
 };
@@ -128,6 +133,9 @@ void membership_stop(struct membership *m);
 void membership_event(struct membership *m, uint64_t tag, uint64_t now_ms);
 /* Heartbeats and timeouts; a joining member's connect retries. */
 void membership_tick(struct membership *m, uint64_t now_ms);
+/* A member still reaching its coordinator (retrying, connecting, waiting
+ * for the challenge): it wants membership_tick() every MB_RETRY_MS. */
+bool membership_joining(const struct membership *m);
 /* Tell the coordinator our local job broke (every host must fail it). */
 void membership_abort(struct membership *m);
 

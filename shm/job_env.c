@@ -474,10 +474,11 @@ static int from_tally_env(const char *const *envp, struct job_draft *d,
 		set_id(d, "TALLY_JOB_ID", "%s", v);
 		d->any = true;
 	}
+	/* a credential, not a job: alone it names none (the daemons of a
+	 * job started on their command line read the same variable) */
 	if ((v = env_set(envp, "TALLY_JOB_SECRET"))) {
 		d->secret = v;
 		d->secret_from = "TALLY_JOB_SECRET";
-		d->any = true;
 	}
 	if ((v = env_set(envp, "TALLY_COORDINATOR"))) {
 		d->any = true;

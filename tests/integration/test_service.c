@@ -37,23 +37,41 @@ struct hosts {
 	struct test_daemon d[MAX_HOSTS];
 };
 
-/* Start @n service daemons; @extra: more arguments for each (NULL-ended,
- * may be NULL). */
+/* The service's configuration, as a host would have it in
+ * /etc/tally/tally.conf: no job in it. */
+static const char service_conf[] =
+	"[service]\n"
+	"enabled = true\n"
+	"job_linger_ms = 200\n"
+	"[dataplane]\n"
+	"address = 127.0.0.1:1\n";
+
+/* Start @n service daemons, each with the service's configuration file
+ * and its own socket; @extra: more arguments for each (NULL-ended, may
+ * be NULL). */
 static void hosts_up(struct hosts *h, int n, const char *const *extra)
 {
+	static char conf[64];
+	FILE *f;
+
+	snprintf(conf, sizeof(conf), "/tmp/tally-service-%d.conf", getpid());
+	f = fopen(conf, "w");
+	assert_non_null(f);
+	fputs(service_conf, f);
+	fclose(f);
 	memset(h, 0, sizeof(*h));
 	h->n = n;
 	for (int i = 0; i < n; i++) {
-		const char *argv[32] = { "--set", "service.enabled=true",
-			"--address", "127.0.0.1:1", "--log-level", "info",
-			"--set", "service.job_linger_ms=200" };
-		int argc = 8;
+		const char *argv[32] = { "--config", conf, "--log-level",
+					 "info" };
+		int argc = 4;
 
 		for (int k = 0; extra && extra[k] && argc < 31; k++)
 			argv[argc++] = extra[k];
 		argv[argc] = NULL;
 		assert_int_equal(daemon_start(&h->d[i], 1, argv), 0);
 	}
+	unlink(conf);		/* read at start; a reload would need it */
 }
 
 static void hosts_down(struct hosts *h)
