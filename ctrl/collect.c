@@ -188,6 +188,9 @@ static void collect_job(struct fill *f, struct tallyd *d, struct job *j)
 	     "this host.", j->cfg.local_size);
 	put1(f, "tally_job_broken", METRICS_GAUGE, "1 while the job is "
 	     "aborted and waits for its clients to leave.", j->broken);
+	put1(f, "tally_job_dead", METRICS_GAUGE, "1 once the job's hosts "
+	     "are lost for good (coordinator gone, refused, never reached).",
+	     job_dead(j));
 	put1(f, "tally_host_rank", METRICS_GAUGE, "This host's rank in the "
 	     "job.", j->cfg.rank);
 	put1(f, "tally_hosts", METRICS_GAUGE, "Hosts in the job.",

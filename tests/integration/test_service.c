@@ -235,9 +235,12 @@ static int job_start(const struct hosts *h, const int *host_daemon,
 	return n;
 }
 
+/* Coordinator ports of the tests' jobs: below the kernel's ephemeral
+ * range (32768-60999), where the jobs' own UDP ports and connections
+ * come from, and apart for concurrent runs. */
 static int unique_port(int k)
 {
-	return 30000 + (getpid() % 1500) * 16 + k;
+	return 5000 + (getpid() % 300) * 16 + k;
 }
 
 
@@ -372,7 +375,7 @@ static void test_hundred_jobs_no_leak(void **state)
 	for (int k = 0; k < 100; k++) {
 		/* a port of its own: the last job's coordinator may linger
 		 * on its port a moment (service.job_linger_ms) */
-		struct proc p = { .coord_port = 40000 + (getpid() % 200) * 128
+		struct proc p = { .coord_port = 10000 + (getpid() % 150) * 128
 						+ k, .hosts = 2,
 				  .local_size = 1, .dtype = TALLY_FLOAT32,
 				  .count = 1000 + (size_t)k, .rounds = 2 };
