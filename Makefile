@@ -11,7 +11,7 @@ MESON_OPTS ?=
 # threads (the reduction pool, the UDP transport's wake-up).  Cluster,
 # DPDK and RDMA tests are left out: docs/fuzzing.md says why.
 TSAN_TESTS ?= test_local_allreduce test_local_faults test_local_peer_loss \
-	dataplane_reduce transport_udp test_wait_ready
+	dataplane_reduce transport_udp test_wait_ready test_service
 
 .PHONY: all deps build test test-asan test-tsan fuzz fuzz-build fuzz-coverage \
 	bench soak demo clean

@@ -361,6 +361,13 @@ static void test_job_from_torchrun_env(void **state)
 }
 
 
+static bool sanitized(void)
+{
+	const char *s = getenv("TALLY_SANITIZE");
+
+	return s && *s && strcmp(s, "none");
+}
+
 /* 100 jobs, one after another, through the same two daemons: every one
  * exact, and nothing left behind: fds, memory, jobs (their slots and
  * groups go with them). */
@@ -419,10 +426,17 @@ static void test_hundred_jobs_no_leak(void **state)
 			    == 200);
 		assert_true(daemon_metric(&h.d[i], "process_open_fds") ==
 			    fds[i]);
-		/* 90 jobs more may not cost a job's buffers (MBs) */
-		assert_true(daemon_metric(&h.d[i],
-					  "process_resident_memory_bytes") <
-			    rss[i] + 4.0 * 1024 * 1024);
+		/* 90 jobs more may not cost a job's buffers (MBs); under a
+		 * sanitizer its quarantine keeps freed memory resident, and
+		 * LeakSanitizer checks the daemon's exit instead */
+		if (sanitized())
+			fprintf(stderr, "daemon %d: resident size not bounded "
+				"under -fsanitize=%s\n", i,
+				getenv("TALLY_SANITIZE"));
+		else
+			assert_true(daemon_metric(&h.d[i],
+				"process_resident_memory_bytes") <
+				    rss[i] + 4.0 * 1024 * 1024);
 	}
 	hosts_down(&h);
 }
