@@ -319,7 +319,7 @@ int cluster_poll(struct cluster *c, uint64_t now)
 
 /* While a member reaches its coordinator, its retries need a finer clock
  * than the heartbeats': a job's first all-reduce waits for them. */
-#define CLUSTER_JOIN_TICK_MS 10
+#define CLUSTER_JOIN_TICK_MS 5
 
 uint64_t cluster_idle_ns(struct cluster *c)
 {

@@ -281,14 +281,24 @@ static void coord_name(const struct membership *m, char *buf, size_t len)
 /* connect_err: the coordinator accepted, then hung up before its CHALLENGE */
 #define MB_ERR_HUNG_UP (-1)
 
+/* MB_RETRY_MS, doubled per try so far, at most MB_RETRY_MAX_MS. */
+static uint64_t member_retry_delay(const struct membership *m)
+{
+	uint64_t d = MB_RETRY_MS;
+
+	for (uint32_t i = 1; i < m->connect_tries && d < MB_RETRY_MAX_MS; i++)
+		d *= 2;
+	return d < MB_RETRY_MAX_MS ? d : MB_RETRY_MAX_MS;
+}
+
 /* The connection attempt failed: close it; membership_tick() tries again
- * after MB_RETRY_MS, or gives up past the deadline. */
+ * after member_retry_delay(), or gives up past the deadline. */
 static void member_retry(struct membership *m, int err, uint64_t now)
 {
 	conn_close(m, &m->conn[0]);
 	m->connect_err = err;
 	m->join = MB_JOIN_RETRY;
-	m->retry_ms = now + MB_RETRY_MS;
+	m->retry_ms = now + member_retry_delay(m);
 }
 
 #define MB_ERR_OTHER_JOB (-2)

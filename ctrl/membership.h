@@ -9,8 +9,9 @@
  * the listener's TAG_JOB_SOCK(TAG_BOOT_LISTEN, tag_job, 0)) and
  * membership_tick() runs at least every heartbeat interval.  Nothing
  * blocks: a member's connection to the coordinator is a non-blocking
- * connect, retried every MB_RETRY_MS (from membership_tick(), so no
- * faster than it ticks) until connect_timeout_ms after membership_start();
+ * connect, retried after MB_RETRY_MS, doubling to MB_RETRY_MAX_MS (from
+ * membership_tick(), so no faster than it ticks), until
+ * connect_timeout_ms after membership_start();
  * the coordinator's CHALLENGE is then read from the event loop and the
  * REGISTER sent.  Past the deadline on_lost says which step failed.
  *
@@ -39,7 +40,12 @@
 #include "ctrl/bootstrap.h"
 
 #define MB_MAX_CONNS (BOOT_MAX_MEMBERS + 8)
-#define MB_RETRY_MS 50		/* a refused connect is tried again after */
+/* A refused connect is tried again after MB_RETRY_MS, doubling with each
+ * try up to MB_RETRY_MAX_MS: a job's hosts usually find their coordinator
+ * within milliseconds of each other, a coordinator that is late is not
+ * hammered. */
+#define MB_RETRY_MS 5
+#define MB_RETRY_MAX_MS 100
 #define MB_CHALLENGE_MS 1000	/* at least this long for the CHALLENGE */
 
 struct membership_cfg {
@@ -134,7 +140,7 @@ void membership_event(struct membership *m, uint64_t tag, uint64_t now_ms);
 /* Heartbeats and timeouts; a joining member's connect retries. */
 void membership_tick(struct membership *m, uint64_t now_ms);
 /* A member still reaching its coordinator (retrying, connecting, waiting
- * for the challenge): it wants membership_tick() every MB_RETRY_MS. */
+ * for the challenge): it wants membership_tick() every few ms. */
 bool membership_joining(const struct membership *m);
 /* Tell the coordinator our local job broke (every host must fail it). */
 void membership_abort(struct membership *m);
