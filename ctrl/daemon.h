@@ -98,9 +98,9 @@ int daemon_job_desc_check(const struct tally_config *cfg,
 void daemon_job_config(const struct tally_config *base,
 		       const struct tally_job_wire *w,
 		       struct tally_config *out);
-/* A service's job for the description @w of a client of @uid: the
- * running one of its id, or a new one.  NULL with @status (-TALLY_E*)
- * and @why set. */
+/* job_service.c: a service's job for the description @w of a client of
+ * @uid: the running one of its id, or a new one.  NULL with @status
+ * (-TALLY_E*) and @why set. */
 struct job *daemon_service_job(struct tallyd *d,
 			       const struct tally_job_wire *w, uid_t uid,
 			       int *status, const char **why);

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -829,4 +830,13 @@ void fake_fill(int fd, size_t bytes, uint64_t seed)
 		if (pwrite(fd, buf, n, (off_t)off) != (ssize_t)n)
 			fail("pwrite");
 	}
+}
+
+/* libFuzzer's start-up hook, for both targets on the fake daemon. */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	signal(SIGPIPE, SIG_IGN);	/* as tallyd does */
+	return 0;
 }

@@ -24,7 +24,6 @@
  *         version over them, op & 0x10 the type (HELLO when connecting,
  *         op & 0x20 ? SEG_DEL : SEG_ADD otherwise).
  */
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -81,14 +80,6 @@ static void close_fds(struct fuzz_msg *m)
 	for (int i = 0; i < m->nfds; i++)
 		close(m->fds[i]);
 	m->nfds = 0;
-}
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	signal(SIGPIPE, SIG_IGN);	/* as tallyd does */
-	return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

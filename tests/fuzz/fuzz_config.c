@@ -62,11 +62,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();	/* state carried from one load to the next */
 	return 0;
 }
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	log_set_level(LOG_ERR);
-	return 0;
-}

@@ -334,11 +334,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_wire(setup, &in);
 	return 0;
 }
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	log_set_level(LOG_ERR);
-	return 0;
-}

@@ -26,7 +26,6 @@
  * op & 0x80: the daemon drains that client's ring now (else at the next
  * drain); op & 0x40: the client reaps its completions now.
  */
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -100,14 +99,6 @@ static void compact_sqe(struct fuzz_in *in, uint8_t op, struct tally_sqe *s)
 	s->send_off = fuzz_u16(in);
 	s->recv_off = fuzz_u16(in);
 	s->user_data = (uint64_t)key << 32 | s->iteration;
-}
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	signal(SIGPIPE, SIG_IGN);	/* as tallyd does */
-	return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -24,7 +24,7 @@ static int value(int proc, size_t i)
 	return (int)((i * 31 + (size_t)proc * 7) % 23) - 11;
 }
 
-static void store(void *buf, enum tally_dtype t, size_t i, double v)
+void store_value(void *buf, enum tally_dtype t, size_t i, double v)
 {
 	switch (t) {
 	case TALLY_FLOAT32: ((float *)buf)[i] = (float)v; break;
@@ -50,7 +50,7 @@ static int check(const void *buf, enum tally_dtype t, enum tally_op op,
 			sum = t == TALLY_INT32 ? trunc(sum / procs) :
 						 (double)((float)sum *
 							  (1.0f / (float)procs));
-		store(want, t, 0, sum);
+		store_value(want, t, 0, sum);
 		if (memcmp((const char *)buf + i * esz, want, esz)) {
 			fprintf(stderr, "key %llu dtype %d op %d count %zu: "
 				"element %zu wrong\n", (unsigned long long)key,
@@ -93,7 +93,7 @@ int client_job_main(void *arg)
 		int ret;
 
 		for (size_t i = 0; i < counts[k]; i++)
-			store(buf, t, i, value(proc, i));
+			store_value(buf, t, i, value(proc, i));
 		ret = tally_allreduce(c, &a, &req);
 		if (!ret)
 			ret = tally_wait(c, req, 30000);

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <tally/tally.h>
+
 #include "cluster_harness.h"
 
 struct client_job {
@@ -29,6 +31,10 @@ int run_cluster_clients(struct test_cluster *tc, int hosts,
 			struct client_job proto, int timeout_ms);
 
 int client_job_main(void *arg);
+
+/* Store @v as element @i of @buf in dtype @t (half types rounded to
+ * nearest even, as the daemon's kernels). */
+void store_value(void *buf, enum tally_dtype t, size_t i, double v);
 
 /*
  * Start the job of @spec, run @rounds of the checked tensor sequence on

@@ -22,8 +22,8 @@
 #include <cmocka.h>
 
 #include <tally/tally.h>
+#include "cluster_clients.h"
 #include "harness.h"
-#include "dataplane/half.h"
 #include "shm/fdpass.h"
 #include "shm/proto.h"
 
@@ -102,17 +102,6 @@ static int value(int grank, size_t i, int round)
 	return (int)((i * 31 + (size_t)grank * 7 + (size_t)round) % 23) - 11;
 }
 
-static void store(void *buf, enum tally_dtype t, size_t i, double v)
-{
-	switch (t) {
-	case TALLY_FLOAT32: ((float *)buf)[i] = (float)v; break;
-	case TALLY_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-	case TALLY_FLOAT16: ((uint16_t *)buf)[i] = float_to_half((float)v);
-		break;
-	default: ((uint16_t *)buf)[i] = float_to_bf16((float)v); break;
-	}
-}
-
 /* The torchrun variables of this process, as torchrun sets them. */
 static void set_torchrun_env(const struct proc *p)
 {
@@ -187,7 +176,7 @@ static int proc_main(void *arg)
 		    round == p->die_after)
 			raise(SIGKILL);		/* mid-job, buffers mapped */
 		for (size_t i = 0; i < p->count; i++)
-			store(buf, p->dtype, i, value(grank, i, round));
+			store_value(buf, p->dtype, i, value(grank, i, round));
 		ret = tally_allreduce(c, &a, &req);
 		if (!ret)
 			ret = tally_wait(c, req, 60000);
@@ -203,7 +192,7 @@ static int proc_main(void *arg)
 
 			for (int q = 0; q < procs; q++)
 				sum += value(q, i, round);
-			store(want, p->dtype, 0, sum);
+			store_value(want, p->dtype, 0, sum);
 			if (memcmp((char *)buf + i * esz, want, esz)) {
 				fprintf(stderr, "job %s proc %d round %d: "
 					"element %zu wrong\n", p->job, grank,
