@@ -19,6 +19,9 @@
 #include "ctrl/bootstrap.h"
 #include "ctrl/daemon.h"
 
+_Static_assert(TALLY_JOB_SECRET_MIN >= AUTH_SECRET_MIN,
+	       "a job's secret must make keys");
+
 /* FNV-1a: the same 32 bits on every host for the same id. */
 static uint32_t id_hash(const char *id)
 {
@@ -50,7 +53,7 @@ int daemon_job_desc_check(const struct tally_config *cfg,
 		return -TALLY_EDENIED;
 	if (w->secret_len > sizeof(w->secret))
 		*why = "job secret longer than 64 bytes";
-	else if (w->secret_len && w->secret_len < AUTH_SECRET_MIN)
+	else if (w->secret_len && w->secret_len < TALLY_JOB_SECRET_MIN)
 		*why = "job secret shorter than 16 bytes";
 	else if (!w->secret_len && cfg->require_secret)
 		*why = "this daemon requires a job secret "

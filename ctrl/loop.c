@@ -188,9 +188,12 @@ int daemon_run(struct tallyd *d)
 		int work = drain_all(d);
 
 		work += poll_jobs(d, now);
-		/* control traffic is rare: look at it every 64 turns */
-		if ((++turns & 63) == 0)
+		/* control traffic is rare: look at it every 64 turns; and end
+		 * the jobs past their linger even while others keep us busy */
+		if ((++turns & 63) == 0) {
 			work += poll_events(d, 0);
+			job_table_reap(&d->jobs, now, linger_ns(d), false);
+		}
 		if (work) {
 			idle_since = now_ns();
 			continue;

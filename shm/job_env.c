@@ -630,6 +630,10 @@ static int finish(struct job_draft *d, struct tally_job_wire *out,
 		return fail(err, errlen,
 			    "the secret from %s is %zu bytes, at most %d",
 			    d->secret_from, slen, TALLY_JOB_SECRET_MAX);
+	if (slen && slen < TALLY_JOB_SECRET_MIN)
+		return fail(err, errlen,
+			    "the secret from %s is %zu bytes, at least %d",
+			    d->secret_from, slen, TALLY_JOB_SECRET_MIN);
 
 	if (d->coord_host[0]) {
 		int ret = resolve_ipv4(d->coord_host, &ip);

@@ -82,6 +82,7 @@ struct tally_msg {
  * clients on this host, is refused with -TALLY_EDENIED.
  */
 #define TALLY_JOB_ID_MAX 64		/* with the NUL */
+#define TALLY_JOB_SECRET_MIN 16		/* when there is one */
 #define TALLY_JOB_SECRET_MAX 64
 
 enum tally_job_source {

@@ -26,8 +26,7 @@
  * one says why.  job_resolve() returns 0, 1 or -TALLY_EINVAL with a reason,
  * leaves the description zeroed unless it returns 0, gives the same answer
  * twice, and what it accepts the daemon accepts too (on a default service
- * configuration with dataplane.address set), with one exception: a secret
- * of 1..15 bytes (see short_secret below).
+ * configuration with dataplane.address set).
  *
  * Host names are not looked up: getaddrinfo() is replaced here by a
  * deterministic stand-in (a fuzzer must not wait on DNS), under which
@@ -261,17 +260,6 @@ static bool all_zero(const void *p, size_t n)
 	return true;
 }
 
-/*
- * The exception: job_env.c takes a secret of any length up to 64 bytes
- * (docs/jobs.md says no minimum), the daemon refuses fewer than
- * AUTH_SECRET_MIN (16) bytes.  Such a client is refused at its HELLO, with
- * the reason in the daemon's log only.
- */
-static bool short_secret(const struct tally_job_wire *w)
-{
-	return w->secret_len > 0 && w->secret_len < AUTH_SECRET_MIN;
-}
-
 static void fuzz_env(struct fuzz_in *in)
 {
 	static struct env_input e;
@@ -315,8 +303,6 @@ static void fuzz_env(struct fuzz_in *in)
 		fail("a coordinator port without its address");
 	daemon_config(&cfg, 1 | 4);	/* a service with dataplane.address */
 	if (daemon_job_desc_check(&cfg, &w, &why)) {
-		if (short_secret(&w))
-			return;
 		fprintf(stderr, "the daemon says: %s\n", why);
 		fail("the client resolved a job the daemon refuses");
 	}

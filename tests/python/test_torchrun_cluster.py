@@ -344,9 +344,11 @@ class TorchrunCluster(unittest.TestCase):
 
     # --- daemons the test starts ----------------------------------------
 
-    def start_daemons(self):
-        """One tallyd per host, world 2, for the job's ranks to reach at
-        its socket; returns [(Popen, socket path)]."""
+    def start_daemons(self, service=False):
+        """One tallyd per host for the job's ranks to reach at its socket:
+        started for this job (world 2), or @service: host services that
+        take the job from its ranks (torchrun's variables); returns
+        [(Popen, socket path)]."""
         cport, dport = self.next_port(), self.next_port()
         env = self._env({"TALLY_JOB_SECRET": secrets.token_urlsafe(32)})
         key = secrets.randbits(32)
@@ -354,13 +356,16 @@ class TorchrunCluster(unittest.TestCase):
         for i in range(HOSTS):
             sock = self.dir / ("tallyd%d.sock" % i)
             log = open(self.dir / ("tallyd%d.log" % i), "w")
-            argv = lab_argv(i, [
-                tallyd(), "--socket", sock, "--local-size", PER_HOST,
+            job = ["--set", "service.enabled=true"] if service else [
+                "--local-size", PER_HOST,
                 "--rank", i, "--world", HOSTS, "--role", "worker+aggregator",
                 "--algorithm", "aggregate", "--schedule", "wfbp",
                 "--coordinator", "%s:%d" % (host_ip(0), cport),
-                "--job-key", key, "--address", "%s:%d" % (host_ip(i), dport),
-                "--log-level", "warn"])
+                "--job-key", key]
+            argv = lab_argv(i, [
+                tallyd(), "--socket", sock] + job + [
+                "--address", "%s:%d" % (host_ip(i), dport),
+                "--log-level", "info" if service else "warn"])
             with log:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                         stdout=log, stderr=log, env=env,
@@ -422,6 +427,30 @@ class TorchrunCluster(unittest.TestCase):
         for i, (proc, _) in enumerate(daemons):
             self.assertIsNone(proc.poll(), "tallyd of host %d exited:\n%s"
                               % (i, self.daemon_log(i)))
+        self.assert_lab_empty(keep=[p.pid for p, _ in daemons])
+
+    def test_7_host_service(self):
+        """The tally backend through host services (tallyd started
+        without a job): each rank names its job from torchrun's variables
+        and the daemons start it; the job's secret comes from the
+        ranks."""
+        daemons = self.start_daemons(service=True)
+        job = self.torchrun(
+            self.train_args(STEPS, "--backend", "tally", "--hook", "tally"),
+            env={"TALLYD": "/bin/false",
+                 "TALLY_JOB_SECRET": secrets.token_urlsafe(32)},
+            host_env={i: {"TALLY_SOCKET": str(sock)}
+                      for i, (_, sock) in enumerate(daemons)})
+        self.next_port()        # the job's coordinator: MASTER_PORT + 1
+        self.assert_trained(job, STEPS)
+        for i, (proc, _) in enumerate(daemons):
+            self.assertIsNone(proc.poll(), "tallyd of host %d exited:\n%s"
+                              % (i, self.daemon_log(i)))
+            log = (self.dir / ("tallyd%d.log" % i)).read_text()
+            self.assertIn("job torchrun:%s:" % host_ip(0), log)
+            self.assertIn("host %d of %d, %d local process(es)"
+                          % (i, HOSTS, PER_HOST), log)
+            self.assertNotIn("has no secret", log)
         self.assert_lab_empty(keep=[p.pid for p, _ in daemons])
 
     def test_3_shared_bytescheduler(self):

@@ -167,7 +167,7 @@ static void test_sends_job_after_hello(void **state)
 	clear_job_env();
 	setenv("TALLY_JOB_ID", "env-job", 1);
 	setenv("TALLY_LOCAL_SIZE", "2", 1);
-	setenv("TALLY_JOB_SECRET", "sesame", 1);
+	setenv("TALLY_JOB_SECRET", "open-sesame-please", 1);
 	opts.socket = d->path;
 	opts.job.local_rank = 1;
 	assert_int_equal(tally_connect_opts(&opts, &c), 0);
@@ -188,7 +188,7 @@ static void test_sends_job_after_hello(void **state)
 	assert_memory_equal(&d->seen.job, &want, sizeof(want));
 	assert_string_equal(d->seen.job.id, "env-job");
 	assert_int_equal(d->seen.job.local_rank, 1);
-	assert_int_equal(d->seen.job.secret_len, 6);
+	assert_int_equal(d->seen.job.secret_len, 18);
 	clear_job_env();
 }
 

@@ -369,7 +369,7 @@ static void test_tally_env_over_launcher(void **state)
 
 	(void)state;
 	w = ok(NULL, 0, ENV(TORCHRUN_2x4, "TALLY_JOB_ID=mine",
-			    "TALLY_JOB_SECRET=s3cret",
+			    "TALLY_JOB_SECRET=s3cret-of-20-bytes!!",
 			    "TALLY_COORDINATOR=10.9.9.9", "TALLY_HOSTS=3",
 			    "TALLY_HOST_RANK=2", "TALLY_LOCAL_SIZE=8",
 			    "TALLY_LOCAL_RANK=7"));
@@ -377,9 +377,9 @@ static void test_tally_env_over_launcher(void **state)
 	assert_layout(&w, 3, 2, 8, 7);
 	assert_int_equal(w.coord_ip, IP(10, 9, 9, 9));
 	assert_int_equal(w.coord_port, 0);	/* the whole address */
-	assert_int_equal(w.secret_len, 6);
-	assert_memory_equal(w.secret, "s3cret", 6);
-	assert_int_equal(w.secret[6], 0);
+	assert_int_equal(w.secret_len, 20);
+	assert_memory_equal(w.secret, "s3cret-of-20-bytes!!", 20);
+	assert_int_equal(w.secret[20], 0);
 	/* the launcher still says where the fields came from */
 	assert_int_equal(w.source, TALLY_JOB_SRC_TORCHRUN);
 
@@ -636,6 +636,15 @@ static void test_secret(void **state)
 	bad(NULL, 0, ENV("TALLY_JOB_ID=j", "TALLY_LOCAL_SIZE=1",
 			 "TALLY_LOCAL_RANK=0", secret),
 	    "the secret from TALLY_JOB_SECRET is 65 bytes, at most 64");
+	/* the daemons make their keys of it: 16 bytes at least */
+	bad(NULL, 0, ENV("TALLY_JOB_ID=j", "TALLY_LOCAL_SIZE=1",
+			 "TALLY_LOCAL_RANK=0",
+			 "TALLY_JOB_SECRET=fifteen-bytes!!"),
+	    "the secret from TALLY_JOB_SECRET is 15 bytes, at least 16");
+	w = ok(NULL, 0, ENV("TALLY_JOB_ID=j", "TALLY_LOCAL_SIZE=1",
+			    "TALLY_LOCAL_RANK=0",
+			    "TALLY_JOB_SECRET=sixteen-bytes!!!"));
+	assert_int_equal(w.secret_len, 16);
 }
 
 static void test_coordinator(void **state)
