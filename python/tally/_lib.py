@@ -70,10 +70,29 @@ def _load():
                       "; set TALLY_LIBRARY to libtally.so's path")
 
 
+class Job(ctypes.Structure):
+    """struct tally_job (include/tally/tally.h)."""
+    _fields_ = [("id", ctypes.c_char_p), ("secret", ctypes.c_char_p),
+                ("coordinator", ctypes.c_char_p), ("hosts", ctypes.c_int),
+                ("host_rank", ctypes.c_int), ("local_size", ctypes.c_int),
+                ("local_rank", ctypes.c_int)]
+
+
+class ConnectOpts(ctypes.Structure):
+    """struct tally_connect_opts (include/tally/tally.h)."""
+    _fields_ = [("size", ctypes.c_size_t), ("socket", ctypes.c_char_p),
+                ("flags", ctypes.c_uint), ("job", Job)]
+
+
+CONNECT_NO_ENV = 0x1
+
+
 def _prototypes(lib):
     p, i, u64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64
     protos = {
         "tally_connect": (i, [ctypes.c_char_p, ctypes.POINTER(p)]),
+        "tally_connect_opts": (i, [ctypes.POINTER(ConnectOpts),
+                                   ctypes.POINTER(p)]),
         "tally_disconnect": (None, [p]),
         "tally_rank": (i, [p]),
         "tally_size": (i, [p]),
@@ -93,7 +112,7 @@ def _prototypes(lib):
             fn = getattr(lib, name)
         except AttributeError:
             raise ImportError("tally: %s lacks %s (a libtally older than "
-                              "this binding: TALLY_1.2 is needed)" %
+                              "this binding: TALLY_1.3 is needed)" %
                               (lib._name, name)) from None
         fn.restype = res
         fn.argtypes = args

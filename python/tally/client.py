@@ -188,13 +188,46 @@ def _describe(obj):
                     "tensor or a tally.Buffer)" % type(obj).__name__)
 
 
-class Client:
-    """A connection to the host's tallyd (tally_connect)."""
+_JOB_KEYS = ("id", "secret", "coordinator", "hosts", "host_rank",
+             "local_size", "local_rank")
 
-    def __init__(self, socket=None):
+
+def _connect_opts(socket, job, env):
+    """struct tally_connect_opts for @job (a dict of _JOB_KEYS; the
+    rest unset) and @env (False: read no launcher environment)."""
+    job = dict(job or {})
+    unknown = set(job) - set(_JOB_KEYS)
+    if unknown:
+        raise TypeError("tally: unknown job field(s) %s (known: %s)" %
+                        (", ".join(sorted(unknown)), ", ".join(_JOB_KEYS)))
+    o = _lib.ConnectOpts()
+    o.size = ctypes.sizeof(_lib.ConnectOpts)
+    o.socket = socket.encode() if socket else None
+    o.flags = 0 if env else _lib.CONNECT_NO_ENV
+    for k in ("id", "secret", "coordinator"):
+        if job.get(k) is not None:
+            setattr(o.job, k, str(job[k]).encode())
+    # unset as TALLY_CONNECT_OPTS_INIT: 0 for sizes, -1 for ranks
+    for k, unset in (("hosts", 0), ("host_rank", -1), ("local_size", 0),
+                     ("local_rank", -1)):
+        v = job.get(k)
+        setattr(o.job, k, unset if v is None else int(v))
+    return o
+
+
+class Client:
+    """A connection to the host's tallyd (tally_connect_opts).
+
+    @job names the job this process belongs to, for a tallyd serving
+    many (a host service): a dict of id, secret, coordinator ("IP[:port]"),
+    hosts, host_rank, local_size, local_rank.  Fields left out come from
+    the launcher's environment (torchrun, Open MPI, Slurm, TALLY_*) unless
+    @env is False.  A daemon started for one job ignores them."""
+
+    def __init__(self, socket=None, job=None, env=True):
         c = ctypes.c_void_p()
-        path = socket.encode() if socket else None
-        check(lib.tally_connect(path, ctypes.byref(c)),
+        opts = _connect_opts(socket, job, env)
+        check(lib.tally_connect_opts(ctypes.byref(opts), ctypes.byref(c)),
               "connecting to tallyd at %s" %
               (socket or "$TALLY_SOCKET or /run/tally/tallyd.sock"))
         self._c = c

@@ -243,6 +243,49 @@ class TestSetup(unittest.TestCase):
         finally:
             d.stop()
 
+    def test_job_of_a_host_service(self):
+        """A tallyd started without a job serves the jobs its clients
+        name: two of them here, isolated (same key, own sums)."""
+        d = Tallyd(extra=("--set", "service.enabled=true"))
+        clients = []
+        try:
+            for job, ranks in (("py-a", 2), ("py-b", 2)):
+                for r in range(ranks):
+                    clients.append((job, tally.Client(d.sock, env=False,
+                        job=dict(id=job, local_size=ranks, local_rank=r))))
+            self.assertEqual([(c.rank, c.size) for _, c in clients],
+                             [(0, 2), (1, 2), (0, 2), (1, 2)])
+            bufs, reqs = [], []
+            for i, (job, c) in enumerate(clients):
+                x = c.alloc(20).numpy(np.float32)
+                x[:] = i + (10 if job == "py-b" else 0)
+                bufs.append(x)
+                reqs.append(c.allreduce(x, key=1, iteration=0))
+            for r in reqs:
+                r.wait(10)
+            # py-a: 0 + 1; py-b: 12 + 13, the same key in another job
+            self.assertEqual([float(b[0]) for b in bufs],
+                             [1.0, 1.0, 25.0, 25.0])
+            # the job layer's refusals, as TallyErrors
+            with self.assertRaises(TallyError) as cm:
+                tally.Client(d.sock, env=False,
+                             job=dict(id="py-a", local_size=2, local_rank=0))
+            self.assertEqual(cm.exception.name, "TALLY_EDENIED")
+            with self.assertRaises(TallyError) as cm:
+                tally.Client(d.sock, env=False)       # names no job
+            self.assertEqual(cm.exception.name, "TALLY_EDENIED")
+            with self.assertRaises(TallyError) as cm:
+                tally.Client(d.sock, env=False,
+                             job=dict(id="py-c", local_size=1, local_rank=3))
+            self.assertEqual(cm.exception.name, "TALLY_EINVAL")
+            with self.assertRaises(TypeError):
+                tally.Client(d.sock, job=dict(name="x"))
+        finally:
+            for _, c in clients:
+                c.close()
+            status = d.stop()
+        self.assertEqual(status, 0, d.log_text())
+
     def test_library_not_found_says_how(self):
         env = dict(os.environ, TALLY_LIBRARY="/nonexistent/libtally.so",
                    PYTHONPATH=PYTHON_DIR)
