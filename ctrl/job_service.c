@@ -28,9 +28,11 @@ static void job_secret(struct job *j, const struct tally_job_wire *w)
 		j->secret_len = w->secret_len;
 		return;
 	}
+	/* at least TALLY_JOB_SECRET_MIN bytes, whatever the id */
 	j->secret_len = (uint32_t)snprintf((char *)j->secret,
 					   sizeof(j->secret),
-					   "tally job %s", w->id);
+					   "tally job without a secret: %s",
+					   w->id);
 	if (j->secret_len >= sizeof(j->secret))
 		j->secret_len = sizeof(j->secret) - 1;
 	if (config_is_cluster(&j->cfg))

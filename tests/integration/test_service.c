@@ -88,6 +88,7 @@ struct proc {
 	int coord_port;			/* 0: the daemon derives it */
 	int hosts, host_rank, local_size, local_rank;
 	bool env;			/* name the job the torchrun way */
+	bool no_secret;			/* the daemons derive the job's keys */
 	enum tally_dtype dtype;
 	size_t count;
 	int rounds;
@@ -136,7 +137,8 @@ static int connect_proc(const struct proc *p, struct tally_client **c)
 	snprintf(coord, sizeof(coord), "127.0.0.1:%d", p->coord_port);
 	o.socket = p->sock;
 	o.flags = TALLY_CONNECT_NO_ENV;
-	o.job = (struct tally_job){ .id = p->job, .secret = SECRET,
+	o.job = (struct tally_job){ .id = p->job,
+		.secret = p->no_secret ? "" : SECRET,
 		.coordinator = p->coord_port ? coord : "127.0.0.1",
 		.hosts = p->hosts, .host_rank = p->host_rank,
 		.local_size = p->local_size, .local_rank = p->local_rank };
@@ -357,6 +359,30 @@ static bool sanitized(void)
 	return s && *s && strcmp(s, "none");
 }
 
+/* A job on 2 hosts whose clients give no secret and a short id: the
+ * daemons derive its keys from the id, say so, and it runs. */
+static void test_job_without_secret(void **state)
+{
+	static const int hosts[] = { 0, 1 };
+	struct proc p = { .job = "ns", .coord_port = unique_port(4),
+			  .hosts = 2, .local_size = 1, .no_secret = true,
+			  .dtype = TALLY_FLOAT32, .count = 100, .rounds = 3 };
+	struct proc procs[2];
+	pid_t pids[2];
+	struct hosts h;
+	int n;
+
+	(void)state;
+	hosts_up(&h, 2, NULL);
+	n = job_start(&h, hosts, &p, procs, pids);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(child_wait(pids[i], 60000), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(daemon_log_count(&h.d[i],
+			"job ns has no secret"), 1);
+	hosts_down(&h);
+}
+
 /* 100 jobs, one after another, through the same two daemons: every one
  * exact, and nothing left behind: fds, memory, jobs (their slots and
  * groups go with them). */
@@ -539,6 +565,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_two_jobs_one_dies),
 		cmocka_unit_test(test_job_from_torchrun_env),
+		cmocka_unit_test(test_job_without_secret),
 		cmocka_unit_test(test_hundred_jobs_no_leak),
 		cmocka_unit_test(test_limits),
 	};
