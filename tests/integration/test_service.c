@@ -37,6 +37,10 @@ struct hosts {
 	struct test_daemon d[MAX_HOSTS];
 };
 
+/* The daemons of the running test, stopped by its teardown if a failed
+ * assertion left the test before hosts_down(). */
+static struct hosts *hosts_running;
+
 /* The service's configuration, as a host would have it in
  * /etc/tally/tally.conf: no job in it. */
 static const char service_conf[] =
@@ -72,12 +76,29 @@ static void hosts_up(struct hosts *h, int n, const char *const *extra)
 		assert_int_equal(daemon_start(&h->d[i], 1, argv), 0);
 	}
 	unlink(conf);		/* read at start; a reload would need it */
+	hosts_running = h;
 }
 
 static void hosts_down(struct hosts *h)
 {
+	int bad = 0;
+
+	hosts_running = NULL;
 	for (int i = 0; i < h->n; i++)
-		assert_int_equal(daemon_stop(&h->d[i]), 0);
+		bad += daemon_stop(&h->d[i]) != 0;
+	assert_int_equal(bad, 0);
+}
+
+static int stop_left_hosts(void **state)
+{
+	(void)state;
+	if (hosts_running) {
+		for (int i = 0; i < hosts_running->n; i++)
+			if (hosts_running->d[i].pid > 0)
+				daemon_stop(&hosts_running->d[i]);
+		hosts_running = NULL;
+	}
+	return 0;
 }
 
 /* ---- the clients --------------------------------------------------- */
@@ -562,12 +583,13 @@ static void test_limits(void **state)
 
 int main(void)
 {
+#define T(t) cmocka_unit_test_teardown(t, stop_left_hosts)
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_two_jobs_one_dies),
-		cmocka_unit_test(test_job_from_torchrun_env),
-		cmocka_unit_test(test_job_without_secret),
-		cmocka_unit_test(test_hundred_jobs_no_leak),
-		cmocka_unit_test(test_limits),
+		T(test_two_jobs_one_dies),
+		T(test_job_from_torchrun_env),
+		T(test_job_without_secret),
+		T(test_hundred_jobs_no_leak),
+		T(test_limits),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
