@@ -384,7 +384,7 @@ bool job_joined(const struct job *j)
 
 bool job_dead(const struct job *j)
 {
-	return j->cluster_failed || cluster_dead(j->cluster);
+	return cluster_dead(j->cluster);
 }
 
 void job_set_stuck_ms(struct job *j, int stuck_ms)

@@ -67,7 +67,6 @@ struct job {
 	 * operation fails with TALLY_EPEERLOST until all members are gone. */
 	bool broken;
 	bool cluster_aborted;		/* told the other hosts we broke */
-	bool cluster_failed;		/* the cluster could not start */
 	struct cluster *cluster;	/* NULL: this host alone */
 	struct watchdog *watchdog;	/* NULL: daemon.stuck_ms = 0 */
 	uint64_t start_ns;

@@ -67,18 +67,6 @@ int job_table_start(struct job_table *t, struct job *j,
 	return 0;
 }
 
-static void hist_add(struct metrics_hist *sum, const struct metrics_hist *h)
-{
-	if (!sum->n_bounds) {
-		*sum = *h;
-		return;
-	}
-	for (unsigned int i = 0; i <= h->n_bounds; i++)
-		sum->counts[i] += h->counts[i];
-	sum->sum += h->sum;
-	sum->count += h->count;
-}
-
 void job_table_retire(struct job_table *t, struct job *j)
 {
 	if (!j->used)
@@ -93,7 +81,8 @@ void job_table_retire(struct job_table *t, struct job *j)
 	t->past.limit_refusals += j->st.limit_refusals;
 	t->past.stuck_reports += watchdog_stats(j)->reports;
 	for (int i = 0; i < JOB_SIZE_CLASSES; i++)
-		hist_add(&t->past.op_latency[i], &j->st.op_latency[i]);
+		metrics_hist_add(&t->past.op_latency[i],
+				 &j->st.op_latency[i]);
 	t->past_members += (uint64_t)j->ever_members;
 	job_stop(j);
 	t->n_used--;

@@ -188,6 +188,18 @@ void metrics_hist_observe(struct metrics_hist *h, double v)
 	h->count++;
 }
 
+void metrics_hist_add(struct metrics_hist *sum, const struct metrics_hist *h)
+{
+	if (!sum->n_bounds) {		/* empty: takes @h's bounds */
+		*sum = *h;
+		return;
+	}
+	for (unsigned int i = 0; i <= h->n_bounds; i++)
+		sum->counts[i] += h->counts[i];
+	sum->sum += h->sum;
+	sum->count += h->count;
+}
+
 /* ---- the registry ----------------------------------------------------- */
 
 struct metrics *metrics_new(void)

@@ -42,6 +42,9 @@ struct metrics_hist {
 int metrics_hist_init(struct metrics_hist *h, const double *bounds,
 		      unsigned int n);
 void metrics_hist_observe(struct metrics_hist *h, double v);
+/* @sum += @h, both with the same bounds; an empty (zeroed) @sum takes
+ * @h's.  A daemon keeps its ended jobs' latencies this way. */
+void metrics_hist_add(struct metrics_hist *sum, const struct metrics_hist *h);
 
 struct metrics;
 

@@ -100,6 +100,29 @@ static void test_histogram(void **state)
 	metrics_free(m);
 }
 
+/* Ended jobs' latencies are kept by adding histograms. */
+static void test_histogram_add(void **state)
+{
+	const double b[] = { 1, 2 };
+	struct metrics_hist sum = { 0 }, x, y;
+
+	(void)state;
+	assert_int_equal(metrics_hist_init(&x, b, 2), 0);
+	assert_int_equal(metrics_hist_init(&y, b, 2), 0);
+	metrics_hist_observe(&x, 0.5);
+	metrics_hist_observe(&x, 3);
+	metrics_hist_observe(&y, 1.5);
+	metrics_hist_add(&sum, &x);	/* empty: takes x's bounds */
+	metrics_hist_add(&sum, &y);
+	assert_int_equal(sum.n_bounds, 2);
+	assert_true(sum.bounds[1] == 2);
+	assert_int_equal(sum.counts[0], 1);
+	assert_int_equal(sum.counts[1], 1);
+	assert_int_equal(sum.counts[2], 1);
+	assert_int_equal(sum.count, 3);
+	assert_true(sum.sum == 5.0);
+}
+
 static void test_refusals(void **state)
 {
 	static const double bad[] = { 2, 1 };
@@ -133,6 +156,7 @@ int main(void)
 		cmocka_unit_test(test_counter_gauge),
 		cmocka_unit_test(test_escaping),
 		cmocka_unit_test(test_histogram),
+		cmocka_unit_test(test_histogram_add),
 		cmocka_unit_test(test_refusals),
 	};
 
