@@ -6,6 +6,10 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
 SOAK_SECONDS ?= 600
 MESON_OPTS ?=
+# meson finds nvcc (libtally-cuda) through CUDACXX
+ifneq ($(wildcard /usr/local/cuda/bin/nvcc),)
+export CUDACXX ?= /usr/local/cuda/bin/nvcc
+endif
 # Under TSan: the tests where tallyd (with two reduction threads) and
 # several client processes run together, and the unit tests that start
 # threads (the reduction pool, the UDP transport's wake-up).  Cluster,
@@ -27,8 +31,9 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
+# suite 'gpu' needs a GPU: tests/gpu/run-device.sh runs it
 test: build
-	@tests/run-suite.py $(BUILD)
+	@tests/run-suite.py $(BUILD) --no-suite gpu
 
 $(ASAN_BUILD)/build.ninja:
 	meson setup $(ASAN_BUILD) -Dbuildtype=debug -Db_sanitize=address,undefined \

@@ -23,6 +23,7 @@ static const char *const error_text[TALLY_ERROR_MAX] = {
 	[TALLY_EINPROGRESS] = "request in progress",
 	[TALLY_ELIMIT] = ("a tallyd limit was reached (segments, segment "
 			  "size or connections)"),
+	[TALLY_EDEVICE] = "GPU device error (a CUDA call failed)",
 };
 
 const char *tally_strerror(int err)

@@ -72,6 +72,7 @@ enum tally_error {
 	TALLY_EINPROGRESS = 15,	/* tally_test(): not finished yet */
 	TALLY_ELIMIT = 16,	/* a tallyd limit: segments, segment size,
 				 * pending connections (see client-api.md) */
+	TALLY_EDEVICE = 17,	/* a CUDA call failed (libtally-cuda) */
 	TALLY_ERROR_MAX
 };
 
