@@ -136,7 +136,7 @@ struct tally_cuda_allreduce_args {
  * the result.  Returns 0, -TALLY_EINVAL (bad arguments, key too large, more
  * than TALLY_CUDA_MAX_CHUNKS chunks), -TALLY_EDEVICE (a CUDA call failed
  * while queueing; nothing of the operation was queued on @stream), or the
- * context's pending asynchronous error.
+
  */
 int tally_cuda_allreduce(struct tally_cuda *tc,
 			 const struct tally_cuda_allreduce_args *args,
