@@ -35,9 +35,12 @@ build: deps $(BUILD)/build.ninja
 test: build
 	@tests/run-suite.py $(BUILD) --no-suite gpu
 
+# The sanitizer and fuzz builds leave CUDA out: libtally-cuda's code runs
+# only on a GPU machine; gpu/'s plain C (references, planning, NUMA) and
+# its tests stay in.
 $(ASAN_BUILD)/build.ninja:
 	meson setup $(ASAN_BUILD) -Dbuildtype=debug -Db_sanitize=address,undefined \
-		-Db_lundef=false $(MESON_OPTS)
+		-Db_lundef=false -Dcuda=disabled $(MESON_OPTS)
 
 # ASan+UBSan over the unit tests (the integration suite runs in `make test`).
 test-asan: deps $(ASAN_BUILD)/build.ninja
@@ -57,7 +60,7 @@ test-tsan: deps $(TSAN_BUILD)/build.ninja
 
 $(FUZZ_BUILD)/build.ninja:
 	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Dtests=disabled \
-		-Dbuildtype=debugoptimized $(MESON_OPTS)
+		-Dbuildtype=debugoptimized -Dcuda=disabled $(MESON_OPTS)
 
 fuzz-build: deps $(FUZZ_BUILD)/build.ninja
 	ninja -C $(FUZZ_BUILD)
