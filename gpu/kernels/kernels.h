@@ -7,8 +7,9 @@
  *
  * Conversion, round to nearest even as dataplane/half.h:
  *	tcu_convert_f32_to_f16/bf16, tcu_convert_f16/bf16_to_f32
- * Block fixed point (docs/protocol.md section 2), blocks of @k elements
- * (the last one short; its words padded with zeros up to k):
+ * Block fixed point (docs/protocol.md section 2), blocks of @k >= 1
+ * elements (the last one short; its words padded with zeros up to k; a k
+ * of 0 with elements is refused with cudaErrorInvalidValue):
  *	tcu_block_exp_f32	exp[b] = E of block b (TCU_EXP_NONE for zeros)
  *	tcu_quantize_f32	out[b*k + i] = big-endian word of x at shift[b]
  *	tcu_dequantize_f32	x[b*k + i] = value of in[b*k + i] at shift[b]

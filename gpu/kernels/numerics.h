@@ -16,13 +16,14 @@
 #ifndef TALLY_GPU_KERNELS_NUMERICS_H
 #define TALLY_GPU_KERNELS_NUMERICS_H
 
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
+/* nvcc also compiles these for the host: memcpy and rintf there too */
 #ifdef __CUDACC__
 #define TCU_HD __host__ __device__ __forceinline__
 #else
-#include <math.h>
-#include <string.h>
 #define TCU_HD static inline
 #endif
 
@@ -209,7 +210,12 @@ TCU_HD uint32_t tcu_quantize_one(float x, int shift)
 	y = tcu_bits(x * tcu_pow2f(shift));
 	mag = tcu_float(y & 0x7fffffffu);
 	mag = mag < lim ? mag : lim;		/* NaN compares false: lim */
-	y = tcu_bits(mag) | (y & 0x80000000u);
+	/*
+	 * The sign from x, not from the product: x86 keeps a NaN's sign
+	 * through the multiplication, the GPU returns its canonical NaN
+	 * (positive); -NaN must saturate to -lim on both.
+	 */
+	y = tcu_bits(mag) | (tcu_bits(x) & 0x80000000u);
 #ifdef __CUDA_ARCH__
 	return tcu_bswap32((uint32_t)__float2int_rn(tcu_float(y)));
 #else
