@@ -35,8 +35,10 @@ void tly_cpuset_format(const cpu_set_t *set, char *buf, size_t len)
 		else
 			n = snprintf(buf + used, len - used, "%s%d-%d",
 				     used ? "," : "", cpu, last);
-		if (n < 0 || (size_t)n >= len - used)
-			return;		/* truncated, still terminated */
+		if (n < 0 || (size_t)n >= len - used) {
+			buf[used] = '\0';	/* whole items only */
+			return;
+		}
 		used += (size_t)n;
 		cpu = last + 1;
 	}

@@ -44,7 +44,8 @@ int tly_placement_resolve(struct tly_placement *p, int numa_node,
 int tly_placement_prefer_memory(const struct tly_placement *p, char *err,
 				size_t errlen);
 
-/* The CPU list of @set in the kernel's format ("0-3,8"), into @buf. */
+/* The CPU list of @set in the kernel's format ("0-3,8"), into @buf; what
+ * does not fit is left off at an item's boundary. */
 void tly_cpuset_format(const cpu_set_t *set, char *buf, size_t len);
 
 #endif /* TALLY_DATAPLANE_PLACEMENT_H */
