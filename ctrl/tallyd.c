@@ -147,8 +147,9 @@ static int daemon_init(struct tallyd *d)
 	if (place.pinned) {
 		e = reduce_pool_pin(d->reducer, &place.cpus);
 		if (e) {
-			log_err("daemon.cpus: pthread_setaffinity_np: %s",
-				strerror(e));
+			log_err("%s: pthread_setaffinity_np: %s",
+				d->cfg.cpus[0] ? "daemon.cpus" :
+				"daemon.numa_node", strerror(e));
 			return -1;
 		}
 	}
