@@ -29,6 +29,7 @@ void config_defaults(struct tally_config *cfg)
 	cfg->local_size = 1;
 	cfg->idle_spin_us = 50;
 	cfg->stuck_ms = 10000;
+	cfg->numa_node = -1;
 	cfg->log_level = LOG_INFO;
 	cfg->world = 1;
 	cfg->role = ROLE_WORKER;
@@ -58,7 +59,7 @@ void config_defaults(struct tally_config *cfg)
 }
 
 enum key_type { K_INT, K_U64, K_U32, K_STR, K_LOG, K_ROLE, K_ALGO, K_ADDR,
-		K_MAC, K_TRANSPORT, K_SCHED, K_BOOL };
+		K_MAC, K_TRANSPORT, K_SCHED, K_BOOL, K_CPUS };
 
 struct key_spec {
 	const char *section;
@@ -81,6 +82,10 @@ static const struct key_spec keys[] = {
 	  CONFIG_MAX_LOCAL_SIZE, 0 },
 	{ "daemon", "idle_spin_us", K_INT, F(idle_spin_us), 0, 1000000, 0 },
 	{ "daemon", "reduce_threads", K_INT, F(reduce_threads), 0, 16, 0 },
+	{ "daemon", "numa_node", K_INT, F(numa_node), -1, CONFIG_NUMA_NODE_MAX,
+	  0 },
+	{ "daemon", "cpus", K_CPUS, F(cpus), 0, 0,
+	  sizeof(((struct tally_config *)0)->cpus) },
 	{ "daemon", "log_level", K_LOG, F(log_level), 0, 0, 0 },
 	{ "daemon", "stuck_ms", K_INT, F(stuck_ms), 0, 86400000, 0 },
 	{ "cluster", "rank", K_INT, F(rank), 0, BOOT_MAX_MEMBERS - 1, 0 },
@@ -191,6 +196,56 @@ static int parse_mac(const char *v, uint8_t *mac)
 	return 0;
 }
 
+/* One CPU number of a list: decimal, no sign, no leading zero (libnuma
+ * would read "010" as octal 8), below CONFIG_CPUS_MAX.  Moves *s past it. */
+static int cpu_number(const char **s, long *out)
+{
+	const char *p = *s;
+	long n = 0;
+
+	if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9'))
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		n = n * 10 + (*p - '0');
+		if (n >= CONFIG_CPUS_MAX)
+			return -1;
+	}
+	*s = p;
+	*out = n;
+	return 0;
+}
+
+/*
+ * A CPU list in the kernel's format (cpuset(7) "List format"): "0-3,8",
+ * ranges ascending, no blanks; "" unsets it.  Only the form is checked
+ * here, the same on every host; whether the CPUs exist and are online is
+ * checked when tallyd places its threads (dataplane/placement.c, which
+ * parses the list with libnuma).  The forms libnuma takes beyond the
+ * kernel's ("all", "!", "+", hex) are refused, so that a list means the
+ * same to tallyd, taskset and the cpuset files.
+ */
+static int cpulist_valid(const char *s)
+{
+	long lo, hi;
+
+	if (!*s)
+		return 0;
+	for (;;) {
+		if (cpu_number(&s, &lo))
+			return -1;
+		hi = lo;
+		if (*s == '-') {
+			s++;
+			if (cpu_number(&s, &hi) || hi < lo)
+				return -1;
+		}
+		if (!*s)
+			return 0;
+		if (*s++ != ',')
+			return -1;
+	}
+}
+
 static int set_value(struct tally_config *cfg, const struct key_spec *k,
 		     const char *v)
 {
@@ -216,6 +271,11 @@ static int set_value(struct tally_config *cfg, const struct key_spec *k,
 		return 0;
 	case K_STR:
 		if (strlen(v) >= k->cap)
+			return -1;
+		strcpy(field, v);
+		return 0;
+	case K_CPUS:
+		if (strlen(v) >= k->cap || cpulist_valid(v))
 			return -1;
 		strcpy(field, v);
 		return 0;
@@ -327,6 +387,7 @@ static void format_value(const struct tally_config *cfg,
 		return;
 	case K_STR:
 	case K_TRANSPORT:
+	case K_CPUS:
 		snprintf(buf, len, "'%s'", field);
 		return;
 	case K_LOG:
@@ -375,6 +436,7 @@ static bool value_equal(const struct tally_config *a,
 		return !memcmp(fa, fb, sizeof(uint64_t));
 	case K_STR:
 	case K_TRANSPORT:
+	case K_CPUS:
 		return !strcmp(fa, fb);
 	case K_ADDR:	/* fields only: never the padding */
 		return aa->ip == ab->ip && aa->port == ab->port;

@@ -13,6 +13,10 @@
 
 #define CONFIG_PATH_MAX 108	/* sun_path */
 #define CONFIG_MAX_LOCAL_SIZE 64
+/* [daemon] numa_node and cpus: the kernel's limits (MAX_NUMNODES with
+ * NODES_SHIFT 10) and what a cpu_set_t holds */
+#define CONFIG_NUMA_NODE_MAX 1023
+#define CONFIG_CPUS_MAX 1024
 
 struct config_addr {
 	uint32_t ip;		/* host byte order; 0 = unset */
@@ -28,6 +32,8 @@ struct tally_config {
 	int local_size;
 	int idle_spin_us;
 	int reduce_threads;		/* 0 = auto */
+	int numa_node;			/* the NIC's node; -1 = unset */
+	char cpus[256];			/* reduce threads' CPU list; "": unset */
 	int stuck_ms;			/* watchdog bound; 0 = off */
 	int log_level;
 	/* [cluster]: world 1 means this host alone, no network */

@@ -14,8 +14,10 @@
  * is fixed at start, and a changed value is logged and ignored until a
  * restart: the socket and its group are bound and handed to clients,
  * local_size and reduce_threads size the local groups and the reduction
- * threads, and the cluster, dataplane and emulator keys are agreed with
- * the other daemons of the job or opened into the transport.
+ * threads, numa_node and cpus placed those threads and the daemon's
+ * memory policy when they started (docs/numa.md), and the cluster,
+ * dataplane and emulator keys are agreed with the other daemons of the
+ * job or opened into the transport.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -4,8 +4,10 @@
  * event loop.
  */
 #include <malloc.h>
+#include <numa.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,23 @@
 #include "ctrl/notify.h"
 #include "ctrl/metrics_http.h"
 #include "ctrl/watchdog.h"
+#include "dataplane/placement.h"
 #include "dataplane/transport/transport.h"
+
+/* libnuma's warnings (a CPU list it refuses, say) go to our log, not to
+ * bare stderr: libnuma documents numa_warn() for a program to replace */
+void numa_warn(int num, char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	(void)num;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	log_warn("libnuma: %s", msg);
+}
 
 /*
  * SIGINT and SIGTERM stop the daemon, SIGHUP reloads its configuration
@@ -64,12 +82,54 @@ static int start_static_job(struct tallyd *d)
 	return 0;
 }
 
+/*
+ * [daemon] numa_node and cpus (docs/numa.md): the memory policy first,
+ * while this is the only thread, so every thread created after it
+ * inherits the preference; the reduce threads are pinned once they exist.
+ */
+static int daemon_place(struct tallyd *d, struct tly_placement *p)
+{
+	char err[512], list[256];
+
+	if (tly_placement_resolve(p, d->cfg.numa_node, d->cfg.cpus, err,
+				  sizeof(err)) ||
+	    tly_placement_prefer_memory(p, err, sizeof(err))) {
+		log_err("%s", err);
+		return -1;
+	}
+	if (p->pinned) {
+		tly_cpuset_format(&p->cpus, list, sizeof(list));
+		log_info("placement: reduce threads on CPUs %s%s", list,
+			 d->cfg.cpus[0] ? " (daemon.cpus)" : "");
+	}
+	if (p->numa_node >= 0)
+		log_info("placement: memory prefers node %d", p->numa_node);
+	return 0;
+}
+
+/* reduce_threads = 0: the cores we may run on, up to 4; placed, one
+ * helper per CPU of the set besides the control thread, up to 4 in all */
+static unsigned int reduce_thread_count(const struct tally_config *cfg,
+					const struct tly_placement *p)
+{
+	long n;
+
+	if (cfg->reduce_threads)
+		return (unsigned int)cfg->reduce_threads;
+	if (p->pinned)
+		n = CPU_COUNT(&p->cpus) + 1;
+	else
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : n > 4 ? 4 : (unsigned int)n;
+}
+
 static int daemon_init(struct tallyd *d)
 {
+	struct tly_placement place;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TAG_LISTEN };
 	struct epoll_event sev = { .events = EPOLLIN, .data.u64 = TAG_SIGNAL };
 	sigset_t sigs;
-	int threads;
+	int e;
 
 	d->listen_fd = -1;
 	d->epoll_fd = -1;
@@ -79,15 +139,20 @@ static int daemon_init(struct tallyd *d)
 		log_err("out of memory");
 		return -1;
 	}
-	threads = d->cfg.reduce_threads;
-	if (threads == 0) {	/* auto: the cores we may run on, up to 4 */
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-		threads = n < 1 ? 1 : n > 4 ? 4 : (int)n;
-	}
-	d->reducer = reduce_pool_create((unsigned int)threads);
+	if (daemon_place(d, &place))
+		return -1;
+	d->reducer = reduce_pool_create(reduce_thread_count(&d->cfg, &place));
 	if (!d->reducer)
 		return -1;
+	if (place.pinned) {
+		e = reduce_pool_pin(d->reducer, &place.cpus);
+		if (e) {
+			log_err("%s: pthread_setaffinity_np: %s",
+				d->cfg.cpus[0] ? "daemon.cpus" :
+				"daemon.numa_node", strerror(e));
+			return -1;
+		}
+	}
 	d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	daemon_signals(&sigs);
 	d->signal_fd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);

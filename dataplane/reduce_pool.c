@@ -5,6 +5,7 @@
  */
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "dataplane/reduce_pool.h"
@@ -55,6 +56,16 @@ static void *helper_main(void *p)
 	return NULL;
 }
 
+/* "tly-reduce/N": ps -L and /proc show which threads reduce (a name is
+ * at most 15 characters; a failure only loses the name) */
+static void set_name(pthread_t t, unsigned int index)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), REDUCE_POOL_THREAD_NAME "/%u", index);
+	pthread_setname_np(t, name);
+}
+
 struct reduce_pool *reduce_pool_create(unsigned int threads)
 {
 	struct reduce_pool *pool = calloc(1, sizeof(*pool));
@@ -78,6 +89,7 @@ struct reduce_pool *reduce_pool_create(unsigned int threads)
 			free(arg);
 			break;
 		}
+		set_name(pool->helper[i], i);
 		pool->threads++;
 	}
 	return pool;
@@ -97,6 +109,18 @@ void reduce_pool_destroy(struct reduce_pool *pool)
 	pthread_cond_destroy(&pool->work);
 	pthread_cond_destroy(&pool->done);
 	free(pool);
+}
+
+int reduce_pool_pin(struct reduce_pool *pool, const cpu_set_t *cpus)
+{
+	for (unsigned int i = 1; i < pool->threads; i++) {
+		int e = pthread_setaffinity_np(pool->helper[i], sizeof(*cpus),
+					       cpus);
+
+		if (e)
+			return e;
+	}
+	return 0;
 }
 
 void reduce_pool_run(struct reduce_pool *pool, const struct reduce_args *a)

@@ -15,6 +15,7 @@
 #include <tally/tally.h>
 #include "ctrl/bootstrap.h"
 #include "ctrl/config.h"
+#include "ctrl/daemon.h"
 #include "ctrl/log.h"
 
 struct cfg_file {
@@ -568,6 +569,138 @@ static void test_config_long_line(void **state)
 	expect_error(*state, text, 3, "unknown key 'bogus'");
 }
 
+/* ---- [daemon] numa_node and cpus ---- */
+
+static void test_config_placement_defaults(void **state)
+{
+	struct tally_config cfg;
+
+	(void)state;
+	memset(&cfg, 0x7f, sizeof(cfg));
+	config_defaults(&cfg);
+	assert_int_equal(cfg.numa_node, -1);
+	assert_string_equal(cfg.cpus, "");
+}
+
+static void test_config_placement_file(void **state)
+{
+	struct cfg_file *f = *state;
+	struct tally_config cfg;
+	char err[256] = "";
+
+	write_file(f, "[daemon]\nnuma_node = 1\ncpus = 0-3,8,10-11\n");
+	config_defaults(&cfg);
+	assert_int_equal(config_load_file(&cfg, f->path, err, sizeof(err)),
+			 0);
+	assert_int_equal(cfg.numa_node, 1);
+	assert_string_equal(cfg.cpus, "0-3,8,10-11");
+	/* a bad value is reported with its line */
+	expect_error(f, "[daemon]\nnuma_node = 0\ncpus = 0-x\n", 3,
+		     "bad value '0-x' for daemon.cpus");
+	expect_error(f, "[daemon]\nnuma_node = two\n", 2,
+		     "bad value 'two' for daemon.numa_node");
+}
+
+/* Set @value; expect it taken as is, or refused with the old value kept. */
+static void check_set(const char *key, const char *value, bool ok)
+{
+	struct tally_config cfg, before;
+	char err[1024] = "", want[1024];
+	int ret;
+
+	config_defaults(&cfg);
+	/* something other than the default, to see a refusal keep it */
+	assert_int_equal(config_set(&cfg, "daemon", "numa_node", "3", err,
+				    sizeof(err)), 0);
+	assert_int_equal(config_set(&cfg, "daemon", "cpus", "5", err,
+				    sizeof(err)), 0);
+	before = cfg;
+	ret = config_set(&cfg, "daemon", key, value, err, sizeof(err));
+	if (ok) {
+		if (ret)
+			fail_msg("%s = '%s' refused: %s", key, value, err);
+		if (!strcmp(key, "cpus"))
+			assert_string_equal(cfg.cpus, value);
+		else
+			assert_int_equal(cfg.numa_node, atoi(value));
+		return;
+	}
+	if (ret != -1)
+		fail_msg("%s = '%s' accepted", key, value);
+	snprintf(want, sizeof(want), "bad value '%s' for daemon.%s", value,
+		 key);
+	assert_string_equal(err, want);
+	assert_memory_equal(&cfg, &before, sizeof(cfg));
+}
+
+static void test_config_numa_node_values(void **state)
+{
+	static const char *const good[] = { "-1", "0", "1", "7", "1023" };
+	static const char *const bad[] = { "-2", "1024", "", "two", "1.5",
+		"0 1", "99999999999999999999", "-" };
+	char big[16];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		check_set("numa_node", good[i], true);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		check_set("numa_node", bad[i], false);
+	snprintf(big, sizeof(big), "%d", CONFIG_NUMA_NODE_MAX + 1);
+	check_set("numa_node", big, false);
+}
+
+static void test_config_cpus_values(void **state)
+{
+	/* the kernel's list format (cpuset(7)) */
+	static const char *const good[] = { "", "0", "1", "0-3",
+		"0-3,8,10-11", "3-3", "1,0", "1023", "0-1023", "2,2" };
+	/* libnuma takes some of these ("all", "!0", "+0", 0x1, 010 as 8,
+	 * 3-1 as nothing); the kernel's format has none of them */
+	static const char *const bad[] = { "all", "!0", "+0", "0x1", "010",
+		"00", "3-1", "-1", "1-", "-", ",", "0,", ",0", "0,,1", " 0",
+		"0 ", "0 - 1", "0-1-2", "1024", "0-1024", "1:2", "a", "1a",
+		"99999999999999999999", "0;1" };
+	char list[512], num[16];
+	size_t used = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		check_set("cpus", good[i], true);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		check_set("cpus", bad[i], false);
+	snprintf(num, sizeof(num), "%d", CONFIG_CPUS_MAX);
+	check_set("cpus", num, false);
+	snprintf(num, sizeof(num), "%d", CONFIG_CPUS_MAX - 1);
+	check_set("cpus", num, true);
+	/* a well-formed list longer than the field is refused whole */
+	while (used < sizeof(((struct tally_config *)0)->cpus) + 8)
+		used += (size_t)snprintf(list + used, sizeof(list) - used,
+					 "%s%zu", used ? "," : "", used % 100);
+	check_set("cpus", list, false);
+}
+
+static void test_config_placement_not_reloadable(void **state)
+{
+	struct tally_config a, b;
+	struct diff_seen seen = { 0 };
+	char err[256] = "";
+
+	(void)state;
+	config_defaults(&a);
+	config_defaults(&b);
+	assert_int_equal(config_set(&b, "daemon", "numa_node", "1", err,
+				    sizeof(err)), 0);
+	assert_int_equal(config_set(&b, "daemon", "cpus", "2-3", err,
+				    sizeof(err)), 0);
+	assert_int_equal(config_diff(&a, &b, record_diff, &seen), 2);
+	assert_string_equal(seen.lines[0], "daemon.numa_node -1 -> 1");
+	assert_string_equal(seen.lines[1], "daemon.cpus '' -> '2-3'");
+	/* a reload keeps them: the threads were placed at start */
+	assert_false(daemon_key_reloadable("daemon", "numa_node"));
+	assert_false(daemon_key_reloadable("daemon", "cpus"));
+	assert_true(daemon_key_reloadable("daemon", "log_level"));
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, file_setup, file_teardown)
@@ -598,6 +731,11 @@ int main(void)
 		T(test_config_set_override_after_file),
 		cmocka_unit_test(test_config_set_rejects_and_keeps_value),
 		cmocka_unit_test(test_config_metrics),
+		cmocka_unit_test(test_config_placement_defaults),
+		T(test_config_placement_file),
+		cmocka_unit_test(test_config_numa_node_values),
+		cmocka_unit_test(test_config_cpus_values),
+		cmocka_unit_test(test_config_placement_not_reloadable),
 	};
 #undef T
 

@@ -2,7 +2,8 @@
 /*
  * test_reduce.c - unit tests of the local reduction kernels
  * (dataplane/reduce.c), the half/bfloat16 conversions (dataplane/half.h)
- * and the reduction thread pool (dataplane/reduce_pool.c).
+ * the reduction thread pool (dataplane/reduce_pool.c) and its placement
+ * on CPUs and a NUMA node (dataplane/placement.c).
  *
  * Every expected value comes from a scalar reference written here,
  * independently of the code under test, following the numerics promised
@@ -17,18 +18,25 @@
  * - AVG of floating types: the float32 sum times (1.0f / divisor), the
  *   product rounded to float32, then narrowed.
  */
+#include <dirent.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <math.h>
+#include <numa.h>
+#include <numaif.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "dataplane/half.h"
+#include "dataplane/placement.h"
 #include "dataplane/reduce.h"
 #include "dataplane/reduce_pool.h"
 
@@ -955,6 +963,303 @@ static void test_reduce_pool_rejects_bad_thread_count(void **state)
 	reduce_pool_destroy(pool);
 }
 
+/* ---- placement: reduce_pool_pin, dataplane/placement.c ---- */
+
+/* The first line of @path without its newline ("" when unreadable). */
+static void read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+
+	buf[0] = '\0';
+	if (!f)
+		return;
+	if (!fgets(buf, (int)len, f))
+		buf[0] = '\0';
+	fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+/*
+ * Every reduce helper of this process, as the kernel sees it: threads
+ * named REDUCE_POOL_THREAD_NAME in /proc/self/task, each with its
+ * Cpus_allowed_list.  Counts the helpers; @mismatch counts those whose
+ * list is not @want.
+ */
+static int helpers_on(const char *want, int *mismatch)
+{
+	DIR *dir = opendir("/proc/self/task");
+	struct dirent *e;
+	char path[300], line[256], comm[32];
+	int helpers = 0;
+
+	assert_non_null(dir);
+	*mismatch = 0;
+	while ((e = readdir(dir))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+			 e->d_name);
+		read_line(path, comm, sizeof(comm));
+		if (strncmp(comm, REDUCE_POOL_THREAD_NAME,
+			    strlen(REDUCE_POOL_THREAD_NAME)))
+			continue;
+		helpers++;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status",
+			 e->d_name);
+		f = fopen(path, "r");
+		assert_non_null(f);
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "Cpus_allowed_list:", 18))
+				break;
+		fclose(f);
+		line[strcspn(line, "\n")] = '\0';
+		if (strcmp(line + 18 + strspn(line + 18, " \t"), want)) {
+			print_message("%s (%s): %s, want %s\n", comm,
+				      e->d_name, line, want);
+			(*mismatch)++;
+		}
+	}
+	closedir(dir);
+	return helpers;
+}
+
+/* the CPUs this process may run on, as the kernel lists them */
+static void allowed_list(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+
+	assert_non_null(f);
+	buf[0] = '\0';
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Cpus_allowed_list:", 18)) {
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(buf, len, "%s",
+				 line + 18 + strspn(line + 18, " \t"));
+		}
+	fclose(f);
+}
+
+/* The first @max CPUs this thread may run on, into @cpus; how many. */
+static int allowed_cpus(int *cpus, int max)
+{
+	cpu_set_t set;
+	int n = 0;
+
+	assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+	for (int cpu = 0; cpu < CPU_SETSIZE && n < max; cpu++)
+		if (CPU_ISSET(cpu, &set))
+			cpus[n++] = cpu;
+	return n;
+}
+
+static void test_reduce_pool_pin_cpus(void **state)
+{
+	char all[256], err[512], want[16];
+	int mismatch, cpus[2], ncpus = allowed_cpus(cpus, 2);
+
+	(void)state;
+	allowed_list(all, sizeof(all));
+	for (int i = 0; i < ncpus; i++) {	/* CPUs 0 and 1 here */
+		int cpu = cpus[i];
+		struct tly_placement p;
+		struct reduce_pool *pool = reduce_pool_create(3);
+
+		assert_non_null(pool);
+		snprintf(want, sizeof(want), "%d", cpu);
+		/* not pinned yet: where the process may run */
+		assert_int_equal(helpers_on(all, &mismatch), 2);
+		assert_int_equal(mismatch, 0);
+		if (tly_placement_resolve(&p, -1, want, err, sizeof(err)))
+			fail_msg("cpus %s: %s", want, err);
+		assert_true(p.pinned);
+		assert_int_equal(p.numa_node, -1);
+		assert_int_equal(CPU_COUNT(&p.cpus), 1);
+		assert_true(CPU_ISSET(cpu, &p.cpus));
+		assert_int_equal(reduce_pool_pin(pool, &p.cpus), 0);
+		assert_int_equal(helpers_on(want, &mismatch), 2);
+		assert_int_equal(mismatch, 0);
+		/* pinned helpers still reduce their shares */
+		check_pool_matches(pool, TALLY_FLOAT32, TALLY_SUM,
+				   REDUCE_PARALLEL_MIN_BYTES, 2, 1);
+		reduce_pool_destroy(pool);
+	}
+	assert_int_equal(helpers_on("", &mismatch), 0);	/* all joined */
+}
+
+/* a thread created after the policy was set reports its own */
+static void *policy_of_new_thread(void *arg)
+{
+	int *mode = arg;
+	unsigned long nodes[16] = { 0 };
+
+	if (get_mempolicy(mode, nodes, sizeof(nodes) * 8, NULL, 0))
+		*mode = -1;
+	else if (*mode == MPOL_PREFERRED && nodes[0] != 1)
+		*mode = -2;	/* preferred, but not node 0 alone */
+	return NULL;
+}
+
+static void test_placement_numa_node(void **state)
+{
+	struct tly_placement p;
+	struct reduce_pool *pool;
+	unsigned long nodes[16] = { 0 };
+	char node_cpus[256], got[256], err[512], online[256], all[256];
+	int mode = -1, child_mode = -1, mismatch;
+	pthread_t t;
+
+	(void)state;
+	if (numa_available() < 0)
+		skip();
+	/* node 0's CPUs as sysfs lists them; the placement keeps those we
+	 * may use, which are all of them unless the tests run under a
+	 * narrower affinity (taskset), where only the pinning is checked */
+	read_line("/sys/devices/system/node/node0/cpulist", node_cpus,
+		  sizeof(node_cpus));
+	if (!node_cpus[0])
+		skip();
+	read_line("/sys/devices/system/cpu/online", online, sizeof(online));
+	allowed_list(all, sizeof(all));
+	if (tly_placement_resolve(&p, 0, "", err, sizeof(err)))
+		fail_msg("numa_node 0: %s", err);
+	assert_true(p.pinned);
+	assert_int_equal(p.numa_node, 0);
+	tly_cpuset_format(&p.cpus, got, sizeof(got));
+	if (!strcmp(all, online))
+		assert_string_equal(got, node_cpus);
+	else
+		snprintf(node_cpus, sizeof(node_cpus), "%s", got);
+
+	pool = reduce_pool_create(3);
+	assert_non_null(pool);
+	assert_int_equal(reduce_pool_pin(pool, &p.cpus), 0);
+	assert_int_equal(helpers_on(node_cpus, &mismatch), 2);
+	assert_int_equal(mismatch, 0);
+	reduce_pool_destroy(pool);
+
+	/* the memory policy: default before, node 0 preferred after */
+	assert_int_equal(get_mempolicy(&mode, nodes, sizeof(nodes) * 8, NULL,
+				       0), 0);
+	assert_int_equal(mode, MPOL_DEFAULT);
+	assert_int_equal(tly_placement_prefer_memory(&p, err, sizeof(err)),
+			 0);
+	memset(nodes, 0, sizeof(nodes));
+	assert_int_equal(get_mempolicy(&mode, nodes, sizeof(nodes) * 8, NULL,
+				       0), 0);
+	assert_int_equal(mode, MPOL_PREFERRED);
+	assert_int_equal(nodes[0], 1ul);	/* node 0, and only it */
+	for (size_t i = 1; i < sizeof(nodes) / sizeof(nodes[0]); i++)
+		assert_int_equal(nodes[i], 0ul);
+	/* tallyd relies on threads inheriting it */
+	assert_int_equal(pthread_create(&t, NULL, policy_of_new_thread,
+					&child_mode), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(child_mode, MPOL_PREFERRED);
+	assert_int_equal(set_mempolicy(MPOL_DEFAULT, NULL, 0), 0);
+}
+
+/* cpus wins for the threads, numa_node keeps the memory */
+static void test_placement_both_keys(void **state)
+{
+	struct tly_placement p;
+	char err[512], list[16];
+	int cpus[2], n = allowed_cpus(cpus, 2);
+
+	(void)state;
+	if (numa_available() < 0 ||
+	    access("/sys/devices/system/node/node0", F_OK))
+		skip();
+	/* CPU 1 here, a CPU of node 0 or not: the list wins for threads */
+	snprintf(list, sizeof(list), "%d", cpus[n - 1]);
+	if (tly_placement_resolve(&p, 0, list, err, sizeof(err)))
+		fail_msg("%s", err);
+	assert_true(p.pinned);
+	assert_int_equal(p.numa_node, 0);
+	assert_int_equal(CPU_COUNT(&p.cpus), 1);
+	assert_true(CPU_ISSET(cpus[n - 1], &p.cpus));
+	/* neither: nothing placed, no policy set */
+	memset(&p, 0xa5, sizeof(p));
+	assert_int_equal(tly_placement_resolve(&p, -1, NULL, err,
+					       sizeof(err)), 0);
+	assert_false(p.pinned);
+	assert_int_equal(p.numa_node, -1);
+	assert_int_equal(tly_placement_prefer_memory(&p, err, sizeof(err)),
+			 0);
+}
+
+static void expect_refused(int node, const char *cpus, const char *needle)
+{
+	struct tly_placement p;
+	char err[512] = "";
+
+	if (tly_placement_resolve(&p, node, cpus, err, sizeof(err)) != -1)
+		fail_msg("node %d cpus '%s' accepted", node,
+			 cpus ? cpus : "(null)");
+	if (!strstr(err, needle))
+		fail_msg("error \"%s\" does not mention \"%s\"", err, needle);
+}
+
+static void test_placement_refuses(void **state)
+{
+	char needle[80], cpus[32];
+	int beyond = numa_max_node() + 1;
+	int ncpus = numa_num_configured_cpus();
+	int two[2];
+	cpu_set_t one, saved;
+
+	(void)state;
+	snprintf(needle, sizeof(needle), "daemon.numa_node = %d", beyond);
+	expect_refused(beyond, NULL, needle);
+	expect_refused(1023, "", "daemon.numa_node = 1023");
+	/* a CPU the host does not have */
+	snprintf(cpus, sizeof(cpus), "%d", ncpus);
+	snprintf(needle, sizeof(needle), "daemon.cpus = '%d'", ncpus);
+	expect_refused(-1, cpus, needle);
+	snprintf(cpus, sizeof(cpus), "0-%d", ncpus);
+	expect_refused(-1, cpus, "daemon.cpus = '0-");
+	expect_refused(-1, "0x", "daemon.cpus = '0x'");
+	/* a CPU outside our affinity mask counts as not online to us
+	 * (CPUs 0 and 1 here: run on 0 alone, ask for 0,1) */
+	if (allowed_cpus(two, 2) < 2)
+		return;
+	assert_int_equal(sched_getaffinity(0, sizeof(saved), &saved), 0);
+	CPU_ZERO(&one);
+	CPU_SET(two[0], &one);
+	assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+	snprintf(cpus, sizeof(cpus), "%d,%d", two[0], two[1]);
+	snprintf(needle, sizeof(needle), "daemon.cpus = '%s': CPU %d is not "
+		 "online", cpus, two[1]);
+	expect_refused(-1, cpus, needle);
+	assert_int_equal(sched_setaffinity(0, sizeof(saved), &saved), 0);
+}
+
+static void test_cpuset_format(void **state)
+{
+	cpu_set_t set;
+	char buf[64];
+
+	(void)state;
+	CPU_ZERO(&set);
+	tly_cpuset_format(&set, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+	CPU_SET(0, &set);
+	CPU_SET(1, &set);
+	CPU_SET(2, &set);
+	CPU_SET(3, &set);
+	CPU_SET(8, &set);
+	CPU_SET(10, &set);
+	CPU_SET(11, &set);
+	CPU_SET(CPU_SETSIZE - 1, &set);
+	tly_cpuset_format(&set, buf, sizeof(buf));
+	assert_string_equal(buf, "0-3,8,10-11,1023");
+	/* too small a buffer: a prefix of whole items, terminated */
+	tly_cpuset_format(&set, buf, 8);
+	assert_string_equal(buf, "0-3,8");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -986,6 +1291,11 @@ int main(void)
 		cmocka_unit_test(test_reduce_pool_many_jobs_one_pool),
 		cmocka_unit_test(test_reduce_pool_create_destroy_repeatedly),
 		cmocka_unit_test(test_reduce_pool_rejects_bad_thread_count),
+		cmocka_unit_test(test_cpuset_format),
+		cmocka_unit_test(test_reduce_pool_pin_cpus),
+		cmocka_unit_test(test_placement_numa_node),
+		cmocka_unit_test(test_placement_both_keys),
+		cmocka_unit_test(test_placement_refuses),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
