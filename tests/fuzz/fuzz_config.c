@@ -52,6 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_string(a.transport, sizeof(a.transport));
 	check_string(a.eal_args, sizeof(a.eal_args));
 	check_string(a.rdma_device, sizeof(a.rdma_device));
+	check_string(a.cpus, sizeof(a.cpus));
 	if (a.local_size < 1 || a.local_size > CONFIG_MAX_LOCAL_SIZE ||
 	    a.world < 1 || a.rank < 0 || a.k < 1 || a.pool_slots < 1 ||
 	    a.window < 1 || a.log_level < LOG_ERR || a.log_level > LOG_DEBUG)
