@@ -6,6 +6,9 @@
  */
 #include "device_check.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "gpu/kernels/launch.h"
 
 struct dc_counters {
@@ -165,4 +168,23 @@ extern "C" cudaError_t dc_spin(uint64_t ns, cudaStream_t stream)
 {
 	spin_kernel<<<1, 1, 0, stream>>>(ns);
 	return cudaGetLastError();
+}
+
+extern "C" int dc_cuda_open(struct tally_client *client,
+			    struct tally_cuda_opts *opts,
+			    struct tally_cuda **out)
+{
+	int r = tally_cuda_open(client, opts, out);
+
+	if (r && strstr(tally_cuda_open_error(), "mbind") &&
+	    opts->numa_node == TALLY_CUDA_NUMA_GPU) {
+		fprintf(stderr, "WARNING: tally_cuda_open: %s; again without "
+			"NUMA placement\n", tally_cuda_open_error());
+		opts->numa_node = TALLY_CUDA_NUMA_NONE;
+		r = tally_cuda_open(client, opts, out);
+	}
+	if (r)
+		fprintf(stderr, "tally_cuda_open: %s (%s)\n",
+			tally_strerror(r), tally_cuda_open_error());
+	return r;
 }

@@ -19,6 +19,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <tally/tally_cuda.h>
+
 #ifdef __CUDACC__
 #define DC_HOST_DEVICE __host__ __device__
 #else
@@ -85,6 +87,15 @@ cudaError_t dc_checksum(const float *buf, uint64_t n, int64_t *out,
 
 /* queue a kernel that spins about @ns nanoseconds (a slow producer) */
 cudaError_t dc_spin(uint64_t ns, cudaStream_t stream);
+
+/*
+ * tally_cuda_open() for a test, printing why it failed.  A container's
+ * seccomp profile may refuse mbind() (and libnuma): then it warns on
+ * stderr ("WARNING: ...", run-device.sh collects these) and opens again
+ * with TALLY_CUDA_NUMA_NONE, so the pipeline is still tested.
+ */
+int dc_cuda_open(struct tally_client *client, struct tally_cuda_opts *opts,
+		 struct tally_cuda **out);
 
 #ifdef __cplusplus
 }

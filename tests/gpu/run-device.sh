@@ -9,7 +9,8 @@
 # dependencies needed).  Each test binary runs under a timeout and prints
 #   gpu-test NAME: PASS|FAIL
 # then gpu-bench runs (its figure lines are repeated at the end), and the
-# last line is "N passed, N failed" (gpu-bench counted as one).  Logs and
+# last line is "N passed, N failed" (gpu-bench counted as one); any
+# WARNING lines of the logs are repeated before it.  Logs and
 # the summary go to $OUT/gpu/ when $OUT is set.  Exit status 0 only if
 # everything passed.
 #
@@ -172,5 +173,10 @@ if [ "${NO_BENCH:-0}" != 1 ]; then
 		say "gpu-bench: FAIL (exit $rc)"
 	fi
 	grep '^figure ' "$logs/gpu-bench.log" >>"$summary"
+fi
+# what passed with a workaround (e.g. no NUMA placement) says so
+if grep -h 'WARNING' "$logs"/*.log >"$work/warnings" 2>/dev/null; then
+	say "gpu: warnings:"
+	sed 's/^/  /' "$work/warnings" | tee -a "$summary"
 fi
 finish

@@ -32,7 +32,7 @@
 
 #define NCLIENTS 2
 #define GUARD 1024		/* poisoned elements after each tensor */
-#define CHILD_TIMEOUT_MS 240000
+#define CHILD_TIMEOUT_MS 90000	/* a test's clients take seconds */
 
 #define MIB(n) ((uint64_t)(n) << 20)
 #define KIB(n) ((uint64_t)(n) << 10)
@@ -216,7 +216,7 @@ static int client_run(void *p)
 	uint64_t max = 0;
 	float *send, *recv;
 	cudaStream_t s;
-	int rank, r;
+	int rank;
 
 	CHECK_CUDA(cudaSetDevice(0), 2);
 	if (a->wait_kind)
@@ -226,12 +226,8 @@ static int client_run(void *p)
 	CHECK(tally_size(c) == NCLIENTS, 4);
 	opts.chunk_bytes = a->chunk_bytes;
 	opts.depth = a->depth;
-	r = tally_cuda_open(c, &opts, &tc);
-	if (r) {
-		fprintf(stderr, "tally_cuda_open: %s (%s)\n",
-			tally_strerror(r), tally_cuda_open_error());
+	if (dc_cuda_open(c, &opts, &tc))
 		return 5;
-	}
 	for (size_t k = 0; k < a->ncases; k++)
 		if (a->cases[k].bytes / 4 > max)
 			max = a->cases[k].bytes / 4;

@@ -4,14 +4,15 @@
  * stream and does not block the caller's thread: two client processes on
  * GPU 0 and a real tallyd (--local-size 2).
  *
- * On a non-default stream: a kernel that spins 50 ms, then a kernel that
+ * On a non-default stream: a kernel that spins 100 ms, then a kernel that
  * writes the rank's pattern over a poisoned (NaN) buffer, then the 256 MiB
  * all-reduce, then at once, with no host synchronisation, a checksum
  * kernel that reads the result.  If the all-reduce did not wait for the
  * writer it would copy poison (the checksum counts non-finite elements);
  * if the checksum did not wait for the all-reduce it would read the
  * rank's own values or, out of place, poison.  The host must get control
- * back before the stream is done (cudaStreamQuery: not ready).
+ * back before the stream is done (cudaStreamQuery: not ready), and sooner
+ * than the slow producer takes.
  *
  * CUDA is used only in the client processes, after fork().  Suite 'gpu'
  * (tests/gpu/run-device.sh).
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include <cuda_runtime_api.h>
@@ -33,8 +35,10 @@
 
 #define NCLIENTS 2
 #define COUNT ((uint64_t)64 << 20)	/* 256 MiB of float32 */
-#define SPIN_NS 50000000ull		/* the slow producer: 50 ms */
-#define CHILD_TIMEOUT_MS 240000
+#define SPIN_NS 100000000ull		/* the slow producer: 100 ms */
+/* a call that waited for the producer would take SPIN_NS at least */
+#define CALL_MAX_NS (SPIN_NS / 2)
+#define CHILD_TIMEOUT_MS 90000
 
 #define CHECK_CUDA(call, code)						\
 	do {								\
@@ -48,6 +52,14 @@
 	} while (0)
 
 static struct test_daemon daemon_;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* the checksum of ranks first .. first + nranks - 1 summed, on the host */
 static int64_t host_checksum(int first, int nranks, unsigned int salt)
@@ -78,6 +90,7 @@ static int ordered_op(struct tally_cuda *tc, int rank, float *send,
 	int64_t want = host_checksum(0, NCLIENTS, salt);
 	int64_t own = host_checksum(rank, 1, salt);
 	int64_t got[2];
+	uint64_t t0, call_ns;
 	cudaError_t q;
 	int r;
 
@@ -90,7 +103,9 @@ static int ordered_op(struct tally_cuda *tc, int rank, float *send,
 
 	CHECK_CUDA(dc_spin(SPIN_NS, s), -1);
 	CHECK_CUDA(dc_fill_pattern(send, COUNT, rank, salt, s), -1);
+	t0 = now_ns();
 	r = tally_cuda_allreduce(tc, &args, s);
+	call_ns = now_ns() - t0;
 	q = cudaStreamQuery(s);
 	if (r) {
 		fprintf(stderr, "%s: tally_cuda_allreduce: %s (%s)\n", how,
@@ -113,6 +128,13 @@ static int ordered_op(struct tally_cuda *tc, int rank, float *send,
 			"GPU\n", how, cudaGetErrorString(q));
 		return -1;
 	}
+	if (call_ns > CALL_MAX_NS) {
+		fprintf(stderr, "%s: tally_cuda_allreduce took %llu us: it "
+			"waited for the stream's earlier work (%llu us)\n",
+			how, (unsigned long long)call_ns / 1000,
+			(unsigned long long)SPIN_NS / 1000);
+		return -1;
+	}
 	if (got[1] || got[0] != want) {
 		fprintf(stderr, "%s, rank %d: checksum %lld with %lld "
 			"non-finite or off-pattern elements; want %lld (the "
@@ -133,18 +155,14 @@ static int client_run(void *p)
 	float *send, *recv;
 	int64_t *sum_dev;
 	cudaStream_t s;
-	int rank, r;
+	int rank;
 
 	CHECK_CUDA(cudaSetDevice(0), 2);
 	CHECK(tally_connect(sock, &c) == 0, 3);
 	rank = tally_rank(c);
 	CHECK(tally_size(c) == NCLIENTS, 4);
-	r = tally_cuda_open(c, &opts, &tc);
-	if (r) {
-		fprintf(stderr, "tally_cuda_open: %s (%s)\n",
-			tally_strerror(r), tally_cuda_open_error());
+	if (dc_cuda_open(c, &opts, &tc))
 		return 5;
-	}
 	CHECK_CUDA(cudaMalloc((void **)&send, COUNT * sizeof(float)), 6);
 	CHECK_CUDA(cudaMalloc((void **)&recv, COUNT * sizeof(float)), 6);
 	CHECK_CUDA(cudaMalloc((void **)&sum_dev, 2 * sizeof(int64_t)), 6);
