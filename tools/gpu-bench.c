@@ -459,7 +459,8 @@ static int time_stage(struct member *m, enum stage st, const char *label,
 	*med = median(worst, opt.reps);
 	if (rank_ == 0)
 		printf("  %-34s %9.3f ms (best %.3f) %8.2f GB/s\n",
-		       label ? label : stage_name[st], *med, min_of(worst, opt.reps),
+		       label ? label : stage_name[st], *med,
+		       min_of(worst, opt.reps),
 		       gbps((double)PIPE_BYTES, *med));
 	/* nobody writes sh->t for the next series before both read it */
 	return barrier();
@@ -507,7 +508,8 @@ static int run_pipeline(struct member *m)
 		       "median of %d of the slower member:\n", opt.reps);
 	m->shm = tally_cuda_alloc(m->tc, PIPE_BYTES);
 	if (!m->shm)
-		return fail("tally_cuda_alloc", tally_cuda_error_message(m->tc));
+		return fail("tally_cuda_alloc",
+			    tally_cuda_error_message(m->tc));
 	if (time_stage(m, ST_D2H, NULL, &stage[ST_D2H]) ||
 	    time_stage(m, ST_H2D, NULL, &stage[ST_H2D]) ||
 	    time_stage(m, ST_E2E, NULL, &stage[ST_E2E]))
@@ -778,6 +780,7 @@ int main(int argc, char **argv)
 	sh->convert_frac = sh->quantize_frac = NAN;
 	sh->overlap = sh->best_chunk_kib = NAN;
 	if (daemon_start(&d)) {
+		daemon_stop(&d, true);
 		print_figures();
 		return 1;
 	}

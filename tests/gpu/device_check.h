@@ -58,7 +58,7 @@ static inline DC_HOST_DEVICE int64_t dc_weight(uint64_t i)
 /* the first mismatch found, for the failure message */
 struct dc_mismatch {
 	uint64_t count;		/* elements that differ */
-	uint64_t first;		/* lowest index that differs (if count) */
+	uint64_t first;		/* the lowest index that differs */
 	float got, want;	/* at that index */
 };
 

@@ -99,7 +99,8 @@ cp tests/gpu/run-device.sh "$bundle/"
 } >"$bundle/MANIFEST"
 
 kib=$(du -sk "$bundle" | cut -f1)
-echo "prepare-device: $bundle: $((kib / 1024)) MiB, $(find "$bundle" -type f | wc -l) files"
+files=$(find "$bundle" -type f | wc -l)
+echo "prepare-device: $bundle: $((kib / 1024)) MiB, $files files"
 find "$bundle" -type f | sort | sed 's/^/  /'
 if [ "$kib" -gt $((max_mib * 1024)) ]; then
 	echo "prepare-device: $bundle is over $max_mib MiB" >&2

@@ -79,10 +79,12 @@ if [ -d .device/bin ]; then
 			tests+=("$bin/$t")
 		fi
 	done
-	export LD_LIBRARY_PATH=$root/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	dev=$root/.device
+	export LD_LIBRARY_PATH=$dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	if ! all_load "$tallyd" "$bench" "${tests[@]}"; then
 		# the host's C++ runtime is missing or older than the build's
-		LD_LIBRARY_PATH=$root/.device/lib:$root/.device/compat${LD_LIBRARY_PATH#"$root/.device/lib"}
+		rest=${LD_LIBRARY_PATH#"$dev/lib"}
+		LD_LIBRARY_PATH=$dev/lib:$dev/compat$rest
 		say "gpu: using the bundled libstdc++/libgcc_s"
 	fi
 	if [ "${BUNDLED_GLIBC:-0}" = 1 ] ||
@@ -93,9 +95,10 @@ if [ -d .device/bin ]; then
 		mkdir -p "$work/wrap"
 		for b in "$tallyd" "$bench" "${tests[@]}"; do
 			w=$work/wrap/$(basename "$b")
-			printf '#!/bin/sh\nexec "%s" --library-path "%s" "%s" "$@"\n' \
-				"$root/.device/glibc/ld-linux-x86-64.so.2" \
-				"$LD_LIBRARY_PATH:$root/.device/glibc" "$b" >"$w"
+			# shellcheck disable=SC2016 # "$@" is the wrapper's
+			printf '#!/bin/sh\nexec "%s" --library-path "%s" "%s" %s\n' \
+				"$dev/glibc/ld-linux-x86-64.so.2" \
+				"$LD_LIBRARY_PATH:$dev/glibc" "$b" '"$@"' >"$w"
 			chmod +x "$w"
 		done
 		tallyd=$work/wrap/tallyd
@@ -153,7 +156,10 @@ for t in "${tests[@]}"; do
 		say "gpu-test $name: PASS (${secs} s)"
 	else
 		failed=$((failed + 1))
-		[ "$rc" -eq 124 ] && echo "(timed out after $test_timeout s)" >>"$logs/$name.log"
+		if [ "$rc" -eq 124 ]; then
+			echo "(timed out after $test_timeout s)" \
+				>>"$logs/$name.log"
+		fi
 		tail -n 40 "$logs/$name.log"
 		say "gpu-test $name: FAIL (exit $rc, ${secs} s)"
 	fi
