@@ -10,23 +10,29 @@
 #   gpu-test NAME: PASS|FAIL
 # then gpu-bench runs (its figure lines are repeated at the end), and the
 # last line is "N passed, N failed" (gpu-bench counted as one); any
-# WARNING lines of the logs are repeated before it.  Logs and
-# the summary go to $OUT/gpu/ when $OUT is set.  Exit status 0 only if
+# WARNING lines of the logs are repeated before it.  Logs and the summary
+# are written straight into $OUT/gpu/ when $OUT is set (so a run cut short
+# still leaves them).  Exit status 0 only if
 # everything passed.
 #
-# Environment: TEST_TIMEOUT (s, default 240), BENCH_TIMEOUT (s, default
-# 300), NO_BENCH=1 to skip gpu-bench, BUNDLED_GLIBC=1 to run the bundle
+# Environment: TEST_TIMEOUT (s, default 180), BENCH_TIMEOUT (s, default
+# 240), NO_BENCH=1 to skip gpu-bench, BUNDLED_GLIBC=1 to run the bundle
 # under its own glibc even where the host's would do.
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
-test_timeout=${TEST_TIMEOUT:-240}
-bench_timeout=${BENCH_TIMEOUT:-300}
+test_timeout=${TEST_TIMEOUT:-180}
+bench_timeout=${BENCH_TIMEOUT:-240}
 work=$(mktemp -d /tmp/tally-gpu-run.XXXXXX)
-logs=$work/logs
+if [ -n "${OUT:-}" ]; then
+	logs=$OUT/gpu/logs
+	summary=$OUT/gpu/summary.txt
+else
+	logs=$work/logs
+	summary=$work/summary.txt
+fi
 mkdir -p "$logs"
-summary=$work/summary.txt
 : >"$summary"
 passed=0
 failed=0
@@ -35,16 +41,8 @@ say() {
 	echo "$*" | tee -a "$summary"
 }
 
-save_out() {
-	if [ -n "${OUT:-}" ]; then
-		mkdir -p "$OUT/gpu"
-		cp -r "$logs" "$summary" "$OUT/gpu/" 2>/dev/null
-	fi
-}
-
 finish() {
 	say "$passed passed, $failed failed"
-	save_out
 	rm -rf "$work"
 	[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
 	exit $?
