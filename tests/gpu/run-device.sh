@@ -142,6 +142,12 @@ export TALLY_SHM_NO_HUGE=1
 	done
 } >"$logs/environment.log" 2>&1
 
+# two processes share GPU 0: an exclusive compute mode refuses the second
+if command -v nvidia-smi >/dev/null; then
+	say "gpu: $(nvidia-smi --query-gpu=name,driver_version,compute_mode \
+		--format=csv,noheader -i 0 2>&1)"
+fi
+
 # --- the tests ---
 for t in "${tests[@]}"; do
 	name=$(basename "$t")
