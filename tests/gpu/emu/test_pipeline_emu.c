@@ -264,6 +264,18 @@ static void on_watchdog(int sig)
 	_exit(90);
 }
 
+/* a crash says which signal (child_wait() only sees -1) */
+static void on_fatal(int sig)
+{
+	char msg[] = "rank ?: fatal signal ??\n";
+
+	msg[5] = (char)('0' + rank_now);
+	msg[21] = (char)('0' + sig / 10);
+	msg[22] = (char)('0' + sig % 10);
+	(void)!write(2, msg, sizeof(msg) - 1);
+	_exit(100 + sig);
+}
+
 static int rank_open(struct rank_ctx *r)
 {
 	struct tally_cuda_opts o = TALLY_CUDA_OPTS_INIT;
@@ -302,6 +314,10 @@ static int rank_main(void *p)
 
 	rank_now = a->rank;
 	signal(SIGALRM, on_watchdog);
+	signal(SIGSEGV, on_fatal);
+	signal(SIGBUS, on_fatal);
+	signal(SIGABRT, on_fatal);
+	signal(SIGPIPE, on_fatal);
 	alarm(WATCHDOG_S);
 	ret = rank_open(&r);
 	if (ret)
@@ -827,6 +843,58 @@ static void test_peer_dies_midway(void **state)
 	run_ranks(body_peer_midway);
 }
 
+/* ---- the daemon dies mid-operation ---- */
+
+/* rank 0 queues a tensor rank 1 never sends, and kills tallyd: the chunks
+ * in tallyd fail in tally_test, the later ones at submission; every one
+ * must release the stream */
+static int body_daemon_dies(struct rank_ctx *r)
+{
+	struct op o = { .key = 1100, .count = 40 * chunk_elems(TALLY_FLOAT32),
+			.dtype = TALLY_FLOAT32, .wire = TALLY_FLOAT32 };
+	uint64_t t0;
+	int err;
+
+	if (r->rank == 1) {
+		TRY(sync_wait(r->from_peer, 20000) == 0);
+		return 0;
+	}
+	/* libtally's doorbell write(2) to the dead daemon's pipe raises
+	 * SIGPIPE (shm/client_ops.c, client_submit_sqe); a process that
+	 * does not ignore it dies.  Ignored here, so that this case checks
+	 * the pipeline, not that. */
+	signal(SIGPIPE, SIG_IGN);
+	TRY(op_prepare(&o) == 0);
+	TRY(op_queue(r, &o) == 0);
+	TRY(kill(dmn.pid, SIGKILL) == 0);
+	t0 = test_now_ms();
+	TRY(cudaStreamSynchronize(r->stream) == cudaSuccess);
+	TRY(test_now_ms() - t0 < 10000);
+	err = tally_cuda_async_error(r->tc);
+	if (err != -TALLY_EDAEMONLOST)
+		fprintf(stderr, "rank 0: async error %d (%s): %s\n", err,
+			tally_strerror(err), tally_cuda_error_message(r->tc));
+	TRY(err == -TALLY_EDAEMONLOST);
+	TRY(strstr(tally_cuda_error_message(r->tc), "tally_allreduce"));
+	op_release(&o);
+	sync_signal(r->to_peer);
+	return 0;
+}
+
+/* the daemon was killed: stop only reaps it */
+static int teardown_killed(void **state)
+{
+	(void)state;
+	daemon_stop(&dmn);
+	return 0;
+}
+
+static void test_daemon_dies_midway(void **state)
+{
+	(void)state;
+	run_ranks(body_daemon_dies);
+}
+
 /* ---- the emulation's own event semantics ---- */
 
 struct flag_kernel {
@@ -932,6 +1000,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_dies_midway,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_daemon_dies_midway,
+						setup, teardown_killed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
