@@ -933,17 +933,20 @@ static void test_daemon_dies_midway(void **state)
 
 /* ---- the emulation's own event semantics ---- */
 
+/* sets *flag, after *gate (when given) is set by the host */
 struct flag_kernel {
 	volatile int *flag;
-	unsigned int delay_us;
+	volatile int *gate;
 };
 
 static cudaError_t run_set_flag(void *arg)
 {
 	struct flag_kernel *k = arg;
-	struct timespec ts = { 0, (long)k->delay_us * 1000 };
+	struct timespec ts = { 0, 1000000 };
 
-	nanosleep(&ts, NULL);
+	nanosleep(&ts, NULL);	/* slow: waits on it must really wait */
+	while (k->gate && !*k->gate)
+		nanosleep(&ts, NULL);
 	*k->flag = 1;
 	return cudaSuccess;
 }
@@ -966,15 +969,17 @@ static cudaError_t run_read_flags(void *arg)
  * destroyed with waits queued; queries say NotReady until done */
 static int emu_semantics(void *unused)
 {
-	static volatile int x, y;
+	static volatile int x, y, gate;
 	static int seen[2];
-	struct flag_kernel fx = { &x, 20000 }, fy = { &y, 300000 };
+	struct flag_kernel fx = { &x, NULL }, fy = { &y, &gate };
 	struct read_kernel rd = { { &x, &y }, seen };
 	cudaStream_t a, b;
 	cudaEvent_t e;
 
 	(void)unused;
 	rank_now = 0;
+	signal(SIGALRM, on_watchdog);
+	alarm(WATCHDOG_S);
 	TRY(cudaStreamCreate(&a) == cudaSuccess);
 	TRY(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) ==
 	    cudaSuccess);
@@ -985,6 +990,7 @@ static int emu_semantics(void *unused)
 	TRY(cudaEventRecord(e, a) == cudaSuccess);
 	TRY(cudaEventQuery(e) == cudaErrorNotReady);
 	TRY(cudaStreamWaitEvent(b, e, 0) == cudaSuccess);
+	/* recorded again behind a kernel held until b is done */
 	TRY(emu_launch(a, run_set_flag, &fy, sizeof(fy)) == cudaSuccess);
 	TRY(cudaEventRecord(e, a) == cudaSuccess);
 	TRY(emu_launch(b, run_read_flags, &rd, sizeof(rd)) == cudaSuccess);
@@ -992,6 +998,7 @@ static int emu_semantics(void *unused)
 	TRY(cudaStreamSynchronize(b) == cudaSuccess);
 	TRY(seen[0] == 1 && seen[1] == 0);
 	TRY(cudaStreamQuery(a) == cudaErrorNotReady);
+	gate = 1;
 	TRY(cudaStreamSynchronize(a) == cudaSuccess);
 	TRY(y == 1);
 	TRY(cudaStreamDestroy(a) == cudaSuccess);
