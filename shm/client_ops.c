@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -59,6 +61,34 @@ static void reap(struct tally_client *c)
 		c->daemon_lost = true;
 }
 
+/*
+ * Ring the daemon's submission doorbell, a pipe.  When the daemon has died
+ * the write raises SIGPIPE, whose default action would kill the training
+ * process: block it around the write, and take back the one the write
+ * raised (not one that was pending already).  0, or a negative errno;
+ * -EAGAIN (a full pipe) means a wake-up is pending already.
+ */
+static int doorbell_ring(int fd)
+{
+	static const struct timespec no_wait = { 0, 0 };
+	sigset_t pipe_only, old, pending;
+	bool was_pending;
+	char one = 1;
+	int ret = 0;
+
+	sigemptyset(&pipe_only);
+	sigaddset(&pipe_only, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+	was_pending = !sigpending(&pending) && sigismember(&pending, SIGPIPE);
+	if (write(fd, &one, sizeof(one)) < 0) {
+		ret = -errno;
+		if (ret == -EPIPE && !was_pending)
+			sigtimedwait(&pipe_only, NULL, &no_wait);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ret;
+}
+
 int client_submit_sqe(struct tally_client *c, struct tally_sqe *sqe,
 		      uint64_t *req)
 {
@@ -83,10 +113,9 @@ int client_submit_sqe(struct tally_client *c, struct tally_sqe *sqe,
 	r->state = REQ_PENDING;
 	c->inflight++;
 	if (ring_needs_wakeup(&c->sq)) {
-		char one = 1;	/* a full pipe: a wake-up is pending already */
+		int e = doorbell_ring(c->sq_kick_fd);
 
-		if (write(c->sq_kick_fd, &one, sizeof(one)) < 0 &&
-		    errno != EAGAIN)
+		if (e && e != -EAGAIN)
 			c->daemon_lost = true;
 	}
 	*req = sqe->user_data;

@@ -200,6 +200,41 @@ static void test_daemon_death_fails_waits(void **state)
 	tally_disconnect(c);
 }
 
+/*
+ * The daemon dies while the client is idle, then the client submits: the
+ * submission rings the daemon's doorbell, a pipe nobody reads any more.
+ * That must be an error the call returns, not a SIGPIPE that kills the
+ * training process (this process keeps SIGPIPE's default action).
+ */
+static void test_submit_after_daemon_death_survives(void **state)
+{
+	struct tally_allreduce_args args = { .count = 16 };
+	struct tally_client *c;
+	uint64_t req, t0;
+	float *buf;
+	int r;
+
+	(void)state;
+	assert_true(signal(SIGPIPE, SIG_DFL) != SIG_ERR);
+	assert_int_equal(tally_connect(dmn.sock, &c), 0);
+	buf = tally_alloc(c, 4096);
+	assert_non_null(buf);
+	args.sendbuf = args.recvbuf = buf;
+	usleep(100 * 1000);	/* the daemon goes to sleep on its doorbell */
+	kill(dmn.pid, SIGKILL);
+	t0 = test_now_ms();
+	while (daemon_alive(&dmn))	/* reaps it: its fds are closed */
+		assert_true(test_now_ms() - t0 < 5000);
+	dmn.pid = 0;
+	r = tally_allreduce(c, &args, &req);
+	assert_true(r == 0 || r == -TALLY_EDAEMONLOST);
+	if (r == 0)
+		assert_int_equal(tally_wait(c, req, 5000), -TALLY_EDAEMONLOST);
+	args.iteration = 1;
+	assert_int_equal(tally_allreduce(c, &args, &req), -TALLY_EDAEMONLOST);
+	tally_disconnect(c);
+}
+
 static int teardown_killed(void **state)
 {
 	(void)state;
@@ -220,6 +255,9 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(test_daemon_death_fails_waits,
 						setup_two, teardown_killed),
+		cmocka_unit_test_setup_teardown(
+			test_submit_after_daemon_death_survives, setup_two,
+			teardown_killed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
