@@ -87,7 +87,13 @@ static int queue_copy_in(struct tally_cuda *tc, const struct tcu_plan *plan,
 	return 0;
 }
 
-/* copy_out's part of chunk @c: wait for tallyd, copy back, free the slot */
+/*
+ * copy_out's part of chunk @c: wait for tallyd, copy back, free the slot.
+ * On a failure part of it may be queued (the flag wait, say): the slot is
+ * then still marked free after whatever was queued, so that the next
+ * chunk in it waits for that, and the caller cancels the chunk, which
+ * raises its flag.
+ */
 static int queue_copy_out(struct tally_cuda *tc, const struct tcu_plan *plan,
 			  const struct tally_cuda_allreduce_args *a,
 			  const struct tcu_chunk *ch, uint64_t c)
@@ -96,33 +102,46 @@ static int queue_copy_out(struct tally_cuda *tc, const struct tcu_plan *plan,
 	char *dst = (char *)a->recvbuf + tcu_plan_first(plan, c) * plan->dev_size;
 	size_t n = tcu_plan_elems(plan, c);
 	cudaError_t e;
+	int r;
 
 	/* CUDA must see the order the flag implies (cuStreamWaitValue32's
 	 * documentation asks for it) */
 	e = cudaStreamWaitEvent(tc->copy_out, ch->copied, 0);
-	if (e != cudaSuccess)
-		return tcu_fail_cuda(tc, "cudaStreamWaitEvent", e);
+	if (e != cudaSuccess) {
+		r = tcu_fail_cuda(tc, "cudaStreamWaitEvent", e);
+		goto err;
+	}
 	e = tcu_stream_wait_geq(&tc->wait, tc->copy_out,
 				&tc->flags_dev[ch->slot],
 				(uint32_t)(ch->seq + 1));
-	if (e != cudaSuccess)
-		return tcu_fail_cuda(tc, tc->wait.kind == TCU_WAIT_MEMOP ?
-				     "cuStreamWaitValue32" :
-				     "flag wait kernel launch", e);
+	if (e != cudaSuccess) {
+		r = tcu_fail_cuda(tc, tc->wait.kind == TCU_WAIT_MEMOP ?
+				  "cuStreamWaitValue32" :
+				  "flag wait kernel launch", e);
+		goto err;
+	}
 	e = cudaMemcpyAsync(plan->convert ? slot->scratch : dst, slot->host,
 			    n * plan->wire_size, cudaMemcpyHostToDevice,
 			    tc->copy_out);
-	if (e != cudaSuccess)
-		return tcu_fail_cuda(tc, "cudaMemcpyAsync (to the device)", e);
+	if (e != cudaSuccess) {
+		r = tcu_fail_cuda(tc, "cudaMemcpyAsync (to the device)", e);
+		goto err;
+	}
 	if (plan->convert) {
 		e = widen(a, dst, slot->scratch, n, tc->copy_out);
-		if (e != cudaSuccess)
-			return tcu_fail_cuda(tc, "widening kernel launch", e);
+		if (e != cudaSuccess) {
+			r = tcu_fail_cuda(tc, "widening kernel launch", e);
+			goto err;
+		}
 	}
 	e = cudaEventRecord(slot->free, tc->copy_out);
 	if (e != cudaSuccess)
 		return tcu_fail_cuda(tc, "cudaEventRecord", e);
 	return 0;
+
+err:
+	cudaEventRecord(slot->free, tc->copy_out);
+	return r;
 }
 
 static struct tcu_chunk *chunk_new(struct tally_cuda *tc,
@@ -161,10 +180,11 @@ static struct tcu_chunk *chunk_new(struct tally_cuda *tc,
 }
 
 /*
- * Queue chunk @c.  Once its copy-out waits on the flag the progress thread
- * must own the chunk, or copy_out would wait forever: the chunk is handed
- * over as soon as its copy-in is queued, and a failure after that only
- * returns the error (the thread raises the flag whatever happens).
+ * Queue chunk @c, then hand it to the progress thread.  Once copy_in is
+ * queued the chunk owns its slot and a sequence number, so it is handed
+ * over whatever happens next: if copy_out could not be queued whole, it
+ * goes over cancelled (never submitted to tallyd; the thread only raises
+ * its flag, so that a flag wait already queued does not wait forever).
  */
 static int queue_chunk(struct tally_cuda *tc, const struct tcu_plan *plan,
 		       const struct tally_cuda_allreduce_args *a, uint64_t c)
@@ -181,8 +201,11 @@ static int queue_chunk(struct tally_cuda *tc, const struct tcu_plan *plan,
 		return r;
 	}
 	tc->next_seq++;
+	r = queue_copy_out(tc, plan, a, ch, c);
+	if (r)
+		ch->state = TCU_CHUNK_CANCELLED;
 	tcu_progress_push(tc, ch);
-	return queue_copy_out(tc, plan, a, ch, c);
+	return r;
 }
 
 static int check_args(struct tally_cuda *tc,

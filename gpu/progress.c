@@ -139,6 +139,10 @@ static void *progress_main(void *arg)
 				moved += chunk_submit(tc, win[i]);
 			else if (win[i]->state == TCU_CHUNK_SUBMITTED)
 				moved += chunk_test(tc, win[i]);
+			else if (win[i]->state == TCU_CHUNK_CANCELLED) {
+				chunk_finish(tc, win[i]);
+				moved++;
+			}
 			copying |= win[i]->state == TCU_CHUNK_COPYING;
 		}
 		retire(&tc->progress);

@@ -23,6 +23,8 @@ enum tcu_chunk_state {
 	TCU_CHUNK_COPYING,	/* device to shared memory under way */
 	TCU_CHUNK_SUBMITTED,	/* in tallyd */
 	TCU_CHUNK_FINISHED,	/* done or failed; the flag is raised */
+	TCU_CHUNK_CANCELLED,	/* queueing failed: never submitted, the
+				 * flag is raised at once */
 };
 
 struct tcu_chunk {

@@ -6,6 +6,7 @@
  * bus most of the time.
  */
 #include "gpu/stream_wait.h"
+#include "gpu/kernels/launch.h"
 
 __global__ void wait_geq_kernel(const volatile uint32_t *flag, uint32_t value)
 {
@@ -17,6 +18,5 @@ extern "C" cudaError_t tcu_wait_kernel_geq(cudaStream_t stream,
 					   const uint32_t *flag_dev,
 					   uint32_t value)
 {
-	wait_geq_kernel<<<1, 1, 0, stream>>>(flag_dev, value);
-	return cudaGetLastError();
+	return tcu_launch(wait_geq_kernel, 1, 1, stream, flag_dev, value);
 }

@@ -23,9 +23,8 @@ static cudaError_t convert_launch(To *dst, const From *src, size_t n,
 {
 	if (!n)
 		return cudaSuccess;
-	convert_kernel<To, From, convert>
-		<<<tcu_grid(n), TCU_BLOCK, 0, stream>>>(dst, src, n);
-	return cudaGetLastError();
+	return tcu_launch(convert_kernel<To, From, convert>, tcu_grid(n),
+			  TCU_BLOCK, stream, dst, src, n);
 }
 
 extern "C" cudaError_t tcu_convert_f32_to_f16(uint16_t *dst, const float *src,

@@ -127,18 +127,17 @@ extern "C" cudaError_t tcu_block_exp_f32(int32_t *exp, const float *x,
 	if (k <= WARP) {
 		unsigned int width = pow2_at_least(k, WARP);
 
-		block_exp_small_kernel<<<tcu_grid(nblocks * width), TCU_BLOCK,
-					 0, stream>>>(exp, x, n, k, nblocks,
-						      width);
+		return tcu_launch(block_exp_small_kernel,
+				  tcu_grid(nblocks * width), TCU_BLOCK, stream,
+				  exp, x, n, k, nblocks, width);
 	} else {
 		unsigned int threads = pow2_at_least(k, TCU_BLOCK);
 		unsigned int grid = nblocks < EXP_GRID_MAX ?
 				    (unsigned int)nblocks : EXP_GRID_MAX;
 
-		block_exp_large_kernel<<<grid, threads, 0, stream>>>(
-			exp, x, n, k, nblocks);
+		return tcu_launch(block_exp_large_kernel, grid, threads,
+				  stream, exp, x, n, k, nblocks);
 	}
-	return cudaGetLastError();
 }
 
 /*
@@ -210,9 +209,8 @@ extern "C" cudaError_t tcu_quantize_f32(uint32_t *out, const float *x,
 	if (!k)
 		return cudaErrorInvalidValue;
 	padded = (n + k - 1) / k * k;
-	quantize_kernel<<<tcu_grid(padded), TCU_BLOCK, 0, stream>>>(
-		out, x, n, k, padded, shift);
-	return cudaGetLastError();
+	return tcu_launch(quantize_kernel, tcu_grid(padded), TCU_BLOCK, stream,
+			  out, x, n, k, padded, shift);
 }
 
 extern "C" cudaError_t tcu_dequantize_f32(float *x, const uint32_t *in,
@@ -224,7 +222,6 @@ extern "C" cudaError_t tcu_dequantize_f32(float *x, const uint32_t *in,
 		return cudaSuccess;
 	if (!k)
 		return cudaErrorInvalidValue;
-	dequantize_kernel<<<tcu_grid(n), TCU_BLOCK, 0, stream>>>(x, in, n, k,
-								 shift);
-	return cudaGetLastError();
+	return tcu_launch(dequantize_kernel, tcu_grid(n), TCU_BLOCK, stream,
+			  x, in, n, k, shift);
 }

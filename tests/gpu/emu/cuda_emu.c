@@ -841,9 +841,36 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
 	return copy_queue(dst, src, count, kind, NULL, true);
 }
 
+/* emu_fail_async_copy(): the copy kind and countdown (0: disarmed) */
+static struct {
+	enum cudaMemcpyKind kind;
+	unsigned int countdown;
+} copy_fault;
+
+void emu_fail_async_copy(enum cudaMemcpyKind kind, unsigned int nth)
+{
+	pthread_mutex_lock(&emu.lock);
+	copy_fault.kind = kind;
+	copy_fault.countdown = nth;
+	pthread_mutex_unlock(&emu.lock);
+}
+
+static bool copy_fault_now(enum cudaMemcpyKind kind)
+{
+	bool now = false;
+
+	pthread_mutex_lock(&emu.lock);
+	if (copy_fault.countdown && kind == copy_fault.kind)
+		now = --copy_fault.countdown == 0;
+	pthread_mutex_unlock(&emu.lock);
+	return now;
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
 			    enum cudaMemcpyKind kind, cudaStream_t stream)
 {
+	if (copy_fault_now(kind))
+		return ret(cudaErrorMemoryAllocation);
 	return copy_queue(dst, src, count, kind, stream, false);
 }
 

@@ -34,6 +34,13 @@ cudaError_t emu_launch(cudaStream_t stream, emu_kernel_fn fn,
  * memory (mapped, its device pointer is itself) */
 bool emu_device_accessible(const void *p, size_t bytes);
 
+/*
+ * Fault injection: the @nth next cudaMemcpyAsync of @kind (1: the next
+ * one) fails with cudaErrorMemoryAllocation without queueing anything, as
+ * a real runtime out of resources would.
+ */
+void emu_fail_async_copy(enum cudaMemcpyKind kind, unsigned int nth);
+
 /* the seed of this process's jitter ($TALLY_CUDA_EMU_SEED, or random) */
 uint64_t emu_seed(void);
 

@@ -6,8 +6,9 @@
  * on the host.  A kernel whose pointers leave device or pinned memory
  * faults (cudaErrorIllegalAddress, sticky) as it would on a GPU.
  *
- * The launchers end as the .cu ones do, `return cudaGetLastError()`, so
- * that they report what the real launchers report.
+ * The launchers return the launch's own status, as the .cu ones do
+ * (tcu_launch(), cudaLaunchKernel): never an earlier error of the
+ * caller's thread.
  */
 #include <time.h>
 
@@ -35,8 +36,7 @@ static size_t blocks_of(const struct kernel_args *a)
 static cudaError_t queue(cudaStream_t stream, emu_kernel_fn fn,
 			 const struct kernel_args *a)
 {
-	emu_launch(stream, fn, a, sizeof(*a));
-	return cudaGetLastError();
+	return emu_launch(stream, fn, a, sizeof(*a));
 }
 
 /* ---- conversions ---- */
