@@ -28,7 +28,7 @@ void cluster_default_secret(void)
 
 int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
 {
-	int base = 20000 + (getpid() % 2000) * 16;
+	int base = test_port_base(16);
 	const char *ip0 = spec->coord_ip ? spec->coord_ip :
 			  spec->ip[0] ? spec->ip[0] : "127.0.0.1";
 	char coord[64], addr[CL_MAX_DAEMONS][64], rank[CL_MAX_DAEMONS][16];

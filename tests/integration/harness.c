@@ -103,6 +103,13 @@ int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
 	return -1;
 }
 
+int test_port_base(int span)
+{
+	const int first = 20000, last = 32767;
+
+	return first + (getpid() % ((last - first + 1) / span)) * span;
+}
+
 int daemon_alive(const struct test_daemon *d)
 {
 	return d->pid > 0 && waitpid(d->pid, NULL, WNOHANG) == 0;

@@ -42,6 +42,12 @@ int child_wait(pid_t pid, int timeout_ms);
 
 uint64_t test_now_ms(void);
 
+/* The first of @span consecutive ports for this test process (from its
+ * pid), all below the kernel's ephemeral range (32768 and up): there an
+ * outgoing connection, or one in TIME_WAIT, may hold a port just when a
+ * daemon binds it. */
+int test_port_base(int span);
+
 /* Pipes for ordering steps between processes. */
 void sync_signal(int fd);
 int sync_wait(int fd, int timeout_ms);	/* 0, or -1 on timeout/EOF */

@@ -192,7 +192,7 @@ static void test_ready_after_join(void **state)
 	struct notify n;
 	struct test_daemon d1;
 	char sock[100], log[128], coord[32], addr0[32], addr1[32];
-	int port = 30000 + (getpid() % 10000) * 3;
+	int port = test_port_base(3);
 	const char *args[] = { "--socket", sock, "--local-size", "1",
 			       "--world", "2", "--rank", "0",
 			       "--coordinator", coord, "--address", addr0,

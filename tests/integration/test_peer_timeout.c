@@ -75,7 +75,7 @@ static int victim_client(void *p)
 
 static int start_daemons(struct test_daemon d[2])
 {
-	int base = 20000 + (getpid() % 2000) * 16;
+	int base = test_port_base(16);
 	char coord[32], addr[2][32], rank[2][8], key[16];
 
 	snprintf(coord, sizeof(coord), "127.0.0.1:%d", base);
