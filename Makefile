@@ -12,10 +12,12 @@ export CUDACXX ?= /usr/local/cuda/bin/nvcc
 endif
 # Under TSan: the tests where tallyd (with two reduction threads) and
 # several client processes run together, and the unit tests that start
-# threads (the reduction pool, the UDP transport's wake-up).  Cluster,
+# threads (the reduction pool, the UDP transport's wake-up), and libtally-cuda's
+# pipeline and progress thread over the emulated CUDA runtime.  Cluster,
 # DPDK and RDMA tests are left out: docs/fuzzing.md says why.
 TSAN_TESTS ?= test_local_allreduce test_local_faults test_local_peer_loss \
-	dataplane_reduce transport_udp test_wait_ready test_service
+	dataplane_reduce transport_udp test_wait_ready test_service \
+	test_pipeline_emu
 
 .PHONY: all deps build test test-asan test-tsan fuzz fuzz-build fuzz-coverage \
 	bench soak demo clean

@@ -977,10 +977,11 @@ static void test_daemon_dies_midway(void **state)
 
 /* ---- the emulation's own event semantics ---- */
 
-/* sets *flag, after *gate (when given) is set by the host */
+/* sets *flag, after *gate (when given) is set by the host; the words are
+ * read and written atomically: streams of the emulation are threads */
 struct flag_kernel {
-	volatile int *flag;
-	volatile int *gate;
+	int *flag;
+	int *gate;
 };
 
 static cudaError_t run_set_flag(void *arg)
@@ -989,14 +990,14 @@ static cudaError_t run_set_flag(void *arg)
 	struct timespec ts = { 0, 1000000 };
 
 	nanosleep(&ts, NULL);	/* slow: waits on it must really wait */
-	while (k->gate && !*k->gate)
+	while (k->gate && !__atomic_load_n(k->gate, __ATOMIC_ACQUIRE))
 		nanosleep(&ts, NULL);
-	*k->flag = 1;
+	__atomic_store_n(k->flag, 1, __ATOMIC_RELEASE);
 	return cudaSuccess;
 }
 
 struct read_kernel {
-	volatile int *from[2];
+	int *from[2];
 	int *to;
 };
 
@@ -1004,8 +1005,8 @@ static cudaError_t run_read_flags(void *arg)
 {
 	struct read_kernel *k = arg;
 
-	k->to[0] = *k->from[0];
-	k->to[1] = *k->from[1];
+	k->to[0] = __atomic_load_n(k->from[0], __ATOMIC_ACQUIRE);
+	k->to[1] = __atomic_load_n(k->from[1], __ATOMIC_ACQUIRE);
 	return cudaSuccess;
 }
 
@@ -1013,7 +1014,7 @@ static cudaError_t run_read_flags(void *arg)
  * destroyed with waits queued; queries say NotReady until done */
 static int emu_semantics(void *unused)
 {
-	static volatile int x, y, gate;
+	static int x, y, gate;
 	static int seen[2];
 	struct flag_kernel fx = { &x, NULL }, fy = { &y, &gate };
 	struct read_kernel rd = { { &x, &y }, seen };
@@ -1042,9 +1043,9 @@ static int emu_semantics(void *unused)
 	TRY(cudaStreamSynchronize(b) == cudaSuccess);
 	TRY(seen[0] == 1 && seen[1] == 0);
 	TRY(cudaStreamQuery(a) == cudaErrorNotReady);
-	gate = 1;
+	__atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
 	TRY(cudaStreamSynchronize(a) == cudaSuccess);
-	TRY(y == 1);
+	TRY(__atomic_load_n(&y, __ATOMIC_ACQUIRE) == 1);
 	TRY(cudaStreamDestroy(a) == cudaSuccess);
 	TRY(cudaStreamDestroy(b) == cudaSuccess);
 	/* a device side outside device memory is refused */
