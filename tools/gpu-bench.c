@@ -58,6 +58,7 @@
 #include <tally/tally.h>
 #include <tally/tally_cuda.h>
 #include "gpu/kernels/kernels.h"
+#include "tool_daemon.h"
 
 #define MEMBERS 2
 #define MAX_REPS 64
@@ -573,70 +574,31 @@ static int member_run(void)
 /* ---- the parent: tallyd, the members, the figures ---- */
 
 struct daemon {
-	pid_t pid;
-	char dir[32], sock[64], log[64];
+	char dir[32];
+	struct tool_daemon tallyd;
 };
-
-static int can_connect(const char *path)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int ok;
-
-	if (fd < 0)
-		return 0;
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(fd);
-	return ok;
-}
 
 static int daemon_start(struct daemon *d)
 {
+	const char *argv[] = { opt.tallyd, "--socket", d->tallyd.sock,
+			       "--local-size", "2", NULL };
+
 	snprintf(d->dir, sizeof(d->dir), "/tmp/gpu-bench-XXXXXX");
 	if (!mkdtemp(d->dir)) {
 		perror("gpu-bench: mkdtemp");
 		return -1;
 	}
-	snprintf(d->sock, sizeof(d->sock), "%s/tallyd.sock", d->dir);
-	snprintf(d->log, sizeof(d->log), "%s/tallyd.log", d->dir);
-	fflush(NULL);
-	d->pid = fork();
-	if (d->pid < 0) {
-		perror("gpu-bench: fork");
-		return -1;
-	}
-	if (d->pid == 0) {
-		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execl(opt.tallyd, opt.tallyd, "--socket", d->sock,
-		      "--local-size", "2", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 1000; i++) {	/* up to 10 s */
-		if (can_connect(d->sock))
-			return 0;
-		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
-			fprintf(stderr, "gpu-bench: %s exited at start-up "
-				"(log %s)\n", opt.tallyd, d->log);
-			d->pid = 0;
-			return -1;
-		}
-		usleep(10000);
-	}
-	fprintf(stderr, "gpu-bench: %s did not open %s\n", opt.tallyd,
-		d->sock);
-	return -1;
+	snprintf(d->tallyd.sock, sizeof(d->tallyd.sock), "%s/tallyd.sock",
+		 d->dir);
+	snprintf(d->tallyd.log, sizeof(d->tallyd.log), "%s/tallyd.log",
+		 d->dir);
+	return tool_daemon_start(&d->tallyd, argv, "gpu-bench");
 }
 
 static void show_log(const struct daemon *d)
 {
 	char line[512];
-	FILE *f = fopen(d->log, "r");
+	FILE *f = fopen(d->tallyd.log, "r");
 
 	if (!f)
 		return;
@@ -648,14 +610,11 @@ static void show_log(const struct daemon *d)
 
 static void daemon_stop(struct daemon *d, bool show)
 {
-	if (d->pid > 0) {
-		kill(d->pid, SIGTERM);
-		waitpid(d->pid, NULL, 0);
-	}
+	tool_daemon_stop(&d->tallyd, "gpu-bench");
 	if (show)
 		show_log(d);
-	unlink(d->sock);
-	unlink(d->log);
+	unlink(d->tallyd.sock);
+	unlink(d->tallyd.log);
 	rmdir(d->dir);
 }
 
@@ -784,7 +743,7 @@ int main(int argc, char **argv)
 		print_figures();
 		return 1;
 	}
-	setenv("GPU_BENCH_SOCK", d.sock, 1);
+	setenv("GPU_BENCH_SOCK", d.tallyd.sock, 1);
 	for (int i = 0; i < MEMBERS; i++) {
 		fflush(NULL);
 		pid[i] = fork();

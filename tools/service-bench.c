@@ -72,6 +72,8 @@
 
 #include <tally/tally.h>
 
+#include "tool_daemon.h"
+
 #define START_HOSTS 4
 #define MAX_JOBS 64
 #define SHARE_N 2		/* processes of each job in the share part */
@@ -144,28 +146,8 @@ static int wait_until_count(atomic_int *count, int n, int timeout_ms)
 
 /* ---- daemons ---------------------------------------------------------- */
 
-struct daemon {
-	pid_t pid;
-	char sock[100];		/* within sun_path */
-	char log[128];
-};
-
-static int can_connect(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int ok;
-
-	if (s < 0)
-		return 0;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	ok = connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	close(s);
-	return ok;
-}
-
 /* A service tallyd named @name; @address "IP:PORT" or NULL (one host). */
-static int daemon_start(struct daemon *d, const char *tallyd,
+static int daemon_start(struct tool_daemon *d, const char *tallyd,
 			const char *name, const char *address)
 {
 	const char *argv[16 + 2 * MAX_SETS];
@@ -192,68 +174,16 @@ static int daemon_start(struct daemon *d, const char *tallyd,
 		argv[argc++] = opts->set[i];
 	}
 	argv[argc] = NULL;
-	fflush(NULL);
-	d->pid = fork();
-	if (d->pid < 0)
-		return -1;
-	if (d->pid == 0) {
-		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	for (int i = 0; i < 1000; i++) {	/* up to 10 s */
-		if (can_connect(d->sock))
-			return 0;
-		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
-			fprintf(stderr, "service-bench: %s exited at start-up "
-				"(log %s)\n", name, d->log);
-			d->pid = 0;
-			return -1;
-		}
-		usleep(10000);
-	}
-	fprintf(stderr, "service-bench: %s does not listen on %s\n", name,
-		d->sock);
-	return -1;
+	return tool_daemon_start(d, argv, "service-bench");
 }
 
 /* Stop it; nonzero when it was gone already or did not exit cleanly. */
-static int daemon_stop(struct daemon *d)
+static int daemon_stop(struct tool_daemon *d)
 {
-	int status = 0;
-
-	if (d->pid <= 0)
-		return 0;
-	if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
-		/* "Terminated: stopping" in its log: someone else's SIGTERM */
-		fprintf(stderr, "service-bench: daemon %s had ended before we "
-			"stopped it (%s %d)\n", d->sock,
-			WIFSIGNALED(status) ? "signal" : "exit status",
-			WIFSIGNALED(status) ? WTERMSIG(status) :
-			WEXITSTATUS(status));
-		d->pid = 0;
-		return -1;
-	}
-	kill(d->pid, SIGTERM);
-	for (int i = 0; i < 500; i++) {
-		if (waitpid(d->pid, &status, WNOHANG) == d->pid)
-			break;
-		usleep(10000);
-		if (i == 499) {
-			kill(d->pid, SIGKILL);
-			waitpid(d->pid, &status, 0);
-		}
-	}
-	d->pid = 0;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+	return tool_daemon_stop(d, "service-bench");
 }
 
-static void show_log_tail(const struct daemon *d, int lines)
+static void show_log_tail(const struct tool_daemon *d, int lines)
 {
 	char cmd[256];
 
@@ -346,7 +276,7 @@ static int connect_retrying(const struct tally_connect_opts *o,
 	return err;
 }
 
-static void start_member(struct start_shared *sh, const struct daemon *d,
+static void start_member(struct start_shared *sh, const struct tool_daemon *d,
 			 int rank, const char *id, const char *secret,
 			 const char *coord, bool host0_first)
 {
@@ -421,7 +351,7 @@ struct start_row {
 };
 
 /* One job; 0 with @row filled, else -1 (and why, on stderr). */
-static int start_job(struct start_shared *sh, struct daemon *dm, int j,
+static int start_job(struct start_shared *sh, struct tool_daemon *dm, int j,
 		     bool host0_first, struct start_row *row)
 {
 	char id[64], secret[64], coord[32];
@@ -435,7 +365,7 @@ static int start_job(struct start_shared *sh, struct daemon *dm, int j,
 	 * pending slot its last admitted client left stale (see
 	 * connect_retrying()), so the timed connects meet a clean one. */
 	for (int r = 0; r < START_HOSTS; r++)
-		can_connect(dm[r].sock);
+		tool_can_connect(dm[r].sock);
 	usleep(20000);
 	memset(sh, 0, sizeof(*sh));
 	snprintf(id, sizeof(id), "svcbench-%d-%d", (int)getpid(), j);
@@ -512,7 +442,7 @@ struct series {
  * row each; @host0_first: the other hosts' processes call
  * tally_connect_opts() only once host 0's returned.
  */
-static void start_series(struct start_shared *sh, struct daemon *dm,
+static void start_series(struct start_shared *sh, struct tool_daemon *dm,
 			 const struct opts *o, bool host0_first, FILE *csv,
 			 struct series *out)
 {
@@ -571,7 +501,7 @@ static void start_series(struct start_shared *sh, struct daemon *dm,
 
 static int run_start(const struct opts *o)
 {
-	struct daemon dm[START_HOSTS] = { 0 };
+	struct tool_daemon dm[START_HOSTS] = { 0 };
 	struct start_shared *sh = shared_map(sizeof(*sh));
 	struct series together = { 0 }, ordered = { 0 };
 	int ret = 0;
@@ -964,7 +894,7 @@ static int b_running(struct share_shared *sh, int round)
 
 static int run_share(const struct opts *o)
 {
-	struct daemon d = { 0 };
+	struct tool_daemon d = { 0 };
 	struct share_shared *sh = shared_map(sizeof(*sh));
 	pid_t pa[SHARE_N] = { 0 }, pb[SHARE_N] = { 0 };
 	double bw[MAX_PHASES] = { 0 }, ratio[MAX_ROUNDS], sorted[MAX_ROUNDS];
