@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cuda_runtime_api.h>
 
@@ -26,6 +27,18 @@
 #else
 #define DC_HOST_DEVICE
 #endif
+
+/* a failed CUDA call of a test itself: say which and why, return @code */
+#define CHECK_CUDA(call, code)						\
+	do {								\
+		cudaError_t e_ = (call);				\
+		if (e_ != cudaSuccess) {				\
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__,	\
+				__LINE__, #call,			\
+				cudaGetErrorString(e_));		\
+			return (code);					\
+		}							\
+	} while (0)
 
 #ifdef __cplusplus
 extern "C" {

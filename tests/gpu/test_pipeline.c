@@ -54,18 +54,6 @@ struct run_arg {
 
 static struct test_daemon daemon_;
 
-/* report a failed CUDA call of the test itself and fail the child */
-#define CHECK_CUDA(call, code)						\
-	do {								\
-		cudaError_t e_ = (call);				\
-		if (e_ != cudaSuccess) {				\
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__,	\
-				__LINE__, #call,			\
-				cudaGetErrorString(e_));		\
-			return (code);					\
-		}							\
-	} while (0)
-
 static const char *wire_name(enum tally_dtype t)
 {
 	return t == TALLY_BFLOAT16 ? "bfloat16" :

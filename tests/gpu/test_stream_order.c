@@ -40,17 +40,6 @@
 #define CALL_MAX_NS (SPIN_NS / 2)
 #define CHILD_TIMEOUT_MS 90000
 
-#define CHECK_CUDA(call, code)						\
-	do {								\
-		cudaError_t e_ = (call);				\
-		if (e_ != cudaSuccess) {				\
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__,	\
-				__LINE__, #call,			\
-				cudaGetErrorString(e_));		\
-			return (code);					\
-		}							\
-	} while (0)
-
 static struct test_daemon daemon_;
 
 static uint64_t now_ns(void)

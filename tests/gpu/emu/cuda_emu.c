@@ -803,13 +803,34 @@ static bool copy_valid(void *dst, const void *src, size_t n,
 	}
 }
 
+/*
+ * Queue @op on @stream if @valid (found by the caller under emu.lock,
+ * which this releases); with @sync, wait until it ran and report the
+ * device's sticky error, as a synchronous call does.
+ */
+static cudaError_t queue_locked(struct emu_op *op, bool valid,
+				cudaStream_t stream, bool sync)
+{
+	struct CUstream_st *s;
+	cudaError_t e;
+
+	if (!valid) {
+		free(op);
+		return locked_ret(cudaErrorInvalidValue);
+	}
+	e = enqueue(stream, op, &s);
+	if (!e && sync) {
+		wait_done(s, s->queued);
+		e = emu.sticky;
+	}
+	return locked_ret(e);
+}
+
 static cudaError_t copy_queue(void *dst, const void *src, size_t count,
 			      enum cudaMemcpyKind kind, cudaStream_t stream,
 			      bool sync)
 {
 	struct emu_op *op;
-	struct CUstream_st *s;
-	cudaError_t e;
 
 	if ((unsigned int)kind > cudaMemcpyDefault)
 		return ret(cudaErrorInvalidMemcpyDirection);
@@ -823,16 +844,8 @@ static cudaError_t copy_queue(void *dst, const void *src, size_t count,
 	op->src = src;
 	op->bytes = count;
 	pthread_mutex_lock(&emu.lock);
-	if (!copy_valid(dst, src, count, kind)) {
-		free(op);
-		return locked_ret(cudaErrorInvalidValue);
-	}
-	e = enqueue(stream, op, &s);
-	if (!e && sync) {
-		wait_done(s, s->queued);
-		e = emu.sticky;
-	}
-	return locked_ret(e);
+	return queue_locked(op, copy_valid(dst, src, count, kind), stream,
+			    sync);
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
@@ -878,8 +891,6 @@ static cudaError_t set_queue(void *devPtr, int value, size_t count,
 			     cudaStream_t stream, bool sync)
 {
 	struct emu_op *op;
-	struct CUstream_st *s;
-	cudaError_t e;
 
 	if (!count)
 		return cudaSuccess;
@@ -891,16 +902,7 @@ static cudaError_t set_queue(void *devPtr, int value, size_t count,
 	op->value = value;
 	op->bytes = count;
 	pthread_mutex_lock(&emu.lock);
-	if (!range_of(devPtr, count)) {
-		free(op);
-		return locked_ret(cudaErrorInvalidValue);
-	}
-	e = enqueue(stream, op, &s);
-	if (!e && sync) {
-		wait_done(s, s->queued);
-		e = emu.sticky;
-	}
-	return locked_ret(e);
+	return queue_locked(op, range_of(devPtr, count) != NULL, stream, sync);
 }
 
 cudaError_t cudaMemset(void *devPtr, int value, size_t count)

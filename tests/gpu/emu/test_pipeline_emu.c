@@ -238,16 +238,22 @@ static void op_release(struct op *o)
 	cudaFree(o->d_send);
 }
 
-/* queue, synchronize, check: no asynchronous error, the right sums */
-static int op_run(struct rank_ctx *r, struct op *o)
+/* queue a prepared @o, synchronize, check: no asynchronous error, the
+ * right sums */
+static int op_queue_and_check(struct rank_ctx *r, struct op *o)
 {
-	TRY(op_prepare(o) == 0);
 	TRY(op_queue(r, o) == 0);
 	TRY(cudaStreamSynchronize(r->stream) == cudaSuccess);
 	TRY(tally_cuda_async_error(r->tc) == 0);
 	TRY(op_check(o, 1) == 0);
 	op_release(o);
 	return 0;
+}
+
+static int op_run(struct rank_ctx *r, struct op *o)
+{
+	TRY(op_prepare(o) == 0);
+	return op_queue_and_check(r, o);
 }
 
 /* ---- client processes ---- */
@@ -710,12 +716,7 @@ static int body_errors(struct rank_ctx *r)
 	TRY(expect_einval(r, &a, "wire_dtype") == 0);
 	free(host);
 	/* the refused calls left nothing behind: the next one works */
-	TRY(op_queue(r, &o) == 0);
-	TRY(cudaStreamSynchronize(r->stream) == cudaSuccess);
-	TRY(tally_cuda_async_error(r->tc) == 0);
-	TRY(op_check(&o, 1) == 0);
-	op_release(&o);
-	return 0;
+	return op_queue_and_check(r, &o);
 }
 
 static void test_errors_while_queueing(void **state)
@@ -786,12 +787,7 @@ static int body_stale_error(struct rank_ctx *r)
 
 	TRY(op_prepare(&o) == 0);
 	TRY(cudaHostUnregister(&x) == cudaErrorHostMemoryNotRegistered);
-	TRY(op_queue(r, &o) == 0);
-	TRY(cudaStreamSynchronize(r->stream) == cudaSuccess);
-	TRY(tally_cuda_async_error(r->tc) == 0);
-	TRY(op_check(&o, 1) == 0);
-	op_release(&o);
-	return 0;
+	return op_queue_and_check(r, &o);
 }
 
 static void test_stale_error_of_caller(void **state)
