@@ -1,17 +1,25 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * dpdk.c - a DPDK ethdev port as a transport: full Ethernet/IPv4/UDP
+ * dpdk.c - DPDK ethdev ports as a transport: full Ethernet/IPv4/UDP
  * frames, which the engine writes from the address table (static MACs and
  * IPs from bootstrap, no ARP).
  *
- * One rx and one tx queue, run to completion on the calling thread:
- * tx_alloc hands out an mbuf's data area (the mbuf pointer is kept in the
- * headroom just before it), tx_send queues the mbuf, tx_flush bursts the
- * queue to the port and keeps what the port refused for the next flush.
- * rx_burst returns mbufs as cookies; frames not addressed to us (MAC, IPv4
- * destination, UDP port) are dropped here and counted in rx_filtered, so
- * the engine only parses tally traffic (the port is promiscuous, and a
- * veth also carries the kernel's own chatter).
+ * One rx and one tx queue per port, run to completion on the calling
+ * thread: tx_alloc hands out an mbuf's data area (the mbuf pointer is kept
+ * in the headroom just before it), tx_send queues the mbuf, tx_flush
+ * bursts the queues to the ports and keeps what a port refused for the
+ * next flush.  rx_burst returns mbufs as cookies; frames not addressed to
+ * us (MAC, IPv4 destination, UDP port) are dropped here and counted in
+ * rx_filtered, so the engine only parses tally traffic (the port is
+ * promiscuous, and a veth also carries the kernel's own chatter).
+ *
+ * Several ports: when the EAL arguments create more than one port (a
+ * dedicated aggregator with one net_memif port per worker, as a switch
+ * has one port per host), the transport drives them all and forwards like
+ * a learning switch: a node's port is learned from the source MAC of the
+ * frames it sends us, and a frame to a node not yet learned goes out of
+ * every port.  A port whose link goes down (its peer process exited) has
+ * its queue dropped and counted, never held.
  *
  * The EAL can be initialised once per process: one DPDK transport per
  * process lifetime.  No wait fd: idle loops sleep (transport_idle_wait).
@@ -33,6 +41,9 @@
 #define DPDK_RING	1024	/* descriptors per queue */
 #define DPDK_TX_TRIES	4	/* tx_burst calls per flush without progress */
 #define DPDK_MAX_ARGS	64
+#define DPDK_MAX_PORTS	16
+#define DPDK_ROUTE_NONE	0xff	/* route[] of a node not learned yet */
+#define DPDK_MAC_BUCKETS 512	/* > 2 * TRANSPORT_MAX_NODES, power of 2 */
 
 enum eal_state { EAL_NONE, EAL_UP, EAL_GONE };
 static enum eal_state eal_state = EAL_NONE;
@@ -40,11 +51,26 @@ static enum eal_state eal_state = EAL_NONE;
 static char *eal_argbuf;
 static char *eal_argv[DPDK_MAX_ARGS + 1];
 
-struct dpdk_priv {
-	uint16_t port;
-	struct rte_mempool *pool;
+struct dpdk_port {
+	uint16_t id;
 	struct rte_mbuf *txq[DPDK_TXQ];
 	uint32_t txq_n;
+	uint64_t last_src;	/* source MAC last learned here */
+};
+
+/* source MAC -> node id, for learning routes (open addressing) */
+struct dpdk_mac_ent {
+	uint64_t mac;		/* 0: empty */
+	uint16_t node;
+};
+
+struct dpdk_priv {
+	struct dpdk_port ports[DPDK_MAX_PORTS];
+	uint16_t n_ports;
+	uint16_t rx_next;	/* port the next rx burst starts at */
+	uint8_t route[TRANSPORT_MAX_NODES];	/* node -> ports[] index */
+	struct dpdk_mac_ent macs[DPDK_MAC_BUCKETS];
+	struct rte_mempool *pool;
 	/* Frames to ourselves (a co-located worker's shard): a port does not
 	 * hand its own transmissions back, so they are looped here. */
 	struct rte_mbuf *loopq[DPDK_TXQ];
@@ -94,55 +120,117 @@ static int eal_start(const char *args)
 	return 0;
 }
 
-static int port_start(struct dpdk_priv *d, uint32_t mtu)
+/* max_frame is the smallest any port takes: frames past it are refused
+ * by tx_alloc, not sent */
+static int port_start(struct dpdk_priv *d, uint16_t port, uint32_t mtu)
 {
 	struct rte_eth_conf conf;
 	struct rte_eth_dev_info info;
 	uint16_t nrx = DPDK_RING, ntx = DPDK_RING;
-	int sock = rte_eth_dev_socket_id(d->port);
+	int sock = rte_eth_dev_socket_id(port);
 	int ret;
 
-	ret = rte_eth_dev_info_get(d->port, &info);
+	ret = rte_eth_dev_info_get(port, &info);
 	if (ret)
 		return ret;
-	/* frames past the port's limit are refused by tx_alloc, not sent */
-	d->max_frame = mtu;
 	if (info.max_rx_pktlen && d->max_frame > info.max_rx_pktlen) {
 		fprintf(stderr, "transport dpdk: port %u takes frames up to %u bytes, not %u: larger ones are refused\n",
-			d->port, info.max_rx_pktlen, mtu);
+			port, info.max_rx_pktlen, d->max_frame);
 		d->max_frame = info.max_rx_pktlen;
 	}
 	mtu = d->max_frame;
 	memset(&conf, 0, sizeof(conf));
-	ret = rte_eth_dev_configure(d->port, 1, 1, &conf);
+	ret = rte_eth_dev_configure(port, 1, 1, &conf);
 	if (!ret)
-		ret = rte_eth_dev_adjust_nb_rx_tx_desc(d->port, &nrx, &ntx);
+		ret = rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrx, &ntx);
 	if (!ret)
-		ret = rte_eth_rx_queue_setup(d->port, 0, nrx, sock, NULL,
-					     d->pool);
+		ret = rte_eth_rx_queue_setup(port, 0, nrx, sock, NULL, d->pool);
 	if (!ret)
-		ret = rte_eth_tx_queue_setup(d->port, 0, ntx, sock, NULL);
+		ret = rte_eth_tx_queue_setup(port, 0, ntx, sock, NULL);
 	if (!ret && mtu > RTE_ETHER_MTU + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN)
-		ret = rte_eth_dev_set_mtu(d->port, (uint16_t)(mtu -
+		ret = rte_eth_dev_set_mtu(port, (uint16_t)(mtu -
 				RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN));
 	if (!ret)
-		ret = rte_eth_dev_start(d->port);
-	if (!ret)
-		ret = rte_eth_promiscuous_enable(d->port);
+		ret = rte_eth_dev_start(port);
+	/* a point-to-point port (memif) has no MAC filter to turn off */
+	if (!ret) {
+		ret = rte_eth_promiscuous_enable(port);
+		if (ret == -ENOTSUP)
+			ret = 0;
+	}
 	return ret;
 }
 
 /* promiscuous mode makes a mismatch work, but say so: it is a config slip */
-static void port_mac_note(const struct dpdk_priv *d)
+static void port_mac_note(const struct dpdk_priv *d, uint16_t port)
 {
 	struct rte_ether_addr ea;
 
-	if (!rte_eth_macaddr_get(d->port, &ea) &&
+	if (d->n_ports == 1 && !rte_eth_macaddr_get(port, &ea) &&
 	    memcmp(ea.addr_bytes, d->mac, 6))
 		fprintf(stderr, "transport dpdk: port %u has MAC %02x:%02x:%02x:%02x:%02x:%02x, the address table another\n",
-			d->port, ea.addr_bytes[0], ea.addr_bytes[1],
+			port, ea.addr_bytes[0], ea.addr_bytes[1],
 			ea.addr_bytes[2], ea.addr_bytes[3], ea.addr_bytes[4],
 			ea.addr_bytes[5]);
+}
+
+static uint64_t mac48(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 6; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint32_t mac_bucket(uint64_t mac)
+{
+	return (uint32_t)((mac * 0x9e3779b97f4a7c15ull) >> 32) &
+	       (DPDK_MAC_BUCKETS - 1);
+}
+
+/* A new address table: learn routes again (node ids may have moved). */
+static void routes_reset(struct dpdk_priv *d, const struct transport_config *cfg)
+{
+	memset(d->route, DPDK_ROUTE_NONE, sizeof(d->route));
+	memset(d->macs, 0, sizeof(d->macs));
+	for (uint16_t p = 0; p < d->n_ports; p++)
+		d->ports[p].last_src = 0;
+	for (uint16_t i = 0; i < cfg->n_nodes; i++) {
+		uint64_t mac = mac48(cfg->addrs[i].mac);
+		uint32_t b = mac_bucket(mac);
+
+		if (!mac || i == cfg->self)
+			continue;
+		while (d->macs[b].mac && d->macs[b].mac != mac)
+			b = (b + 1) & (DPDK_MAC_BUCKETS - 1);
+		d->macs[b].mac = mac;
+		d->macs[b].node = i;
+	}
+}
+
+/* A frame from @src arrived on ports[@p]: that node is reached there. */
+static void route_learn(struct dpdk_priv *d, uint16_t p, const uint8_t *src)
+{
+	uint64_t mac = mac48(src);
+	uint32_t b = mac_bucket(mac);
+
+	if (d->ports[p].last_src == mac)
+		return;
+	d->ports[p].last_src = mac;
+	for (; d->macs[b].mac; b = (b + 1) & (DPDK_MAC_BUCKETS - 1)) {
+		if (d->macs[b].mac == mac) {
+			d->route[d->macs[b].node] = (uint8_t)p;
+			return;
+		}
+	}
+}
+
+static void txq_drop(struct transport *tp, struct dpdk_port *pt)
+{
+	tp->stats.tx_drops += pt->txq_n;
+	rte_pktmbuf_free_bulk(pt->txq, pt->txq_n);
+	pt->txq_n = 0;
 }
 
 static void dpdk_close(struct transport *tp)
@@ -151,18 +239,43 @@ static void dpdk_close(struct transport *tp)
 
 	if (!d)
 		return;
-	rte_pktmbuf_free_bulk(d->txq, d->txq_n);
 	for (; d->loop_n; d->loop_n--) {
 		rte_pktmbuf_free(d->loopq[d->loop_head]);
 		d->loop_head = (d->loop_head + 1) % DPDK_TXQ;
 	}
-	rte_eth_dev_stop(d->port);
-	rte_eth_dev_close(d->port);
+	for (uint16_t p = 0; p < d->n_ports; p++) {
+		rte_pktmbuf_free_bulk(d->ports[p].txq, d->ports[p].txq_n);
+		rte_eth_dev_stop(d->ports[p].id);
+		rte_eth_dev_close(d->ports[p].id);
+	}
 	rte_mempool_free(d->pool);
 	free(d);
 	tp->priv = NULL;
 	rte_eal_cleanup();
 	eal_state = EAL_GONE;
+}
+
+/* cfg->port_id, and every port after it the EAL created */
+static int ports_find(struct dpdk_priv *d, uint16_t first)
+{
+	uint16_t id;
+
+	if (!rte_eth_dev_is_valid_port(first)) {
+		fprintf(stderr, "transport dpdk: no port %u (%u ports; missing --vdev?)\n",
+			first, rte_eth_dev_count_avail());
+		return -ENODEV;
+	}
+	RTE_ETH_FOREACH_DEV(id) {
+		if (id < first)
+			continue;
+		if (d->n_ports == DPDK_MAX_PORTS) {
+			fprintf(stderr, "transport dpdk: more than %d ports\n",
+				DPDK_MAX_PORTS);
+			return -E2BIG;
+		}
+		d->ports[d->n_ports++].id = id;
+	}
+	return 0;
 }
 
 static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
@@ -183,33 +296,40 @@ static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
 	}
 	tp->priv = d;
 	tp->full_frames = true;
-	d->port = cfg->port_id;
 	memcpy(d->mac, me->mac, 6);
 	d->ip = rte_cpu_to_be_32(me->ip);
 	d->udp_port = rte_cpu_to_be_16(me->port);
-	if (!rte_eth_dev_is_valid_port(d->port)) {
-		fprintf(stderr, "transport dpdk: no port %u (%u ports; missing --vdev?)\n",
-			d->port, rte_eth_dev_count_avail());
-		ret = -ENODEV;
+	d->max_frame = cfg->mtu;
+	ret = ports_find(d, cfg->port_id);
+	if (ret)
 		goto fail;
-	}
+	routes_reset(d, cfg);
+	/* every port's rx ring full, and room to build and queue frames */
+	if (n_mbufs < (uint32_t)d->n_ports * (DPDK_RING + DPDK_TXQ) + 1023)
+		n_mbufs = (uint32_t)d->n_ports * (DPDK_RING + DPDK_TXQ) + 1023;
 	d->pool = rte_pktmbuf_pool_create("tally_mbufs", n_mbufs, 256, 0,
 					  (uint16_t)(RTE_PKTMBUF_HEADROOM +
 					  (cfg->mtu > 2048 ? cfg->mtu : 2048)),
-					  rte_eth_dev_socket_id(d->port));
+					  rte_eth_dev_socket_id(d->ports[0].id));
 	if (!d->pool) {
 		fprintf(stderr, "transport dpdk: mbuf pool of %u: %s\n",
 			n_mbufs, rte_strerror(rte_errno));
 		ret = -ENOMEM;
 		goto fail;
 	}
-	ret = port_start(d, cfg->mtu);
-	if (ret) {
-		fprintf(stderr, "transport dpdk: port %u setup: %s\n",
-			d->port, rte_strerror(-ret));
-		goto fail;
+	for (uint16_t p = 0; p < d->n_ports; p++) {
+		ret = port_start(d, d->ports[p].id, cfg->mtu);
+		if (ret) {
+			fprintf(stderr, "transport dpdk: port %u setup: %s\n",
+				d->ports[p].id, rte_strerror(-ret));
+			d->n_ports = p;	/* close only what started */
+			goto fail;
+		}
+		port_mac_note(d, d->ports[p].id);
 	}
-	port_mac_note(d);
+	if (d->n_ports > 1)
+		fprintf(stderr, "transport dpdk: %u ports, forwarding by learned source MACs\n",
+			d->n_ports);
 	return 0;
 fail:
 	dpdk_close(tp);
@@ -238,27 +358,62 @@ static uint8_t *dpdk_tx_alloc(struct transport *tp, size_t len)
 	return data;
 }
 
-static int dpdk_tx_flush(struct transport *tp)
+static bool link_down(uint16_t port)
 {
-	struct dpdk_priv *d = tp->priv;
+	struct rte_eth_link link;
+
+	return !rte_eth_link_get_nowait(port, &link) &&
+	       link.link_status == RTE_ETH_LINK_DOWN;
+}
+
+static uint32_t port_flush(struct transport *tp, struct dpdk_port *pt)
+{
 	uint32_t done = 0, tries = 0;
 	uint16_t n;
 
-	while (done < d->txq_n && tries < DPDK_TX_TRIES) {
-		n = rte_eth_tx_burst(d->port, 0, d->txq + done,
-				     (uint16_t)(d->txq_n - done));
+	while (done < pt->txq_n && tries < DPDK_TX_TRIES) {
+		n = rte_eth_tx_burst(pt->id, 0, pt->txq + done,
+				     (uint16_t)(pt->txq_n - done));
 		if (!n)
 			tries++;
 		done += n;
 	}
 	for (n = 0; n < done; n++) {
 		tp->stats.tx_pkts++;
-		tp->stats.tx_bytes += rte_pktmbuf_pkt_len(d->txq[n]);
+		tp->stats.tx_bytes += rte_pktmbuf_pkt_len(pt->txq[n]);
 	}
 	/* the port's ring is full: keep the rest for the next flush */
-	memmove(d->txq, d->txq + done, (d->txq_n - done) * sizeof(d->txq[0]));
-	d->txq_n -= done;
+	memmove(pt->txq, pt->txq + done,
+		(pt->txq_n - done) * sizeof(pt->txq[0]));
+	pt->txq_n -= done;
+	/* its peer is gone (a memif peer exited): nothing will drain it */
+	if (pt->txq_n && !done && link_down(pt->id))
+		txq_drop(tp, pt);
+	return done;
+}
+
+static int dpdk_tx_flush(struct transport *tp)
+{
+	struct dpdk_priv *d = tp->priv;
+	uint32_t done = 0;
+
+	for (uint16_t p = 0; p < d->n_ports; p++)
+		if (d->ports[p].txq_n)
+			done += port_flush(tp, &d->ports[p]);
 	return (int)done;
+}
+
+static void port_enqueue(struct transport *tp, struct dpdk_port *pt,
+			 struct rte_mbuf *m)
+{
+	if (pt->txq_n == DPDK_TXQ)
+		port_flush(tp, pt);
+	if (pt->txq_n == DPDK_TXQ) {
+		tp->stats.tx_drops++;
+		rte_pktmbuf_free(m);
+		return;
+	}
+	pt->txq[pt->txq_n++] = m;
 }
 
 static void dpdk_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
@@ -266,6 +421,7 @@ static void dpdk_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
 {
 	struct dpdk_priv *d = tp->priv;
 	struct rte_mbuf *m = *mbuf_slot(frame);
+	uint8_t r;
 
 	/* the engine wrote the addresses into the frame */
 	m->data_len = (uint16_t)len;
@@ -279,14 +435,15 @@ static void dpdk_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
 		d->loopq[(d->loop_head + d->loop_n++) % DPDK_TXQ] = m;
 		return;
 	}
-	if (d->txq_n == DPDK_TXQ)
-		dpdk_tx_flush(tp);
-	if (d->txq_n == DPDK_TXQ) {
-		tp->stats.tx_drops++;
-		rte_pktmbuf_free(m);
+	r = d->n_ports == 1 ? 0 : d->route[dst];
+	if (r != DPDK_ROUTE_NONE) {
+		port_enqueue(tp, &d->ports[r], m);
 		return;
 	}
-	d->txq[d->txq_n++] = m;
+	/* not learned yet: every port (each holds a reference) */
+	rte_mbuf_refcnt_update(m, (int16_t)(d->n_ports - 1));
+	for (uint16_t p = 0; p < d->n_ports; p++)
+		port_enqueue(tp, &d->ports[p], m);
 }
 
 /* ours: to our MAC, IPv4/UDP to our address and port */
@@ -306,21 +463,42 @@ static bool frame_is_ours(const struct dpdk_priv *d, const uint8_t *p,
 	return dip == d->ip && dport == d->udp_port;
 }
 
+/* up to @n frames from the loop queue, then the ports round-robin */
+static uint16_t rx_gather(struct dpdk_priv *d, struct rte_mbuf **m,
+			  uint16_t *port_of, uint16_t n)
+{
+	uint16_t got = 0, p = d->rx_next, k;
+
+	for (; got < n && d->loop_n; got++) {
+		m[got] = d->loopq[d->loop_head];
+		port_of[got] = DPDK_MAX_PORTS;
+		d->loop_head = (d->loop_head + 1) % DPDK_TXQ;
+		d->loop_n--;
+	}
+	for (uint16_t i = 0; i < d->n_ports && got < n; i++) {
+		k = rte_eth_rx_burst(d->ports[p].id, 0, m + got,
+				     (uint16_t)(n - got));
+		for (uint16_t j = 0; j < k; j++)
+			port_of[got + j] = p;
+		got += k;
+		p = (uint16_t)((p + 1) % d->n_ports);
+	}
+	/* a busy port must not starve the others */
+	d->rx_next = (uint16_t)((d->rx_next + 1) % d->n_ports);
+	return got;
+}
+
 static int dpdk_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 {
 	struct dpdk_priv *d = tp->priv;
 	struct rte_mbuf *m[TRANSPORT_RX_BURST];
+	uint16_t port_of[TRANSPORT_RX_BURST];
 	uint16_t got, i;
 	int k = 0;
 
 	if (n > TRANSPORT_RX_BURST)
 		n = TRANSPORT_RX_BURST;
-	for (got = 0; got < n && d->loop_n; got++) {
-		m[got] = d->loopq[d->loop_head];
-		d->loop_head = (d->loop_head + 1) % DPDK_TXQ;
-		d->loop_n--;
-	}
-	got += rte_eth_rx_burst(d->port, 0, m + got, (uint16_t)(n - got));
+	got = rx_gather(d, m, port_of, (uint16_t)n);
 	for (i = 0; i < got; i++) {
 		const uint8_t *p = rte_pktmbuf_mtod(m[i], const uint8_t *);
 
@@ -334,6 +512,8 @@ static int dpdk_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 			rte_pktmbuf_free(m[i]);
 			continue;
 		}
+		if (d->n_ports > 1 && port_of[i] < DPDK_MAX_PORTS)
+			route_learn(d, port_of[i], p + 6);
 		rx[k].data = p;
 		rx[k].len = m[i]->data_len;
 		rx[k].cookie = m[i];
@@ -362,10 +542,16 @@ static int dpdk_wait_fd(struct transport *tp)
 
 static int dpdk_tx_pending(struct transport *tp)
 {
-	return (int)((struct dpdk_priv *)tp->priv)->txq_n;
+	struct dpdk_priv *d = tp->priv;
+	uint32_t n = 0;
+
+	for (uint16_t p = 0; p < d->n_ports; p++)
+		n += d->ports[p].txq_n;
+	return (int)n;
 }
 
-/* the port stays; only the filter follows our (new) entry */
+/* the ports stay; the filter follows our (new) entry, routes are learned
+ * again */
 static int dpdk_set_nodes(struct transport *tp)
 {
 	const struct tly_addr *me = &tp->cfg.addrs[tp->cfg.self];
@@ -374,6 +560,7 @@ static int dpdk_set_nodes(struct transport *tp)
 	memcpy(d->mac, me->mac, 6);
 	d->ip = rte_cpu_to_be_32(me->ip);
 	d->udp_port = rte_cpu_to_be_16(me->port);
+	routes_reset(d, &tp->cfg);
 	return 0;
 }
 
