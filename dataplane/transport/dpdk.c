@@ -28,7 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -44,6 +47,7 @@
 #define DPDK_MAX_PORTS	16
 #define DPDK_ROUTE_NONE	0xff	/* route[] of a node not learned yet */
 #define DPDK_MAC_BUCKETS 512	/* > 2 * TRANSPORT_MAX_NODES, power of 2 */
+#define DPDK_MEMIF_CHECK_NS 100000000ull	/* memif client supervision */
 
 enum eal_state { EAL_NONE, EAL_UP, EAL_GONE };
 static enum eal_state eal_state = EAL_NONE;
@@ -53,6 +57,10 @@ static char *eal_argv[DPDK_MAX_ARGS + 1];
 
 struct dpdk_port {
 	uint16_t id;
+	bool started;
+	/* a memif client's server socket ("": not one), next check */
+	char memif_socket[108];
+	uint64_t check_ns;
 	struct rte_mbuf *txq[DPDK_TXQ];
 	uint32_t txq_n;
 	uint64_t last_src;	/* source MAC last learned here */
@@ -67,6 +75,8 @@ struct dpdk_mac_ent {
 struct dpdk_priv {
 	struct dpdk_port ports[DPDK_MAX_PORTS];
 	uint16_t n_ports;
+	uint16_t n_started;
+	bool has_memif_clients;
 	uint16_t rx_next;	/* port the next rx burst starts at */
 	uint8_t route[TRANSPORT_MAX_NODES];	/* node -> ports[] index */
 	struct dpdk_mac_ent macs[DPDK_MAC_BUCKETS];
@@ -150,15 +160,102 @@ static int port_start(struct dpdk_priv *d, uint16_t port, uint32_t mtu)
 	if (!ret && mtu > RTE_ETHER_MTU + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN)
 		ret = rte_eth_dev_set_mtu(port, (uint16_t)(mtu -
 				RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN));
-	if (!ret)
-		ret = rte_eth_dev_start(port);
+	return ret;
+}
+
+static int port_up(struct dpdk_priv *d, struct dpdk_port *pt)
+{
+	int ret = rte_eth_dev_start(pt->id);
+
 	/* a point-to-point port (memif) has no MAC filter to turn off */
 	if (!ret) {
-		ret = rte_eth_promiscuous_enable(port);
+		ret = rte_eth_promiscuous_enable(pt->id);
 		if (ret == -ENOTSUP)
 			ret = 0;
 	}
+	pt->started = !ret;
+	d->n_started += pt->started;
 	return ret;
+}
+
+/*
+ * memif clients.  A client cannot start before its server's socket exists,
+ * and the daemons of a job open their transports at the same moment; a
+ * client whose server goes away (the aggregator's process exited) is
+ * disconnected and never connects again by itself.  So a client port is
+ * supervised from the poll loop, every DPDK_MEMIF_CHECK_NS: not started
+ * while the socket file is missing, and stopped and started again (a new
+ * connection) when its link has been down for a check interval.  Its link
+ * is down meanwhile, like a switch port whose peer is unplugged: frames to
+ * it are dropped and counted.  An abstract socket (socket-abstract=yes,
+ * memif's default) cannot be looked for: use socket-abstract=no.
+ */
+static bool memif_client_socket(uint16_t port, char *path, size_t cap)
+{
+	struct rte_eth_dev_info info;
+	const struct rte_devargs *da;
+	const char *args, *sock;
+	size_t n;
+
+	if (rte_eth_dev_info_get(port, &info) || !info.driver_name ||
+	    !strstr(info.driver_name, "memif") || !info.device)
+		return false;
+	da = rte_dev_devargs(info.device);
+	args = da ? da->args : NULL;
+	if (!args || !strstr(args, "role=client") ||
+	    !strstr(args, "socket-abstract=no"))
+		return false;
+	sock = strstr(args, "socket=");
+	if (!sock)
+		return false;
+	sock += strlen("socket=");
+	n = strcspn(sock, ",");
+	if (n >= cap)
+		return false;
+	memcpy(path, sock, n);
+	path[n] = '\0';
+	return true;
+}
+
+static void port_down(struct dpdk_priv *d, struct dpdk_port *pt)
+{
+	if (!pt->started)
+		return;
+	rte_eth_dev_stop(pt->id);
+	pt->started = false;
+	d->n_started--;
+}
+
+static void memif_supervise(struct dpdk_priv *d, struct dpdk_port *pt,
+			    uint64_t now)
+{
+	struct rte_eth_link link;
+
+	if (now < pt->check_ns)
+		return;
+	pt->check_ns = now + DPDK_MEMIF_CHECK_NS;
+	if (pt->started) {
+		if (rte_eth_link_get_nowait(pt->id, &link) ||
+		    link.link_status == RTE_ETH_LINK_UP)
+			return;
+		fprintf(stderr, "transport dpdk: port %u: memif link down, connecting again\n",
+			pt->id);
+		port_down(d, pt);
+	}
+	if (access(pt->memif_socket, F_OK))
+		return;
+	if (port_up(d, pt))
+		fprintf(stderr, "transport dpdk: port %u: memif client does not start\n",
+			pt->id);
+}
+
+static void ports_supervise(struct dpdk_priv *d)
+{
+	uint64_t now = transport_now_ns();
+
+	for (uint16_t p = 0; p < d->n_ports; p++)
+		if (d->ports[p].memif_socket[0])
+			memif_supervise(d, &d->ports[p], now);
 }
 
 /* promiscuous mode makes a mismatch work, but say so: it is a config slip */
@@ -245,7 +342,7 @@ static void dpdk_close(struct transport *tp)
 	}
 	for (uint16_t p = 0; p < d->n_ports; p++) {
 		rte_pktmbuf_free_bulk(d->ports[p].txq, d->ports[p].txq_n);
-		rte_eth_dev_stop(d->ports[p].id);
+		port_down(d, &d->ports[p]);
 		rte_eth_dev_close(d->ports[p].id);
 	}
 	rte_mempool_free(d->pool);
@@ -319,6 +416,14 @@ static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
 	}
 	for (uint16_t p = 0; p < d->n_ports; p++) {
 		ret = port_start(d, d->ports[p].id, cfg->mtu);
+		if (!ret && memif_client_socket(d->ports[p].id,
+						d->ports[p].memif_socket,
+						sizeof(d->ports[p].memif_socket))) {
+			/* started (and restarted) by ports_supervise */
+			d->has_memif_clients = true;
+		} else if (!ret) {
+			ret = port_up(d, &d->ports[p]);
+		}
 		if (ret) {
 			fprintf(stderr, "transport dpdk: port %u setup: %s\n",
 				d->ports[p].id, rte_strerror(-ret));
@@ -371,6 +476,10 @@ static uint32_t port_flush(struct transport *tp, struct dpdk_port *pt)
 	uint32_t done = 0, tries = 0;
 	uint16_t n;
 
+	if (!pt->started) {
+		txq_drop(tp, pt);
+		return 0;
+	}
 	while (done < pt->txq_n && tries < DPDK_TX_TRIES) {
 		n = rte_eth_tx_burst(pt->id, 0, pt->txq + done,
 				     (uint16_t)(pt->txq_n - done));
@@ -476,6 +585,10 @@ static uint16_t rx_gather(struct dpdk_priv *d, struct rte_mbuf **m,
 		d->loop_n--;
 	}
 	for (uint16_t i = 0; i < d->n_ports && got < n; i++) {
+		if (!d->ports[p].started) {
+			p = (uint16_t)((p + 1) % d->n_ports);
+			continue;
+		}
 		k = rte_eth_rx_burst(d->ports[p].id, 0, m + got,
 				     (uint16_t)(n - got));
 		for (uint16_t j = 0; j < k; j++)
@@ -498,6 +611,8 @@ static int dpdk_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 
 	if (n > TRANSPORT_RX_BURST)
 		n = TRANSPORT_RX_BURST;
+	if (d->has_memif_clients)
+		ports_supervise(d);
 	got = rx_gather(d, m, port_of, (uint16_t)n);
 	for (i = 0; i < got; i++) {
 		const uint8_t *p = rte_pktmbuf_mtod(m[i], const uint8_t *);

@@ -6,7 +6,8 @@
  *
  * Three forked processes (the EAL starts once per process): the hub
  * (node 0, two memif server ports on one socket) and two spokes (nodes 1
- * and 2, one client port each).
+ * and 2, one client port each), started hub first, then the other way
+ * round (the clients wait for the server's socket).
  *   1. each spoke sends N frames to the hub: the hub learns which port
  *      reaches which node from their source MACs;
  *   2. the hub sends N frames to each spoke: learned routes, so no spoke
@@ -54,6 +55,7 @@ static struct tly_addr addrs[NODES] = {
 	{ { 0x02, 0x00, 0x00, 0x98, 0x00, 0x03 }, 0x0a620003, 47103 },
 };
 static char sock_dir[64];
+static int run_no;		/* a socket per run: a killed server leaves it */
 
 #define die(...) do { fprintf(stderr, __VA_ARGS__); _exit(1); } while (0)
 
@@ -72,12 +74,12 @@ static void open_node(struct transport *tp, uint16_t self)
 	if (self == 0) {
 		for (int p = 0; p < NODES - 1; p++)
 			n += snprintf(eal + n, sizeof(eal) - (size_t)n,
-				      " --vdev=net_memif%d,role=server,id=%d,socket=%s/m.sock,socket-abstract=no",
-				      p, p, sock_dir);
+				      " --vdev=net_memif%d,role=server,id=%d,socket=%s/m%d.sock,socket-abstract=no",
+				      p, p, sock_dir, run_no);
 	} else {
 		snprintf(eal + n, sizeof(eal) - (size_t)n,
-			 " --vdev=net_memif0,role=client,id=%u,socket=%s/m.sock,socket-abstract=no",
-			 self - 1, sock_dir);
+			 " --vdev=net_memif0,role=client,id=%u,socket=%s/m%d.sock,socket-abstract=no",
+			 self - 1, sock_dir, run_no);
 	}
 	c.eal_args = eal;
 	if (transport_open(tp, &c))
@@ -352,22 +354,29 @@ static int exit_status(pid_t p)
 	return -1;
 }
 
-static void test_memif_hub(void **state)
+static void hub_start(pid_t *pid, int *hub_ready, int *hub_go)
+{
+	pid[0] = fork();
+	assert_true(pid[0] >= 0);
+	if (pid[0] == 0)
+		hub_run(hub_ready[1], hub_go[0]);
+	await(hub_ready[0], pid, "hub");
+}
+
+/* @hub_first: the server's socket exists before the clients start; else
+ * they wait for it (the daemons of a job open their ports at once) */
+static void run_hub(bool hub_first)
 {
 	int hub_ready[2], hub_go[2], spoke_ready[2][2], spoke_go[2];
 	pid_t pid[NODES] = { 0 };
 	char b = 1;
 
-	(void)state;
+	run_no++;
 	assert_int_equal(pipe(hub_ready), 0);
 	assert_int_equal(pipe(hub_go), 0);
 	assert_int_equal(pipe(spoke_go), 0);
-	pid[0] = fork();
-	assert_true(pid[0] >= 0);
-	if (pid[0] == 0)
-		hub_run(hub_ready[1], hub_go[0]);
-	/* the server's socket exists before a client looks for it */
-	await(hub_ready[0], pid, "hub");
+	if (hub_first)
+		hub_start(pid, hub_ready, hub_go);
 	for (int i = 1; i < NODES; i++) {
 		assert_int_equal(pipe(spoke_ready[i - 1]), 0);
 		pid[i] = fork();
@@ -378,6 +387,10 @@ static void test_memif_hub(void **state)
 	}
 	for (int i = 1; i < NODES; i++)
 		await(spoke_ready[i - 1][0], pid, "spoke start");
+	if (!hub_first) {
+		usleep(300000);	/* the spokes look for the socket meanwhile */
+		hub_start(pid, hub_ready, hub_go);
+	}
 	/* phases 1 and 2 */
 	for (int i = 1; i < NODES; i++)
 		await(spoke_ready[i - 1][0], pid, "spoke after phase 2");
@@ -395,6 +408,25 @@ static void test_memif_hub(void **state)
 		kill_all(pid, NODES);
 		fail_msg("memif: spoke 1 failed");
 	}
+	for (int i = 0; i < 2; i++) {
+		close(hub_ready[i]);
+		close(hub_go[i]);
+		close(spoke_go[i]);
+		close(spoke_ready[0][i]);
+		close(spoke_ready[1][i]);
+	}
+}
+
+static void test_memif_hub_first(void **state)
+{
+	(void)state;
+	run_hub(true);
+}
+
+static void test_memif_spokes_first(void **state)
+{
+	(void)state;
+	run_hub(false);
 }
 
 static int dir_setup(void **state)
@@ -409,15 +441,18 @@ static int dir_teardown(void **state)
 	char path[128];
 
 	(void)state;
-	snprintf(path, sizeof(path), "%s/m.sock", sock_dir);
-	unlink(path);
+	for (int i = 1; i <= run_no; i++) {
+		snprintf(path, sizeof(path), "%s/m%d.sock", sock_dir, i);
+		unlink(path);
+	}
 	return rmdir(sock_dir) && errno != ENOENT ? -1 : 0;
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_memif_hub),
+		cmocka_unit_test(test_memif_hub_first),
+		cmocka_unit_test(test_memif_spokes_first),
 	};
 
 	return cmocka_run_group_tests(tests, dir_setup, dir_teardown);
