@@ -91,7 +91,8 @@ static uint32_t gso_run(struct udp_priv *u, uint32_t i)
 	const struct udp_txq_ent *first = txq_at(u, i), *e;
 	uint32_t n = 1, total = first->len;
 
-	if (!u->gso || i < u->tx_plain_n || !first->len)
+	/* while a refusal is under suspicion, no new try in the batch */
+	if (!u->gso || u->gso_suspect || i < u->tx_plain_n || !first->len)
 		return 1;
 	while (n < UDP_GSO_MAX_SEGS && i + n < u->txq_n) {
 		e = txq_at(u, i + n);
