@@ -34,91 +34,11 @@
 #include <cmocka.h>
 
 #include "dataplane/transport/transport.h"
+#include "udp_frames.h"
 
-#define MS 1000000ull
+#define MS UF_MS
 #define N_NODES 3
 #define MTU 1500
-#define MAX_FRAMES 4096
-
-/* ---- the sendmmsg wrapper: records messages, injects errors ---- */
-
-int __real_sendmmsg(int fd, struct mmsghdr *msg, unsigned int vlen,
-		    int flags);
-
-static struct {
-	/* recorded */
-	uint32_t calls;
-	uint32_t msgs;			/* messages sent */
-	uint32_t gso_msgs;		/* of them with a UDP_SEGMENT cmsg */
-	uint32_t gso_tries;		/* cmsg messages offered, sent or not */
-	uint32_t segs[1024];		/* iovecs of each message sent */
-	uint16_t seg_size[1024];	/* its UDP_SEGMENT, 0 without */
-	/* injected: call i of a script fails with err[i] (when nonzero)
-	 * or sends at most cut[i] messages (when nonzero) */
-	int fail_gso_errno;		/* refuse cmsg messages with this */
-	int err[8];
-	unsigned int cut[8];
-	int n_script, pos;
-} w;
-
-static uint16_t msg_gso_size(const struct msghdr *h)
-{
-	struct cmsghdr *c;
-	uint16_t seg;
-
-	for (c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR((struct msghdr *)h, c))
-		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_SEGMENT) {
-			memcpy(&seg, CMSG_DATA(c), sizeof(seg));
-			return seg;
-		}
-	return 0;
-}
-
-int __wrap_sendmmsg(int fd, struct mmsghdr *msg, unsigned int vlen,
-		    int flags);
-int __wrap_sendmmsg(int fd, struct mmsghdr *msg, unsigned int vlen,
-		    int flags)
-{
-	unsigned int i;
-	int r;
-
-	w.calls++;
-	if (w.pos < w.n_script) {
-		int i = w.pos++;
-
-		if (w.err[i]) {
-			errno = w.err[i];
-			return -1;
-		}
-		if (w.cut[i] && vlen > w.cut[i])
-			vlen = w.cut[i];
-	}
-	for (i = 0; i < vlen; i++) {
-		if (!msg_gso_size(&msg[i].msg_hdr))
-			continue;
-		w.gso_tries++;
-		if (!w.fail_gso_errno)
-			continue;
-		if (!i) {
-			errno = w.fail_gso_errno;
-			return -1;
-		}
-		vlen = i;	/* as the kernel: the ones before go */
-		break;
-	}
-	r = __real_sendmmsg(fd, msg, vlen, flags);
-	for (i = 0; r > 0 && i < (unsigned int)r; i++) {
-		uint16_t g = msg_gso_size(&msg[i].msg_hdr);
-
-		if (w.msgs < 1024) {
-			w.segs[w.msgs] = (uint32_t)msg[i].msg_hdr.msg_iovlen;
-			w.seg_size[w.msgs] = g;
-		}
-		w.msgs++;
-		w.gso_msgs += g ? 1 : 0;
-	}
-	return r;
-}
 
 /* ---- nodes and frames ---- */
 
@@ -145,7 +65,7 @@ static int close_all(void **state)
 	(void)state;
 	while (n_opened)
 		transport_close(opened[--n_opened]);
-	memset(&w, 0, sizeof(w));
+	memset(&uf_mmsg, 0, sizeof(uf_mmsg));
 	return 0;
 }
 
@@ -166,105 +86,20 @@ static void open_node(struct transport *tp, uint16_t self, const char *mode)
 	unsetenv("TALLY_UDP_OFFLOAD");
 }
 
-/* frame: [seq u32][dst u16][len u16][pattern of seq] */
-static void frame_fill(uint8_t *p, uint32_t seq, uint16_t dst, uint16_t len)
-{
-	memcpy(p, &seq, 4);
-	memcpy(p + 4, &dst, 2);
-	memcpy(p + 6, &len, 2);
-	for (size_t i = 8; i < len; i++)
-		p[i] = (uint8_t)(seq * 13 + i * 7);
-}
-
-/* the frame's seq, after checking it is whole and for @self */
-static uint32_t frame_check(const uint8_t *p, size_t len, uint16_t self)
-{
-	uint32_t seq;
-	uint16_t dst, l;
-
-	assert_true(len >= 8);
-	memcpy(&seq, p, 4);
-	memcpy(&dst, p + 4, 2);
-	memcpy(&l, p + 6, 2);
-	assert_int_equal(dst, self);
-	assert_int_equal(l, len);
-	for (size_t i = 8; i < len; i++)
-		if (p[i] != (uint8_t)(seq * 13 + i * 7))
-			fail_msg("frame %u: byte %zu differs", seq, i);
-	return seq;
-}
-
-static void send_frame(struct transport *tp, uint16_t dst, uint32_t seq,
-		       uint16_t len)
-{
-	struct tly_tx_ops ops = transport_tx_ops(tp);
-	uint8_t *f = ops.alloc(ops.ctx, len);
-
-	assert_non_null(f);
-	frame_fill(f, seq, dst, len);
-	ops.send(ops.ctx, dst, f, len);
-}
-
-/* what one receiver expects: its frames' lengths by seq, in order */
-struct expect {
-	uint16_t len[MAX_FRAMES];
-	uint32_t n;			/* frames sent to it */
-	uint32_t got;			/* received, in order */
-	uint64_t bytes;
-	uint32_t contiguous;		/* frames right after the previous
-					 * one of their burst in memory */
-};
-
-/*
- * Receive until @e->n frames came (or 2 s passed), checking order,
- * length and contents of each.
- */
-static void recv_expected(struct transport *tp, struct expect *e)
-{
-	struct transport_rx rx[TRANSPORT_RX_BURST];
-	uint64_t end = transport_now_ns() + 2000 * MS;
-	int i, k;
-
-	while (e->got < e->n && transport_now_ns() < end) {
-		k = transport_rx_burst(tp, rx, TRANSPORT_RX_BURST);
-		for (i = 0; i < k; i++) {
-			uint32_t seq = frame_check(rx[i].data, rx[i].len,
-						   tp->cfg.self);
-
-			assert_int_equal(seq, e->got);
-			assert_int_equal(rx[i].len, e->len[seq]);
-			if (i && rx[i].data == rx[i - 1].data + rx[i - 1].len)
-				e->contiguous++;
-			e->got++;
-		}
-		if (k > 0)
-			transport_rx_release(tp, rx, k);
-		else
-			transport_idle_wait(tp, transport_now_ns(), 1 * MS);
-	}
-	assert_int_equal(e->got, e->n);
-}
-
-/* a reproducible PRNG for lengths and run shapes */
-static uint32_t rnd(uint64_t *s)
-{
-	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
-	return (uint32_t)(*s >> 33);
-}
-
 /* ---- exact delivery in every pairing of modes ---- */
 
 /*
  * Node 0 sends to 1 and 2, runs of 1..80 frames of one random length
  * (8..1472), a third of them with a shorter last frame, the two peers'
- * runs interleaved; node 1 answers node 0 the same way.  Rounds stay
- * small enough for the smallest receive buffer a default host gives.
+ * runs interleaved; node 1 answers node 0 with 90 frames of 1000 bytes
+ * and 10 longer ones.  Rounds stay small enough for the smallest
+ * receive buffer a default host gives.
  */
 static void exchange(const char *tx_mode, const char *rx_mode)
 {
 	static struct transport a, b, c;
-	static struct expect eb, ec, ea;
-	struct expect *ex[N_NODES] = { &ea, &eb, &ec };
+	static struct uf_expect eb, ec, ea;
+	struct uf_expect *ex[N_NODES] = { &ea, &eb, &ec };
 	uint64_t s = 42, sent_bytes = 0;
 	uint32_t round, sent_a = 0;
 
@@ -278,38 +113,27 @@ static void exchange(const char *tx_mode, const char *rx_mode)
 		uint32_t queued = 0;
 
 		while (queued < 200) {
-			uint16_t dst = (uint16_t)(1 + rnd(&s) % 2);
-			struct expect *e = ex[dst];
-			uint32_t run = 1 + rnd(&s) % 80, i;
-			uint16_t len = (uint16_t)(8 + rnd(&s) % 1465);
-			bool short_last = rnd(&s) % 3 == 0;
+			uint16_t dst = (uint16_t)(1 + uf_rnd(&s) % 2);
 
-			for (i = 0; i < run; i++) {
-				uint16_t l = len;
-
-				if (i == run - 1 && short_last)
-					l = (uint16_t)(8 + rnd(&s) % len);
-				e->len[e->n] = l;
-				send_frame(&a, dst, e->n++, l);
-				sent_bytes += l;
-				queued++;
-				sent_a++;
-			}
+			queued += uf_queue_random_runs(&a, dst, ex[dst], 1,
+						       MTU - 28, &s,
+						       &sent_bytes);
 		}
+		sent_a += queued;
 		for (uint32_t i = 0; i < 100; i++) {
 			uint16_t l = (uint16_t)(i < 90 ? 1000 : 100 + i);
 
 			ea.len[ea.n] = l;
-			send_frame(&b, 0, ea.n++, l);
+			uf_send(&b, 0, ea.n++, l);
 		}
 		assert_int_equal(transport_tx_flush(&a, transport_now_ns()),
 				 (int)queued);
 		assert_int_equal(transport_tx_flush(&b, transport_now_ns()),
 				 100);
 		assert_int_equal(transport_tx_pending(&a), 0);
-		recv_expected(&b, &eb);
-		recv_expected(&c, &ec);
-		recv_expected(&a, &ea);
+		uf_recv_expected(&b, &eb);
+		uf_recv_expected(&c, &ec);
+		uf_recv_expected(&a, &ea);
 	}
 	assert_int_equal(a.stats.tx_pkts, sent_a);
 	assert_int_equal(a.stats.tx_bytes, sent_bytes);
@@ -320,9 +144,9 @@ static void exchange(const char *tx_mode, const char *rx_mode)
 	assert_int_equal(a.stats.rx_pkts, ea.n);
 	/* GSO is used where on, and only there */
 	if (!strcmp(tx_mode, "off"))
-		assert_int_equal(w.gso_tries, 0);
+		assert_int_equal(uf_mmsg.gso_tries, 0);
 	else
-		assert_true(w.gso_msgs > 0);
+		assert_true(uf_mmsg.gso_msgs > 0);
 	/* GSO into GRO: the runs arrive coalesced and are split in place */
 	if (!strcmp(tx_mode, "on") && !strcmp(rx_mode, "on"))
 		assert_true(eb.contiguous > eb.n / 2);
@@ -371,7 +195,7 @@ static void test_grouping(void **state)
 	static const uint16_t want_size[] = { 1000, 1200, 1300, 100, 100, 1472,
 					      1472, 500, 500, 0 };
 	static struct transport a, b, c;
-	static struct expect eb, ec;
+	static struct uf_expect eb, ec;
 	uint32_t i, j, total = 0;
 
 	(void)state;
@@ -381,25 +205,25 @@ static void test_grouping(void **state)
 	open_node(&b, 1, "on");
 	open_node(&c, 2, "on");
 	for (i = 0; i < sizeof(plan) / sizeof(plan[0]); i++) {
-		struct expect *e = plan[i].dst == 1 ? &eb : &ec;
+		struct uf_expect *e = plan[i].dst == 1 ? &eb : &ec;
 
 		for (j = 0; j < plan[i].n; j++) {
 			e->len[e->n] = plan[i].len;
-			send_frame(&a, plan[i].dst, e->n++, plan[i].len);
+			uf_send(&a, plan[i].dst, e->n++, plan[i].len);
 			total++;
 		}
 	}
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()),
 			 (int)total);
-	assert_int_equal(w.msgs, sizeof(want_segs) / sizeof(want_segs[0]));
-	for (i = 0; i < w.msgs; i++) {
-		assert_int_equal(w.segs[i], want_segs[i]);
-		assert_int_equal(w.seg_size[i], want_size[i]);
+	assert_int_equal(uf_mmsg.msgs, sizeof(want_segs) / sizeof(want_segs[0]));
+	for (i = 0; i < uf_mmsg.msgs; i++) {
+		assert_int_equal(uf_mmsg.segs[i], want_segs[i]);
+		assert_int_equal(uf_mmsg.seg_size[i], want_size[i]);
 	}
 	/* wire datagrams, not super-datagrams */
 	assert_int_equal(a.stats.tx_pkts, total);
-	recv_expected(&b, &eb);
-	recv_expected(&c, &ec);
+	uf_recv_expected(&b, &eb);
+	uf_recv_expected(&c, &ec);
 	assert_int_equal(b.stats.rx_pkts, eb.n);
 	assert_int_equal(c.stats.rx_pkts, 3);
 }
@@ -430,7 +254,7 @@ static void raw_gso_send(uint16_t dst, uint32_t first, uint32_t n,
 	for (i = 0; i < n; i++) {
 		uint16_t l = i == n - 1 ? last : seg;
 
-		frame_fill(buf + iov.iov_len, first + i, dst, l);
+		uf_fill(buf + iov.iov_len, first + i, dst, l);
 		iov.iov_len += l;
 	}
 	if (n > 1) {
@@ -447,7 +271,7 @@ static void raw_gso_send(uint16_t dst, uint32_t first, uint32_t n,
 }
 
 /* one frame per rx_burst call: the split must carry over between calls */
-static void recv_one_by_one(struct transport *tp, struct expect *e)
+static void recv_one_by_one(struct transport *tp, struct uf_expect *e)
 {
 	struct transport_rx rx[2];
 	uint64_t end = transport_now_ns() + 2000 * MS;
@@ -458,7 +282,7 @@ static void recv_one_by_one(struct transport *tp, struct expect *e)
 			transport_idle_wait(tp, transport_now_ns(), 1 * MS);
 			continue;
 		}
-		assert_int_equal(frame_check(rx[0].data, rx[0].len,
+		assert_int_equal(uf_check(rx[0].data, rx[0].len,
 					     tp->cfg.self), e->got);
 		assert_int_equal(rx[0].len, e->len[e->got]);
 		if (rx[0].data == prev_end)
@@ -473,12 +297,12 @@ static void recv_one_by_one(struct transport *tp, struct expect *e)
 static void gro_split(const char *rx_mode, bool one_by_one)
 {
 	static struct transport b;
-	static struct expect e;
+	static struct uf_expect e;
 	uint32_t i;
 
 	memset(&e, 0, sizeof(e));
 	open_node(&b, 1, rx_mode);
-	/* 10 x 1200 + 700; 40 x 1472 + 1472 (none shorter); 64 x 8 + 3 */
+	/* 10 x 1200 + 700; 41 x 1472 (none shorter); 64 x 8; one 77 */
 	raw_gso_send(1, 0, 11, 1200, 700);
 	raw_gso_send(1, 11, 41, 1472, 1472);
 	raw_gso_send(1, 52, 64, 8, 8);
@@ -490,7 +314,7 @@ static void gro_split(const char *rx_mode, bool one_by_one)
 	if (one_by_one)
 		recv_one_by_one(&b, &e);
 	else
-		recv_expected(&b, &e);
+		uf_recv_expected(&b, &e);
 	assert_int_equal(b.stats.rx_pkts, 117);
 	assert_int_equal(b.stats.rx_drops, 0);
 	/* coalesced: every frame but the first of each send follows the
@@ -529,7 +353,7 @@ static void test_gso_into_plain_receiver(void **state)
 static void oversized(const char *rx_mode)
 {
 	static struct transport b;
-	static struct expect e;
+	static struct uf_expect e;
 
 	memset(&e, 0, sizeof(e));
 	open_node(&b, 1, rx_mode);
@@ -540,7 +364,7 @@ static void oversized(const char *rx_mode)
 	e.len[1] = 1500;
 	e.len[2] = 20;
 	e.n = 3;
-	recv_expected(&b, &e);
+	uf_recv_expected(&b, &e);
 	assert_int_equal(b.stats.rx_drops, 6);
 	assert_int_equal(b.stats.rx_pkts, 3);
 	assert_int_equal(b.stats.rx_bytes, 1500 + 1500 + 20);
@@ -558,8 +382,6 @@ static void test_oversized_plain(void **state)
 	oversized("off");
 }
 
-static void assert_no_more(struct transport *tp);
-
 /* ---- frames held across bursts ---- */
 
 /*
@@ -572,7 +394,7 @@ static void hold_frames(const char *mode)
 {
 	static struct transport a, b;
 	static struct transport_rx held[4096];
-	static struct expect e;
+	static struct uf_expect e;
 	uint32_t n_held = 0, i;
 	int bursts = 0, k, empty = 0;
 	int burst_start[512];
@@ -582,7 +404,7 @@ static void hold_frames(const char *mode)
 	open_node(&b, 1, mode);
 	for (i = 0; i < 2000; i++) {
 		e.len[e.n] = (uint16_t)(60 + (i / 20) % 40);
-		send_frame(&a, 1, e.n, e.len[e.n]);
+		uf_send(&a, 1, e.n, e.len[e.n]);
 		e.n++;
 		if (i % 500 == 499)
 			assert_int_equal(transport_tx_flush(&a,
@@ -602,7 +424,7 @@ static void hold_frames(const char *mode)
 	assert_true(n_held > 0);
 	assert_true(n_held < 2000);
 	for (i = 0; i < n_held; i++) {
-		assert_int_equal(frame_check(held[i].data, held[i].len, 1), i);
+		assert_int_equal(uf_check(held[i].data, held[i].len, 1), i);
 		assert_int_equal(held[i].len, e.len[i]);
 	}
 	e.got = n_held;		/* the rest continue from there */
@@ -612,8 +434,8 @@ static void hold_frames(const char *mode)
 		transport_rx_release(&b, held + from, (int)n_held - from);
 		n_held = (uint32_t)from;
 	}
-	recv_expected(&b, &e);
-	assert_no_more(&b);
+	uf_recv_expected(&b, &e);
+	uf_assert_no_more(&b);
 	assert_int_equal(b.stats.rx_pkts, 2000);
 }
 
@@ -631,25 +453,6 @@ static void test_hold_frames_plain(void **state)
 
 /* ---- back-pressure and fallback, injected ---- */
 
-static void queue_runs(struct transport *a, struct expect *e, uint32_t n)
-{
-	/* runs of 10 frames of one length (one super-datagram each) */
-	for (uint32_t i = 0; i < n; i++) {
-		e->len[e->n] = (uint16_t)(200 + (e->n / 10) * 40 % 1200);
-		send_frame(a, 1, e->n, e->len[e->n]);
-		e->n++;
-	}
-}
-
-/* nothing more than expected arrives */
-static void assert_no_more(struct transport *tp)
-{
-	struct transport_rx rx[TRANSPORT_RX_BURST];
-
-	transport_idle_wait(tp, transport_now_ns(), 20 * MS);
-	assert_int_equal(transport_rx_burst(tp, rx, TRANSPORT_RX_BURST), 0);
-}
-
 /*
  * EAGAIN, ENOBUFS and EINTR keep the frames queued; a sendmmsg that
  * takes only part of the batch sends that part once: nothing dropped,
@@ -658,20 +461,20 @@ static void assert_no_more(struct transport *tp)
 static void backpressure(const char *mode)
 {
 	static struct transport a, b;
-	static struct expect e;
+	static struct uf_expect e;
 	int per_msg = strcmp(mode, "off") ? 10 : 1;
 
 	memset(&e, 0, sizeof(e));
 	open_node(&a, 0, mode);
 	open_node(&b, 1, mode);
-	queue_runs(&a, &e, 300);
-	w.err[0] = EAGAIN;
-	w.err[1] = ENOBUFS;
-	w.cut[2] = 3;		/* 3 messages go ... */
-	w.err[3] = EAGAIN;	/* ... and the next call is refused */
-	w.cut[4] = 1;
-	w.err[5] = EINTR;
-	w.n_script = 6;
+	uf_queue_runs(&a, 1, &e, 300);
+	uf_mmsg.err[0] = EAGAIN;
+	uf_mmsg.err[1] = ENOBUFS;
+	uf_mmsg.cut[2] = 3;		/* 3 messages go ... */
+	uf_mmsg.err[3] = EAGAIN;	/* ... and the next call is refused */
+	uf_mmsg.cut[4] = 1;
+	uf_mmsg.err[5] = EINTR;
+	uf_mmsg.n_script = 6;
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 0);
 	assert_int_equal(transport_tx_pending(&a), 300);
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 0);
@@ -686,8 +489,8 @@ static void backpressure(const char *mode)
 	assert_int_equal(transport_tx_pending(&a), 0);
 	assert_int_equal(a.stats.tx_pkts, 300);
 	assert_int_equal(a.stats.tx_drops, 0);
-	recv_expected(&b, &e);
-	assert_no_more(&b);
+	uf_recv_expected(&b, &e);
+	uf_assert_no_more(&b);
 	assert_int_equal(b.stats.rx_pkts, 300);
 }
 
@@ -712,25 +515,25 @@ static void test_backpressure_plain(void **state)
 static void fallback(int err)
 {
 	static struct transport a, b;
-	static struct expect e;
+	static struct uf_expect e;
 
 	memset(&e, 0, sizeof(e));
 	open_node(&a, 0, "on");
 	open_node(&b, 1, "on");
-	queue_runs(&a, &e, 300);
-	w.fail_gso_errno = err;
+	uf_queue_runs(&a, 1, &e, 300);
+	uf_mmsg.fail_gso_errno = err;
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 300);
-	assert_int_equal(w.gso_tries, 1);
-	assert_int_equal(w.gso_msgs, 0);
-	assert_int_equal(w.msgs, 300);
+	assert_int_equal(uf_mmsg.gso_tries, 1);
+	assert_int_equal(uf_mmsg.gso_msgs, 0);
+	assert_int_equal(uf_mmsg.msgs, 300);
 	/* off for good: no further try */
-	queue_runs(&a, &e, 50);
+	uf_queue_runs(&a, 1, &e, 50);
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 50);
-	assert_int_equal(w.gso_tries, 1);
+	assert_int_equal(uf_mmsg.gso_tries, 1);
 	assert_int_equal(a.stats.tx_drops, 0);
 	assert_int_equal(a.stats.tx_pkts, 350);
-	recv_expected(&b, &e);
-	assert_no_more(&b);
+	uf_recv_expected(&b, &e);
+	uf_assert_no_more(&b);
 }
 
 static void test_fallback_eio(void **state)
@@ -750,29 +553,29 @@ static void test_fallback_einval(void **state)
 static void test_refused_after_proven(void **state)
 {
 	static struct transport a, b;
-	static struct expect e;
+	static struct uf_expect e;
 
 	(void)state;
 	memset(&e, 0, sizeof(e));
 	open_node(&a, 0, "on");
 	open_node(&b, 1, "on");
-	queue_runs(&a, &e, 20);
+	uf_queue_runs(&a, 1, &e, 20);
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 20);
-	assert_int_equal(w.gso_msgs, 2);
-	w.fail_gso_errno = EINVAL;
-	queue_runs(&a, &e, 30);
+	assert_int_equal(uf_mmsg.gso_msgs, 2);
+	uf_mmsg.fail_gso_errno = EINVAL;
+	uf_queue_runs(&a, 1, &e, 30);
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 30);
 	/* each run tried once, or twice when its refusal came after other
 	 * messages of a batch (sendmmsg reports an error only first) */
-	assert_in_range(w.gso_tries, 2 + 3, 2 + 3 * 2);
-	assert_int_equal(w.gso_msgs, 2);
-	w.fail_gso_errno = 0;
-	queue_runs(&a, &e, 20);
+	assert_in_range(uf_mmsg.gso_tries, 2 + 3, 2 + 3 * 2);
+	assert_int_equal(uf_mmsg.gso_msgs, 2);
+	uf_mmsg.fail_gso_errno = 0;
+	uf_queue_runs(&a, 1, &e, 20);
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 20);
-	assert_int_equal(w.gso_msgs, 4);
+	assert_int_equal(uf_mmsg.gso_msgs, 4);
 	assert_int_equal(a.stats.tx_drops, 0);
-	recv_expected(&b, &e);
-	assert_no_more(&b);
+	uf_recv_expected(&b, &e);
+	uf_assert_no_more(&b);
 }
 
 /* a run to an unreachable peer (port 0: EINVAL) is dropped frame by
@@ -781,7 +584,7 @@ static void test_bad_peer_keeps_gso(void **state)
 {
 	struct tly_addr bad[N_NODES];
 	static struct transport a, b;
-	static struct expect e;
+	static struct uf_expect e;
 	struct transport_config c = {
 		.kind = "udp", .self = 0, .n_nodes = N_NODES, .addrs = bad,
 		.mtu = MTU,
@@ -797,13 +600,13 @@ static void test_bad_peer_keeps_gso(void **state)
 	assert_int_equal(transport_open(&a, &c), 0);
 	open_node(&b, 1, "on");
 	for (i = 0; i < 5; i++)
-		send_frame(&a, 2, 900 + i, 500);
-	queue_runs(&a, &e, 20);
+		uf_send(&a, 2, 900 + i, 500);
+	uf_queue_runs(&a, 1, &e, 20);
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 20);
 	assert_int_equal(a.stats.tx_drops, 5);
-	assert_int_equal(w.gso_msgs, 2);
-	recv_expected(&b, &e);
-	assert_no_more(&b);
+	assert_int_equal(uf_mmsg.gso_msgs, 2);
+	uf_recv_expected(&b, &e);
+	uf_assert_no_more(&b);
 }
 
 /* ---- a stalled receiver with a tiny receive buffer ---- */
@@ -829,7 +632,7 @@ static uint32_t drain(struct transport *tp, uint32_t *seq, uint32_t max)
 		k = transport_rx_burst(tp, rx, TRANSPORT_RX_BURST);
 		for (i = 0; i < k; i++) {
 			assert_true(got < max);
-			seq[got] = frame_check(rx[i].data, rx[i].len,
+			seq[got] = uf_check(rx[i].data, rx[i].len,
 					       tp->cfg.self);
 			assert_int_equal(rx[i].len, 1000);
 			if (got)
@@ -867,7 +670,7 @@ static void stalled_receiver(const char *mode)
 	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &tiny,
 				    sizeof(tiny)), 0);
 	for (i = 0; i < 1000; i++) {
-		send_frame(&a, 1, i, 1000);
+		uf_send(&a, 1, i, 1000);
 		if (i % 200 == 199)
 			assert_int_equal(transport_tx_flush(&a,
 					 transport_now_ns()), 200);
@@ -887,7 +690,7 @@ static void stalled_receiver(const char *mode)
 	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big,
 				    sizeof(big)), 0);
 	for (i = 0; i < 150; i++)
-		send_frame(&a, 1, 1000 + i, 1000);
+		uf_send(&a, 1, 1000 + i, 1000);
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 150);
 	assert_int_equal(drain(&b, seq, 150), 150);
 	assert_int_equal(seq[0], 1000);
