@@ -66,8 +66,9 @@ struct udp_priv {
 	/* tx */
 	bool gso;			/* UDP_SEGMENT in use */
 	bool gso_proven;		/* a super-datagram went out */
-	bool gso_suspect;		/* one was refused with EINVAL: if its
-					 * frames go out one by one, blame GSO */
+	int gso_suspect;		/* errno of a refused one (EINVAL,
+					 * EMSGSIZE): if its frames go out one
+					 * by one, blame GSO */
 	uint32_t tx_plain_n;		/* head frames to send one by one */
 	uint8_t *tx_slab;
 	uint32_t *tx_free;

@@ -13,10 +13,11 @@
  * the caller retries later: back-pressure, never a spin and never a
  * silent drop.  Any other error drops the frame it is about; a refused
  * super-datagram is first retried one frame at a time, so a frame is
- * never dropped for the offload's sake.  A refusal with EIO (no checksum
- * offload on the route's device) or EINVAL (when its frames then go out
- * one by one) before any super-datagram went out turns GSO off for the
- * socket, logged once.
+ * never dropped for the offload's sake.  Before any super-datagram went
+ * out, a refusal with EIO (no checksum offload on the route's device),
+ * or with EINVAL or EMSGSIZE (a segment longer than the route's MTU:
+ * older kernels say EINVAL, newer ones EMSGSIZE) when its frames then go
+ * out one by one, turns GSO off for the socket, logged once.
  */
 #include <errno.h>
 #include <netinet/udp.h>
@@ -110,7 +111,7 @@ static uint32_t gso_run(struct udp_priv *u, uint32_t i)
 static void gso_off(struct udp_priv *u, int err)
 {
 	u->gso = false;
-	u->gso_suspect = false;
+	u->gso_suspect = 0;
 	fprintf(stderr, "transport udp: UDP_SEGMENT refused (%s): one datagram per send from now on\n",
 		strerror(err));
 }
@@ -123,8 +124,8 @@ static void gso_refused(struct udp_priv *u, uint32_t n, int err)
 		return;		/* it worked before: the frames' fault */
 	if (err == EIO)
 		gso_off(u, err);
-	else if (err == EINVAL)
-		u->gso_suspect = true;
+	else if (err == EINVAL || err == EMSGSIZE)
+		u->gso_suspect = err;
 }
 
 /* the first message, a lone frame, was sent (@ok) or refused */
@@ -133,9 +134,9 @@ static void gso_suspect_check(struct udp_priv *u, bool ok)
 	if (!u->gso_suspect || !u->tx_plain_n)
 		return;
 	if (ok)
-		gso_off(u, EINVAL);	/* alone it goes: GSO was the cause */
+		gso_off(u, u->gso_suspect);	/* alone it goes: GSO's fault */
 	else
-		u->gso_suspect = false;	/* alone it fails too: the frame's */
+		u->gso_suspect = 0;	/* alone it fails too: the frame's */
 }
 
 int udp_tx_flush(struct transport *tp)

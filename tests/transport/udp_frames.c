@@ -40,39 +40,46 @@ int __wrap_sendmmsg(int fd, struct mmsghdr *msg, unsigned int vlen,
 int __wrap_sendmmsg(int fd, struct mmsghdr *msg, unsigned int vlen,
 		    int flags)
 {
-	unsigned int i;
-	int r;
+	unsigned int i, n = vlen, tried;
+	int r, err = 0;
 
 	uf_mmsg.calls++;
 	if (uf_mmsg.pos < uf_mmsg.n_script) {
-		int i = uf_mmsg.pos++;
+		int k = uf_mmsg.pos++;
 
-		if (uf_mmsg.err[i]) {
-			errno = uf_mmsg.err[i];
+		if (uf_mmsg.err[k]) {
+			errno = uf_mmsg.err[k];
 			return -1;
 		}
-		if (uf_mmsg.cut[i] && vlen > uf_mmsg.cut[i])
-			vlen = uf_mmsg.cut[i];
+		if (uf_mmsg.cut[k] && n > uf_mmsg.cut[k])
+			n = vlen = uf_mmsg.cut[k];
 	}
-	for (i = 0; i < vlen; i++) {
-		if (!msg_gso_size(&msg[i].msg_hdr))
-			continue;
-		uf_mmsg.gso_tries++;
-		if (!uf_mmsg.fail_gso_errno)
-			continue;
-		if (!i) {
-			errno = uf_mmsg.fail_gso_errno;
-			return -1;
+	/* an injected refusal of the first GSO message: as the kernel's,
+	 * the messages before it go and the call reports them */
+	for (i = 0; uf_mmsg.fail_gso_errno && i < n; i++)
+		if (msg_gso_size(&msg[i].msg_hdr)) {
+			n = i;
+			err = uf_mmsg.fail_gso_errno;
+			break;
 		}
-		vlen = i;	/* as the kernel: the ones before go */
-		break;
+	r = n ? __real_sendmmsg(fd, msg, n, flags) : 0;
+	if (r >= 0 && (unsigned int)r == n && err) {
+		if (!r) {
+			r = -1;
+			errno = err;
+		}
 	}
-	r = __real_sendmmsg(fd, msg, vlen, flags);
+	/* what the kernel looked at: what went, and the one refused */
+	tried = r < 0 ? 1 : (unsigned int)r + ((unsigned int)r < vlen);
+	for (i = 0; i < tried && i < vlen; i++)
+		if (msg_gso_size(&msg[i].msg_hdr))
+			uf_mmsg.gso_tries++;
 	for (i = 0; r > 0 && i < (unsigned int)r; i++) {
 		uint16_t g = msg_gso_size(&msg[i].msg_hdr);
 
 		if (uf_mmsg.msgs < 1024) {
-			uf_mmsg.segs[uf_mmsg.msgs] = (uint32_t)msg[i].msg_hdr.msg_iovlen;
+			uf_mmsg.segs[uf_mmsg.msgs] =
+				(uint32_t)msg[i].msg_hdr.msg_iovlen;
 			uf_mmsg.seg_size[uf_mmsg.msgs] = g;
 		}
 		uf_mmsg.msgs++;
