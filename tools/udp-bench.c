@@ -22,10 +22,15 @@
  * (payload bits, tally packets, no headers).  On a shared machine the
  * numbers move with the load: the two threads want two cores.
  *
+ * --one-thread drives both ends from one thread (send a window, receive
+ * what came), which suffers less from a loaded machine's scheduling.
+ *
  * usage: udp-bench [--size BYTES] [--seconds S] [--runs N] [--window F]
+ *                  [--one-thread]
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,31 +57,59 @@ static void pause_us(long us)
 	nanosleep(&ts, NULL);
 }
 
+/* queue what the window allows and flush; returns the frames queued */
+static int send_step(struct run *r, uint64_t *seq)
+{
+	struct tly_tx_ops ops = transport_tx_ops(&r->tx);
+	uint64_t got = atomic_load(&r->got);
+	int queued = 0;
+
+	while (*seq - got < r->window) {
+		uint8_t *f = ops.alloc(ops.ctx, r->size);
+
+		if (!f)
+			break;	/* tx queue full: flush first */
+		memcpy(f, seq, sizeof(*seq));
+		ops.send(ops.ctx, 1, f, r->size);
+		(*seq)++;
+		queued++;
+	}
+	atomic_store(&r->sent, *seq);
+	transport_tx_flush(&r->tx, transport_now_ns());
+	return queued;
+}
+
+/* one rx burst, each frame's sequence number checked; returns frames */
+static int recv_step(struct run *r, uint64_t *got)
+{
+	struct transport_rx rx[TRANSPORT_RX_BURST];
+	uint64_t seq;
+	int i, k;
+
+	k = transport_rx_burst(&r->rx, rx, TRANSPORT_RX_BURST);
+	for (i = 0; i < k; i++) {
+		memcpy(&seq, rx[i].data, sizeof(seq));
+		if (seq != *got || rx[i].len != r->size)
+			r->out_of_order++;
+		(*got)++;
+	}
+	if (k > 0) {
+		transport_rx_release(&r->rx, rx, k);
+		atomic_store(&r->got, *got);
+		r->t_last = transport_now_ns();
+	}
+	return k;
+}
+
 static void *sender(void *arg)
 {
 	struct run *r = arg;
-	struct tly_tx_ops ops = transport_tx_ops(&r->tx);
 	uint64_t seq = 0, end;
 
 	r->t0 = transport_now_ns();
 	end = r->t0 + r->seconds_ns;
 	while (transport_now_ns() < end) {
-		uint64_t got = atomic_load(&r->got);
-		int queued = 0;
-
-		while (seq - got < r->window) {
-			uint8_t *f = ops.alloc(ops.ctx, r->size);
-
-			if (!f)
-				break;	/* tx queue full: flush first */
-			memcpy(f, &seq, sizeof(seq));
-			ops.send(ops.ctx, 1, f, r->size);
-			seq++;
-			queued++;
-		}
-		atomic_store(&r->sent, seq);
-		transport_tx_flush(&r->tx, transport_now_ns());
-		if (!queued)
+		if (!send_step(r, &seq))
 			pause_us(10);	/* window full: let the receiver run */
 		else if (transport_tx_pending(&r->tx))
 			transport_idle_wait(&r->tx, transport_now_ns(),
@@ -93,22 +126,10 @@ static void *sender(void *arg)
 static void *receiver(void *arg)
 {
 	struct run *r = arg;
-	struct transport_rx rx[TRANSPORT_RX_BURST];
-	uint64_t got = 0, seq, quiet = 0;
-	int i, k;
+	uint64_t got = 0, quiet = 0;
 
 	for (;;) {
-		k = transport_rx_burst(&r->rx, rx, TRANSPORT_RX_BURST);
-		for (i = 0; i < k; i++) {
-			memcpy(&seq, rx[i].data, sizeof(seq));
-			if (seq != got || rx[i].len != r->size)
-				r->out_of_order++;
-			got++;
-		}
-		if (k > 0) {
-			transport_rx_release(&r->rx, rx, k);
-			atomic_store(&r->got, got);
-			r->t_last = transport_now_ns();
+		if (recv_step(r, &got) > 0) {
 			quiet = 0;
 			continue;
 		}
@@ -119,6 +140,29 @@ static void *receiver(void *arg)
 		transport_idle_wait(&r->rx, transport_now_ns(), 1000000);
 	}
 	return NULL;
+}
+
+/* both ends in one thread: send a window, receive what came, repeat */
+static void one_thread(struct run *r)
+{
+	uint64_t seq = 0, got = 0, end, quiet = 0;
+
+	r->t0 = transport_now_ns();
+	end = r->t0 + r->seconds_ns;
+	while (transport_now_ns() < end) {
+		send_step(r, &seq);
+		while (recv_step(r, &got) > 0)
+			;
+		if (seq - got >= r->window)
+			transport_idle_wait(&r->rx, transport_now_ns(), 1000000);
+	}
+	while ((got < seq || transport_tx_pending(&r->tx)) && quiet < 200) {
+		transport_tx_flush(&r->tx, transport_now_ns());
+		if (recv_step(r, &got) > 0)
+			quiet = 0;
+		else if (++quiet)
+			transport_idle_wait(&r->rx, transport_now_ns(), 1000000);
+	}
 }
 
 static int open_pair(struct run *r, struct tly_addr *addrs)
@@ -144,7 +188,7 @@ static int open_pair(struct run *r, struct tly_addr *addrs)
 
 /* one run in @mode (TALLY_UDP_OFFLOAD); Gbit/s of payload, or -1 */
 static double run_once(const char *mode, uint32_t size, double seconds,
-		       uint32_t window)
+		       uint32_t window, bool threads)
 {
 	static struct run r;
 	struct tly_addr addrs[2];
@@ -159,13 +203,16 @@ static double run_once(const char *mode, uint32_t size, double seconds,
 	setenv("TALLY_UDP_OFFLOAD", mode, 1);
 	if (open_pair(&r, addrs))
 		return -1;
-	if (pthread_create(&tr, NULL, receiver, &r) ||
-	    pthread_create(&ts, NULL, sender, &r)) {
+	if (!threads) {
+		one_thread(&r);
+	} else if (pthread_create(&tr, NULL, receiver, &r) ||
+		   pthread_create(&ts, NULL, sender, &r)) {
 		fprintf(stderr, "udp-bench: no threads\n");
 		exit(1);
+	} else {
+		pthread_join(ts, NULL);
+		pthread_join(tr, NULL);
 	}
-	pthread_join(ts, NULL);
-	pthread_join(tr, NULL);
 	got = atomic_load(&r.got);
 	sent = atomic_load(&r.sent);
 	dt = (double)(r.t_last - r.t0) / 1e9;
@@ -199,10 +246,16 @@ int main(int argc, char **argv)
 {
 	uint32_t size = 1472, window = 1024;
 	double seconds = 2, gso[16], plain[16];
+	bool threads = true;
 	int runs = 3, i;
 
-	for (i = 1; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--size"))
+	for (i = 1; i < argc; i += 2) {
+		if (!strcmp(argv[i], "--one-thread")) {
+			threads = false;
+			i--;
+		} else if (i + 1 == argc) {
+			break;
+		} else if (!strcmp(argv[i], "--size"))
 			size = (uint32_t)atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--seconds"))
 			seconds = atof(argv[i + 1]);
@@ -215,12 +268,12 @@ int main(int argc, char **argv)
 	}
 	if (i < argc || size < 8 || size > 65507 || runs < 1 || runs > 16 ||
 	    seconds <= 0 || !window) {
-		fprintf(stderr, "usage: udp-bench [--size BYTES] [--seconds S] [--runs N<=16] [--window FRAMES]\n");
+		fprintf(stderr, "usage: udp-bench [--size BYTES] [--seconds S] [--runs N<=16] [--window FRAMES] [--one-thread]\n");
 		return 2;
 	}
 	for (i = 0; i < runs; i++) {
-		gso[i] = run_once("on", size, seconds, window);
-		plain[i] = run_once("off", size, seconds, window);
+		gso[i] = run_once("on", size, seconds, window, threads);
+		plain[i] = run_once("off", size, seconds, window, threads);
 		if (gso[i] < 0 || plain[i] < 0) {
 			fprintf(stderr, "udp-bench: could not open the transports\n");
 			return 1;
