@@ -154,14 +154,16 @@ static void one_thread(struct run *r)
 		while (recv_step(r, &got) > 0)
 			;
 		if (seq - got >= r->window)
-			transport_idle_wait(&r->rx, transport_now_ns(), 1000000);
+			transport_idle_wait(&r->rx, transport_now_ns(),
+					    1000000);
 	}
 	while ((got < seq || transport_tx_pending(&r->tx)) && quiet < 200) {
 		transport_tx_flush(&r->tx, transport_now_ns());
 		if (recv_step(r, &got) > 0)
 			quiet = 0;
 		else if (++quiet)
-			transport_idle_wait(&r->rx, transport_now_ns(), 1000000);
+			transport_idle_wait(&r->rx, transport_now_ns(),
+					    1000000);
 	}
 }
 
@@ -279,7 +281,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	printf("figure udp_transport_gbps_gso %.2f Gbit/s\n", median(gso, runs));
+	printf("figure udp_transport_gbps_gso %.2f Gbit/s\n",
+	       median(gso, runs));
 	printf("figure udp_transport_gbps_plain %.2f Gbit/s\n",
 	       median(plain, runs));
 	return 0;

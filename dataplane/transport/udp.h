@@ -26,9 +26,9 @@
 #define UDP_SOCKBUF	(8 << 20)
 
 /*
- * One GSO send: at most 64 segments (UDP_MAX_SEGMENTS on every kernel
- * since 4.18; 6.x raised it to 128 in some releases, 64 is safe) and a
- * payload of at most 65535 - 20 (IPv4) - 8 (UDP) bytes.
+ * One GSO send: at most 64 segments (UDP_MAX_SEGMENTS since 4.18; newer
+ * kernels may allow more, 64 works everywhere) and a payload of at most
+ * 65535 - 20 (IPv4) - 8 (UDP) bytes.
  */
 #define UDP_GSO_MAX_SEGS	64
 #define UDP_GSO_MAX_BYTES	65507
@@ -61,7 +61,7 @@ struct udp_rx_buf {
 struct udp_priv {
 	int fd;
 	struct sockaddr_in bound;	/* our address */
-	uint32_t buf_size;		/* tx buffers, and the longest rx frame */
+	uint32_t buf_size;		/* tx buffers; the longest rx frame */
 	struct sockaddr_in *peers;	/* [TRANSPORT_MAX_NODES] */
 	/* tx */
 	bool gso;			/* UDP_SEGMENT in use */
@@ -75,7 +75,7 @@ struct udp_priv {
 	uint32_t n_tx_free;
 	struct udp_txq_ent txq[UDP_TX_BUFS];
 	uint32_t txq_head, txq_n;
-	struct iovec *tx_iov;		/* [UDP_TX_BUFS]: one per queued frame */
+	struct iovec *tx_iov;		/* [UDP_TX_BUFS]: one a queued frame */
 	/* rx */
 	bool gro;			/* UDP_GRO in use */
 	uint32_t rx_nbufs;		/* ring size, a power of two */

@@ -52,7 +52,7 @@ static void addrs_init(void)
 	int i;
 
 	for (i = 0; i < N_NODES; i++) {
-		addrs[i].ip = 0x7f000002u + (uint32_t)i;	/* 127.0.0.2.. */
+		addrs[i].ip = 0x7f000002u + (uint32_t)i; /* 127.0.0.2.. */
 		addrs[i].port = (uint16_t)(base + i);
 	}
 }
@@ -183,7 +183,10 @@ static void test_exchange_plain_to_gro(void **state)
 static void test_grouping(void **state)
 {
 	/* run, length; the expected messages below follow from them */
-	static const struct { uint32_t n; uint16_t len; uint16_t dst; } plan[] = {
+	static const struct {
+		uint32_t n;
+		uint16_t len, dst;
+	} plan[] = {
 		{ 15, 1000, 1 }, { 1, 400, 1 },	/* 16: the short one ends it */
 		{ 4, 1200, 1 }, { 1, 800, 1 },	/* 5 */
 		{ 2, 1300, 1 }, { 70, 100, 1 },	/* 3 (1300 1300 100), 64, 5 */
@@ -215,7 +218,8 @@ static void test_grouping(void **state)
 	}
 	assert_int_equal(transport_tx_flush(&a, transport_now_ns()),
 			 (int)total);
-	assert_int_equal(uf_mmsg.msgs, sizeof(want_segs) / sizeof(want_segs[0]));
+	assert_int_equal(uf_mmsg.msgs,
+			 sizeof(want_segs) / sizeof(want_segs[0]));
 	for (i = 0; i < uf_mmsg.msgs; i++) {
 		assert_int_equal(uf_mmsg.segs[i], want_segs[i]);
 		assert_int_equal(uf_mmsg.seg_size[i], want_size[i]);
