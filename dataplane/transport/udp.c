@@ -1,18 +1,18 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * udp.c - the kernel UDP transport: one non-blocking socket, bare tally
- * packets, sendmmsg/recvmmsg batches.  Works anywhere, no privileges.
+ * packets (one per datagram), sendmmsg/recvmmsg batches, and where the
+ * kernel has them the UDP_SEGMENT (GSO) and UDP_GRO offloads, so runs of
+ * datagrams cross the kernel boundary up to 64 KB at a time (udp.h).
+ * Works anywhere, no privileges.  docs/transport-udp.md has the details.
  *
- * tx: buffers come from a free list; tx_send appends (buffer, dst) to a
- * FIFO that tx_flush hands to sendmmsg.  When the kernel refuses
- * (EAGAIN, ENOBUFS) the frames stay queued and the caller retries later:
- * back-pressure, never a spin and never a silent drop.
- * rx: a ring of buffers; recvmmsg fills the free ones in order, and they
- * come back in order when the consumer releases them.
+ * This file: the socket, the offloads' set-up and the address table;
+ * udp_tx.c queues and sends, udp_rx.c receives and splits.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,35 +20,7 @@
 #include <unistd.h>
 
 #include "dataplane/transport/transport.h"
-
-#define UDP_TX_BUFS	1024
-#define UDP_RX_BUFS	256	/* power of two */
-#define UDP_MMSG_BATCH	64
-#define UDP_SOCKBUF	(8 << 20)
-
-struct udp_txq_ent {
-	uint32_t buf;
-	uint32_t len;
-	uint16_t dst;
-};
-
-struct udp_priv {
-	int fd;
-	struct sockaddr_in bound;	/* our address */
-	uint32_t buf_size;
-	struct sockaddr_in *peers;	/* [n_nodes] */
-	/* tx */
-	uint8_t *tx_slab;
-	uint32_t *tx_free;
-	uint32_t n_tx_free;
-	struct udp_txq_ent txq[UDP_TX_BUFS];
-	uint32_t txq_head, txq_n;
-	/* rx */
-	uint8_t *rx_slab;
-	uint32_t rx_head;		/* next buffer recvmmsg fills */
-	uint32_t rx_tail;		/* oldest buffer not yet released */
-	bool rx_done[UDP_RX_BUFS];	/* released, waiting for the tail */
-};
+#include "dataplane/transport/udp.h"
 
 static void sockbuf_grow(int fd, int opt_force, int opt)
 {
@@ -70,6 +42,47 @@ static void peers_fill(struct udp_priv *u, const struct transport_config *cfg)
 	}
 }
 
+/* which offloads TALLY_UDP_OFFLOAD leaves on: off | tx | rx | on (unset) */
+static int offload_wanted(void)
+{
+	const char *v = getenv(UDP_OFFLOAD_ENV);
+
+	if (!v || !*v || !strcmp(v, "on") || !strcmp(v, "1"))
+		return UDP_OFFLOAD_TX | UDP_OFFLOAD_RX;
+	if (!strcmp(v, "off") || !strcmp(v, "0"))
+		return 0;
+	if (!strcmp(v, "tx"))
+		return UDP_OFFLOAD_TX;
+	if (!strcmp(v, "rx"))
+		return UDP_OFFLOAD_RX;
+	fprintf(stderr, "transport udp: %s=%s: expected off, tx, rx or on; using on\n",
+		UDP_OFFLOAD_ENV, v);
+	return UDP_OFFLOAD_TX | UDP_OFFLOAD_RX;
+}
+
+/*
+ * Ask the socket for the offloads.  UDP_SEGMENT 0 sets no default
+ * segment size (each send gives its own in a cmsg); it only tells
+ * whether the kernel knows the option (4.18+).  UDP_GRO is 5.0+.
+ */
+static void offload_setup(struct udp_priv *u)
+{
+	int want = offload_wanted(), zero = 0, one = 1;
+
+	if ((want & UDP_OFFLOAD_TX) &&
+	    !setsockopt(u->fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof(zero)))
+		u->gso = true;
+	else if (want & UDP_OFFLOAD_TX)
+		fprintf(stderr, "transport udp: no UDP_SEGMENT (%s): one datagram per send\n",
+			strerror(errno));
+	if ((want & UDP_OFFLOAD_RX) &&
+	    !setsockopt(u->fd, SOL_UDP, UDP_GRO, &one, sizeof(one)))
+		u->gro = true;
+	else if (want & UDP_OFFLOAD_RX)
+		fprintf(stderr, "transport udp: no UDP_GRO (%s): one datagram per receive\n",
+			strerror(errno));
+}
+
 static void udp_close(struct transport *tp)
 {
 	struct udp_priv *u = tp->priv;
@@ -81,38 +94,19 @@ static void udp_close(struct transport *tp)
 	free(u->peers);
 	free(u->tx_slab);
 	free(u->tx_free);
+	free(u->tx_iov);
 	free(u->rx_slab);
+	free(u->rxb);
 	free(u);
 	tp->priv = NULL;
 }
 
-static int udp_open(struct transport *tp, const struct transport_config *cfg)
+static int bind_socket(struct transport *tp, const struct transport_config *cfg)
 {
 	const struct tly_addr *me = &cfg->addrs[cfg->self];
 	struct sockaddr_in sa = { .sin_family = AF_INET };
-	struct udp_priv *u;
-	uint32_t i;
+	struct udp_priv *u = tp->priv;
 	int err;
-
-	u = calloc(1, sizeof(*u));
-	if (!u)
-		return -ENOMEM;
-	tp->priv = u;
-	tp->full_frames = false;
-	u->fd = -1;
-	u->buf_size = cfg->mtu;
-	u->peers = calloc(TRANSPORT_MAX_NODES, sizeof(*u->peers));
-	u->tx_slab = calloc(UDP_TX_BUFS, u->buf_size);
-	u->tx_free = calloc(UDP_TX_BUFS, sizeof(*u->tx_free));
-	u->rx_slab = calloc(UDP_RX_BUFS, u->buf_size);
-	if (!u->peers || !u->tx_slab || !u->tx_free || !u->rx_slab) {
-		udp_close(tp);
-		return -ENOMEM;
-	}
-	for (i = 0; i < UDP_TX_BUFS; i++)
-		u->tx_free[i] = UDP_TX_BUFS - 1 - i;
-	u->n_tx_free = UDP_TX_BUFS;
-	peers_fill(u, cfg);
 
 	sa.sin_port = htons(me->port);
 	sa.sin_addr.s_addr = htonl(me->ip);
@@ -120,7 +114,6 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 				      &sa.sin_addr) != 1) {
 		fprintf(stderr, "transport udp: bad bind_ip '%s'\n",
 			cfg->bind_ip);
-		udp_close(tp);
 		return -EINVAL;
 	}
 	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -128,7 +121,6 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 		err = errno;
 		fprintf(stderr, "transport udp: bind %s:%u: %s\n",
 			inet_ntoa(sa.sin_addr), me->port, strerror(err));
-		udp_close(tp);
 		return -err;
 	}
 	u->bound = sa;
@@ -143,154 +135,48 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 	return 0;
 }
 
-static uint8_t *udp_tx_alloc(struct transport *tp, size_t len)
+static int udp_open(struct transport *tp, const struct transport_config *cfg)
 {
-	struct udp_priv *u = tp->priv;
+	struct udp_priv *u;
+	uint32_t i;
+	int err;
 
-	if (len > u->buf_size || !u->n_tx_free)
-		return NULL;
-	return u->tx_slab + (size_t)u->tx_free[--u->n_tx_free] * u->buf_size;
-}
-
-static void udp_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
-			size_t len)
-{
-	struct udp_priv *u = tp->priv;
-	uint32_t buf = (uint32_t)((size_t)(frame - u->tx_slab) / u->buf_size);
-	struct udp_txq_ent *e;
-
-	if (dst >= tp->cfg.n_nodes) {
-		tp->stats.tx_drops++;
-		u->tx_free[u->n_tx_free++] = buf;
-		return;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	tp->priv = u;
+	tp->full_frames = false;
+	u->fd = -1;
+	err = bind_socket(tp, cfg);
+	if (err) {
+		udp_close(tp);
+		return err;
 	}
-	/* never full: the queue has a slot for every buffer */
-	e = &u->txq[(u->txq_head + u->txq_n++) % UDP_TX_BUFS];
-	e->buf = buf;
-	e->len = (uint32_t)len;
-	e->dst = dst;
-}
-
-static void txq_pop(struct udp_priv *u, uint32_t n)
-{
-	while (n--) {
-		u->tx_free[u->n_tx_free++] = u->txq[u->txq_head].buf;
-		u->txq_head = (u->txq_head + 1) % UDP_TX_BUFS;
-		u->txq_n--;
+	offload_setup(u);
+	u->buf_size = cfg->mtu;
+	u->rx_nbufs = u->gro ? UDP_RX_GRO_BUFS : UDP_RX_BUFS;
+	u->rx_buf_size = u->gro ? UDP_RX_GRO_BUF_SIZE : u->buf_size;
+	u->peers = calloc(TRANSPORT_MAX_NODES, sizeof(*u->peers));
+	u->tx_slab = calloc(UDP_TX_BUFS, u->buf_size);
+	u->tx_free = calloc(UDP_TX_BUFS, sizeof(*u->tx_free));
+	u->tx_iov = calloc(UDP_TX_BUFS, sizeof(*u->tx_iov));
+	u->rx_slab = calloc(u->rx_nbufs, u->rx_buf_size);
+	u->rxb = calloc(u->rx_nbufs, sizeof(*u->rxb));
+	if (!u->peers || !u->tx_slab || !u->tx_free || !u->tx_iov ||
+	    !u->rx_slab || !u->rxb) {
+		udp_close(tp);
+		return -ENOMEM;
 	}
-}
-
-static int udp_tx_flush(struct transport *tp)
-{
-	struct udp_priv *u = tp->priv;
-	struct mmsghdr msg[UDP_MMSG_BATCH];
-	struct iovec iov[UDP_MMSG_BATCH];
-	int sent = 0, r, i, n;
-
-	while (u->txq_n) {
-		n = u->txq_n < UDP_MMSG_BATCH ? (int)u->txq_n : UDP_MMSG_BATCH;
-		for (i = 0; i < n; i++) {
-			struct udp_txq_ent *e =
-				&u->txq[(u->txq_head + i) % UDP_TX_BUFS];
-
-			iov[i].iov_base = u->tx_slab + (size_t)e->buf * u->buf_size;
-			iov[i].iov_len = e->len;
-			memset(&msg[i], 0, sizeof(msg[i]));
-			msg[i].msg_hdr.msg_name = &u->peers[e->dst];
-			msg[i].msg_hdr.msg_namelen = sizeof(u->peers[0]);
-			msg[i].msg_hdr.msg_iov = &iov[i];
-			msg[i].msg_hdr.msg_iovlen = 1;
-		}
-		r = sendmmsg(u->fd, msg, (unsigned int)n, 0);
-		if (r < 0) {
-			if (errno == EAGAIN || errno == ENOBUFS ||
-			    errno == EINTR)
-				break;	/* keep them: back-pressure */
-			/* this frame cannot go (unreachable...): drop it */
-			tp->stats.tx_drops++;
-			txq_pop(u, 1);
-			continue;
-		}
-		for (i = 0; i < r; i++) {
-			tp->stats.tx_pkts++;
-			tp->stats.tx_bytes += msg[i].msg_len;
-		}
-		txq_pop(u, (uint32_t)r);
-		sent += r;
-		/* r < n: the next call reports why (and breaks on EAGAIN) */
-	}
-	return sent;
-}
-
-static int udp_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
-{
-	struct udp_priv *u = tp->priv;
-	uint32_t room = UDP_RX_BUFS - (u->rx_head - u->rx_tail);
-	struct mmsghdr msg[TRANSPORT_RX_BURST];
-	struct iovec iov[TRANSPORT_RX_BURST];
-	int r, i, k = 0;
-
-	if (n > TRANSPORT_RX_BURST)
-		n = TRANSPORT_RX_BURST;
-	if ((uint32_t)n > room)
-		n = (int)room;
-	if (n <= 0)
-		return 0;
-	for (i = 0; i < n; i++) {
-		uint32_t b = (u->rx_head + i) % UDP_RX_BUFS;
-
-		iov[i].iov_base = u->rx_slab + (size_t)b * u->buf_size;
-		iov[i].iov_len = u->buf_size;
-		memset(&msg[i], 0, sizeof(msg[i]));
-		msg[i].msg_hdr.msg_iov = &iov[i];
-		msg[i].msg_hdr.msg_iovlen = 1;
-	}
-	r = recvmmsg(u->fd, msg, (unsigned int)n, MSG_DONTWAIT, NULL);
-	if (r <= 0)
-		return 0;
-	for (i = 0; i < r; i++) {
-		uint32_t b = u->rx_head++ % UDP_RX_BUFS;
-
-		if (msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
-			/* longer than any frame we accept */
-			tp->stats.rx_drops++;
-			u->rx_done[b] = true;
-			continue;
-		}
-		u->rx_done[b] = false;
-		rx[k].data = iov[i].iov_base;
-		rx[k].len = msg[i].msg_len;
-		rx[k].cookie = (void *)(uintptr_t)b;
-		tp->stats.rx_pkts++;
-		tp->stats.rx_bytes += msg[i].msg_len;
-		k++;
-	}
-	/* truncated frames at the tail are free already */
-	while (u->rx_tail != u->rx_head && u->rx_done[u->rx_tail % UDP_RX_BUFS])
-		u->rx_tail++;
-	return k;
-}
-
-static void udp_rx_release(struct transport *tp, struct transport_rx *rx,
-			   int n)
-{
-	struct udp_priv *u = tp->priv;
-	int i;
-
-	for (i = 0; i < n; i++)
-		u->rx_done[(uintptr_t)rx[i].cookie] = true;
-	while (u->rx_tail != u->rx_head && u->rx_done[u->rx_tail % UDP_RX_BUFS])
-		u->rx_tail++;
+	for (i = 0; i < UDP_TX_BUFS; i++)
+		u->tx_free[i] = UDP_TX_BUFS - 1 - i;
+	u->n_tx_free = UDP_TX_BUFS;
+	peers_fill(u, cfg);
+	return 0;
 }
 
 static int udp_wait_fd(struct transport *tp)
 {
 	return ((struct udp_priv *)tp->priv)->fd;
-}
-
-static int udp_tx_pending(struct transport *tp)
-{
-	return (int)((struct udp_priv *)tp->priv)->txq_n;
 }
 
 static int udp_set_nodes(struct transport *tp)

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_udp_netns.c - the UDP transport's offloads through a real device:
+ * a veth pair between two network namespaces (10.97.0.1 and .2).  Needs
+ * root (suite 'integration').
+ *
+ * One process: each transport is opened while the thread is in its
+ * namespace (a socket stays in the namespace it was made in), then the
+ * thread returns to its own.  Checked:
+ *   - runs of mixed lengths both ways arrive exactly (order, length,
+ *     every byte), for each pairing of an offloading and a plain side;
+ *     with both offloading the runs cross veth as GSO packets and arrive
+ *     coalesced;
+ *   - a route whose MTU is below the frames (veth MTU 1000, frames of
+ *     1200): the kernel refuses GSO (EINVAL), the run goes out one by one
+ *     (IP fragments), GSO is turned off for the socket, nothing is lost.
+ * The namespaces are deleted in teardown, at exit and on SIGTERM/SIGINT.
+ */
+#include <fcntl.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dataplane/transport/transport.h"
+#include "udp_frames.h"
+
+static char ns_name[2][64], if_name[2][16];
+static bool ns_made;
+static int ns_fd[2] = { -1, -1 }, home_fd = -1;
+static struct tly_addr addrs[2] = {
+	{ { 0 }, 0x0a610001, 47101 },
+	{ { 0 }, 0x0a610002, 47102 },
+};
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static void ns_delete(void)
+{
+	int i;
+
+	if (!ns_made)
+		return;
+	for (i = 0; i < 2; i++) {
+		if (ns_fd[i] >= 0)
+			close(ns_fd[i]);
+		ns_fd[i] = -1;
+		/* deleting a namespace destroys the veth end inside it */
+		sh("ip netns del %s 2>/dev/null", ns_name[i]);
+	}
+	ns_made = false;
+}
+
+/* meson's timeout sends SIGTERM: the namespaces must go anyway */
+static void on_signal(int sig)
+{
+	ns_delete();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static int set_mtu(unsigned int mtu)
+{
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (sh("ip -n %s link set %s mtu %u", ns_name[i], if_name[i],
+		       mtu))
+			return -1;
+	return 0;
+}
+
+static int ns_setup(void **state)
+{
+	static const char *const side = "ab";
+	char path[128];
+	int i;
+
+	(void)state;
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_udp_netns: needs root (ip netns, veth)\n");
+		return -1;
+	}
+	for (i = 0; i < 2; i++) {
+		snprintf(ns_name[i], sizeof(ns_name[i]), "tally-un-%d-%c",
+			 (int)getpid(), side[i]);
+		snprintf(if_name[i], sizeof(if_name[i]), "un%c%d", side[i],
+			 (int)getpid() % 1000000);
+	}
+	atexit(ns_delete);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	ns_made = true;
+	if (sh("ip netns add %s", ns_name[0]) ||
+	    sh("ip netns add %s", ns_name[1]) ||
+	    sh("ip link add %s type veth peer name %s", if_name[0],
+	       if_name[1]))
+		goto fail;
+	for (i = 0; i < 2; i++) {
+		uint32_t ip = addrs[i].ip;
+
+		if (sh("ip link set %s netns %s", if_name[i], ns_name[i]) ||
+		    sh("ip -n %s addr add %u.%u.%u.%u/24 dev %s", ns_name[i],
+		       ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff,
+		       ip & 0xff, if_name[i]) ||
+		    sh("ip -n %s link set %s up", ns_name[i], if_name[i]))
+			goto fail;
+		snprintf(path, sizeof(path), "/var/run/netns/%s", ns_name[i]);
+		ns_fd[i] = open(path, O_RDONLY | O_CLOEXEC);
+		if (ns_fd[i] < 0)
+			goto fail;
+	}
+	home_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (home_fd < 0)
+		goto fail;
+	return 0;
+fail:
+	fprintf(stderr, "test_udp_netns: namespace/veth setup failed\n");
+	ns_delete();
+	return -1;
+}
+
+static int ns_teardown(void **state)
+{
+	(void)state;
+	ns_delete();
+	if (home_fd >= 0)
+		close(home_fd);
+	home_fd = -1;
+	return 0;
+}
+
+static struct transport *opened[4];
+static int n_opened;
+
+static int close_all(void **state)
+{
+	(void)state;
+	while (n_opened)
+		transport_close(opened[--n_opened]);
+	memset(&uf_mmsg, 0, sizeof(uf_mmsg));
+	return 0;
+}
+
+/* open node @self inside its namespace with TALLY_UDP_OFFLOAD=@mode */
+static void open_node(struct transport *tp, uint16_t self, const char *mode)
+{
+	struct transport_config c = {
+		.kind = "udp", .self = self, .n_nodes = 2, .addrs = addrs,
+		.mtu = 1500,
+	};
+	int ret;
+
+	setenv("TALLY_UDP_OFFLOAD", mode, 1);
+	assert_int_equal(setns(ns_fd[self], CLONE_NEWNET), 0);
+	ret = transport_open(tp, &c);
+	assert_int_equal(setns(home_fd, CLONE_NEWNET), 0);
+	unsetenv("TALLY_UDP_OFFLOAD");
+	assert_int_equal(ret, 0);
+	opened[n_opened++] = tp;
+}
+
+/* both ways, rounds of at least 200 frames in random runs */
+static void exchange(const char *mode_a, const char *mode_b)
+{
+	static struct transport a, b;
+	static struct uf_expect ea, eb;
+	uint64_t s = 7, bytes_ab = 0, bytes_ba = 0;
+	uint32_t round, n_ab = 0, n_ba = 0, q;
+
+	memset(&ea, 0, sizeof(ea));
+	memset(&eb, 0, sizeof(eb));
+	open_node(&a, 0, mode_a);
+	open_node(&b, 1, mode_b);
+	for (round = 0; round < 10; round++) {
+		q = uf_queue_random_runs(&a, 1, &eb, 200, 1472, &s, &bytes_ab);
+		assert_int_equal(transport_tx_flush(&a, transport_now_ns()),
+				 (int)q);
+		n_ab += q;
+		q = uf_queue_random_runs(&b, 0, &ea, 200, 1472, &s, &bytes_ba);
+		assert_int_equal(transport_tx_flush(&b, transport_now_ns()),
+				 (int)q);
+		n_ba += q;
+		uf_recv_expected(&b, &eb);
+		uf_recv_expected(&a, &ea);
+	}
+	uf_assert_no_more(&a);
+	uf_assert_no_more(&b);
+	assert_int_equal(a.stats.tx_pkts, n_ab);
+	assert_int_equal(a.stats.tx_bytes, bytes_ab);
+	assert_int_equal(b.stats.rx_pkts, n_ab);
+	assert_int_equal(b.stats.rx_bytes, bytes_ab);
+	assert_int_equal(b.stats.tx_pkts, n_ba);
+	assert_int_equal(a.stats.rx_pkts, n_ba);
+	assert_int_equal(a.stats.tx_drops + b.stats.tx_drops, 0);
+	assert_int_equal(a.stats.rx_drops + b.stats.rx_drops, 0);
+	if (!strcmp(mode_a, "on") && !strcmp(mode_b, "on")) {
+		assert_true(uf_mmsg.gso_msgs > 0);
+		assert_true(eb.contiguous > eb.n / 2);
+		assert_true(ea.contiguous > ea.n / 2);
+	}
+	if (!strcmp(mode_a, "off") && !strcmp(mode_b, "off"))
+		assert_int_equal(uf_mmsg.gso_tries, 0);
+}
+
+static void test_exchange_on_on(void **state)
+{
+	(void)state;
+	exchange("on", "on");
+}
+
+static void test_exchange_off_off(void **state)
+{
+	(void)state;
+	exchange("off", "off");
+}
+
+static void test_exchange_on_off(void **state)
+{
+	(void)state;
+	exchange("on", "off");
+}
+
+static void test_exchange_off_on(void **state)
+{
+	(void)state;
+	exchange("off", "on");
+}
+
+static void test_small_mtu_fallback(void **state)
+{
+	static struct transport a, b;
+	static struct uf_expect e;
+	uint32_t i;
+
+	(void)state;
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(set_mtu(1000), 0);
+	open_node(&a, 0, "on");
+	open_node(&b, 1, "on");
+	for (i = 0; i < 100; i++) {
+		e.len[e.n] = 1200;
+		uf_send(&a, 1, e.n++, 1200);
+	}
+	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 100);
+	assert_int_equal(uf_mmsg.gso_tries, 1);
+	assert_int_equal(uf_mmsg.gso_msgs, 0);
+	uf_recv_expected(&b, &e);
+	/* off for good on this socket */
+	for (i = 0; i < 50; i++) {
+		e.len[e.n] = 1200;
+		uf_send(&a, 1, e.n++, 1200);
+	}
+	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 50);
+	assert_int_equal(uf_mmsg.gso_tries, 1);
+	uf_recv_expected(&b, &e);
+	uf_assert_no_more(&b);
+	assert_int_equal(a.stats.tx_drops, 0);
+	assert_int_equal(b.stats.rx_pkts, 150);
+	assert_int_equal(set_mtu(1500), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_exchange_on_on, close_all),
+		cmocka_unit_test_teardown(test_exchange_off_off, close_all),
+		cmocka_unit_test_teardown(test_exchange_on_off, close_all),
+		cmocka_unit_test_teardown(test_exchange_off_on, close_all),
+		cmocka_unit_test_teardown(test_small_mtu_fallback, close_all),
+	};
+
+	return cmocka_run_group_tests(tests, ns_setup, ns_teardown);
+}
