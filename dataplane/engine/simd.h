@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include "dataplane/engine/wire.h"	/* tly_be32() */
+
 /* not under ASan or TSan: the ifunc resolver runs before the sanitizer's
  * run time is set up, and its instrumented prologue crashes there */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
@@ -23,15 +25,5 @@
 
 typedef uint32_t tly_u32_una __attribute__((aligned(1), may_alias));
 typedef int32_t tly_i32_una __attribute__((aligned(1), may_alias));
-
-/* network <-> host order of one 32-bit word (its own inverse) */
-static inline uint32_t tly_be32(uint32_t v)
-{
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	return __builtin_bswap32(v);
-#else
-	return v;
-#endif
-}
 
 #endif /* TALLY_DATAPLANE_ENGINE_SIMD_H */
