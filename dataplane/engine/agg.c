@@ -14,33 +14,42 @@
 
 enum slot_state { SLOT_FREE = 0, SLOT_AGG, SLOT_DONE };
 
+/* 64 bytes; what every DATA reads comes first */
 struct agg_slot {
+	uint64_t key;		/* tly_chunk_key() of the chunk held */
 	uint64_t contrib;	/* workers whose contribution is in the sum */
-	uint64_t confirmed;	/* DONE: workers that confirmed the result */
-	uint64_t t_last;	/* AGG: last contribution; DONE: next probe */
-	uint32_t tensor;
-	uint16_t chunk;
 	uint16_t count;
-	uint16_t slot;		/* the chunk's primary slot index */
 	uint8_t state;
 	uint8_t mode;		/* TLY_F_EXP / TLY_F_INT */
-	uint8_t dscp;
-	uint8_t probes;
 	int8_t shift;
+	uint8_t dscp;
 	uint8_t fallback;
+	uint8_t probes;
+	uint64_t t_last;	/* AGG: last contribution; DONE: next probe */
+	uint64_t confirmed;	/* DONE: workers that confirmed the result */
+	uint16_t slot;		/* the chunk's primary slot index */
+	uint8_t has_done;
 	/* the chunk this entry last completed and freed (a tombstone),
 	 * believed for tombstone_ns after done_ns */
 	uint64_t done_ns;
-	uint32_t done_tensor;
-	uint16_t done_chunk;
-	uint8_t done_exp;
-	uint8_t has_done;
+	uint64_t done_key;
+};
+
+/* the payload loops, picked once for the CPU (agg_kernels()) */
+struct sum_kernels {
+	void (*copy)(uint32_t *restrict sum, const uint8_t *pl, size_t k);
+	void (*add)(uint32_t *restrict sum, const uint8_t *pl, size_t k);
+	void (*max)(uint32_t *restrict sum, const uint8_t *pl, size_t k);
+	void (*emit)(uint8_t *restrict pl, const uint32_t *sum, size_t k);
 };
 
 struct tly_agg {
 	struct tly_agg_cfg cfg;
 	struct tly_wire_limits lim;
+	struct tly_data_rx fast;	/* DATA frames of this job */
+	struct sum_kernels kern;
 	struct tly_counters c;
+	uint64_t fb_magic;	/* n_fallback's reciprocal (fb_mod()) */
 	uint64_t all;		/* bitmap of every worker */
 	uint32_t n_total;	/* primary + fallback */
 	uint32_t fb_used;
@@ -50,6 +59,156 @@ struct tly_agg {
 	uint32_t *sums;		/* n_total * k words, host order */
 };
 
+/*
+ * The payload loops.  Portable ones the compiler vectorises for the
+ * baseline; on x86-64 with AVX2, explicit ones: a 32-byte load, one
+ * vpshufb for the byte swap of 8 words, the add (or max) with the sum in
+ * memory, a store, 4 of those per loop turn.
+ */
+static void sum_copy(uint32_t *restrict sum, const uint8_t *pl, size_t k)
+{
+	const tly_u32_una *w = (const tly_u32_una *)pl;
+	size_t i;
+
+	for (i = 0; i < k; i++)
+		sum[i] = tly_be32(w[i]);
+}
+
+static void sum_add(uint32_t *restrict sum, const uint8_t *pl, size_t k)
+{
+	const tly_u32_una *w = (const tly_u32_una *)pl;
+	size_t i;
+
+	for (i = 0; i < k; i++)
+		sum[i] += tly_be32(w[i]);	/* wraps: exact int32 mode */
+}
+
+static void sum_max(uint32_t *restrict sum, const uint8_t *pl, size_t k)
+{
+	const tly_u32_una *w = (const tly_u32_una *)pl;
+	size_t i;
+
+	for (i = 0; i < k; i++) {
+		int32_t v = (int32_t)tly_be32(w[i]), m = (int32_t)sum[i];
+
+		sum[i] = (uint32_t)(v > m ? v : m);
+	}
+}
+
+static void sum_emit(uint8_t *restrict pl, const uint32_t *sum, size_t k)
+{
+	tly_u32_una *w = (tly_u32_una *)pl;
+	size_t i;
+
+	for (i = 0; i < k; i++)
+		w[i] = tly_be32(sum[i]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2")))
+
+static AVX2 inline __m256i be_swap8(__m256i v)
+{
+	const __m256i swap = _mm256_setr_epi8(
+		3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
+		3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+
+	return _mm256_shuffle_epi8(v, swap);
+}
+
+static AVX2 inline __m256i ld8(const void *p)
+{
+	return _mm256_loadu_si256((const __m256i *)p);
+}
+
+static AVX2 inline void st8(void *p, __m256i v)
+{
+	_mm256_storeu_si256((__m256i *)p, v);
+}
+
+/* OP(s, v): the new sum of 8 lanes from the old and the swapped payload */
+#define AVX2_LOOP(name, OP, scalar)					\
+static AVX2 void name(uint32_t *restrict sum, const uint8_t *pl,	\
+		      size_t k)						\
+{									\
+	size_t i = 0;							\
+									\
+	for (; i + 32 <= k; i += 32) {					\
+		__m256i v0 = be_swap8(ld8(pl + 4 * i));			\
+		__m256i v1 = be_swap8(ld8(pl + 4 * i + 32));		\
+		__m256i v2 = be_swap8(ld8(pl + 4 * i + 64));		\
+		__m256i v3 = be_swap8(ld8(pl + 4 * i + 96));		\
+									\
+		st8(sum + i, OP(ld8(sum + i), v0));			\
+		st8(sum + i + 8, OP(ld8(sum + i + 8), v1));		\
+		st8(sum + i + 16, OP(ld8(sum + i + 16), v2));		\
+		st8(sum + i + 24, OP(ld8(sum + i + 24), v3));		\
+	}								\
+	for (; i + 8 <= k; i += 8)					\
+		st8(sum + i, OP(ld8(sum + i), be_swap8(ld8(pl + 4 * i)))); \
+	if (i < k)							\
+		scalar(sum + i, pl + 4 * i, k - i);			\
+}
+
+#define OP_COPY(s, v)	(v)
+#define OP_ADD(s, v)	_mm256_add_epi32(s, v)
+#define OP_MAX(s, v)	_mm256_max_epi32(s, v)
+
+AVX2_LOOP(sum_copy_avx2, OP_COPY, sum_copy)
+AVX2_LOOP(sum_add_avx2, OP_ADD, sum_add)
+AVX2_LOOP(sum_max_avx2, OP_MAX, sum_max)
+
+static AVX2 void sum_emit_avx2(uint8_t *restrict pl, const uint32_t *sum,
+			       size_t k)
+{
+	size_t i = 0;
+
+	for (; i + 32 <= k; i += 32) {
+		st8(pl + 4 * i, be_swap8(ld8(sum + i)));
+		st8(pl + 4 * i + 32, be_swap8(ld8(sum + i + 8)));
+		st8(pl + 4 * i + 64, be_swap8(ld8(sum + i + 16)));
+		st8(pl + 4 * i + 96, be_swap8(ld8(sum + i + 24)));
+	}
+	for (; i + 8 <= k; i += 8)
+		st8(pl + 4 * i, be_swap8(ld8(sum + i)));
+	if (i < k)
+		sum_emit(pl + 4 * i, sum + i, k - i);
+}
+#endif
+
+static struct sum_kernels agg_kernels(int portable)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (!portable && __builtin_cpu_supports("avx2"))
+		return (struct sum_kernels){
+			.copy = sum_copy_avx2, .add = sum_add_avx2,
+			.max = sum_max_avx2, .emit = sum_emit_avx2,
+		};
+#endif
+	(void)portable;
+	return (struct sum_kernels){
+		.copy = sum_copy, .add = sum_add, .max = sum_max,
+		.emit = sum_emit,
+	};
+}
+
+#ifdef __SIZEOF_INT128__
+/* x % n without a divide (Lemire's fastmod, exact for 32-bit x and n) */
+static inline uint32_t fb_mod(const struct tly_agg *a, uint32_t x)
+{
+	uint64_t low = a->fb_magic * x;
+
+	return (uint32_t)(((unsigned __int128)low * a->cfg.n_fallback) >> 64);
+}
+#else
+static inline uint32_t fb_mod(const struct tly_agg *a, uint32_t x)
+{
+	return x % a->cfg.n_fallback;
+}
+#endif
+
 struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 {
 	struct tly_agg *a;
@@ -57,7 +216,8 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 
 	if (!cfg->n_workers || cfg->n_workers > TLY_MAX_WORKERS ||
 	    cfg->k < TLY_K_MIN || cfg->k > TLY_K_MAX || !cfg->n_slots ||
-	    cfg->n_slots > 0x10000 || !cfg->ops.alloc || !cfg->ops.send ||
+	    cfg->n_slots > TLY_MAX_SLOTS || !cfg->ops.alloc ||
+	    !cfg->ops.send ||
 	    (cfg->net.addrs && cfg->self >= cfg->net.n_nodes))
 		return NULL;
 	a = calloc(1, sizeof(*a));
@@ -73,15 +233,21 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 		.n_ranks = cfg->n_workers,
 		.n_slots = cfg->n_slots, .n_hops = 0,
 	};
+	tly_data_rx_init(&a->fast, &a->lim, cfg->net.addrs != NULL,
+			 cfg->net.port);
+	a->kern = agg_kernels(cfg->portable_loops);
+	if (cfg->n_fallback)
+		a->fb_magic = UINT64_MAX / cfg->n_fallback + 1;
 	a->all = cfg->n_workers == 64 ? ~0ull : (1ull << cfg->n_workers) - 1;
 	a->n_total = cfg->n_slots + cfg->n_fallback;
-	a->slots = calloc(a->n_total, sizeof(*a->slots));
+	a->slots = aligned_alloc(64, (size_t)a->n_total * sizeof(*a->slots));
 	words = (size_t)a->n_total * cfg->k;
 	a->sums = aligned_alloc(64, (words * 4 + 63) & ~(size_t)63);
 	if (!a->slots || !a->sums) {
 		tly_agg_destroy(a);
 		return NULL;
 	}
+	memset(a->slots, 0, (size_t)a->n_total * sizeof(*a->slots));
 	memset(a->sums, 0, words * 4);
 	return a;
 }
@@ -110,11 +276,23 @@ static inline uint32_t *slot_sum(struct tly_agg *a, uint32_t idx)
 	return a->sums + (size_t)idx * a->cfg.k;
 }
 
-static inline int slot_is(const struct agg_slot *s, const struct tly_hdr *h)
+/* the key (tensor, chunk, EXP) and its hash, computed once per packet */
+struct chunk_id {
+	uint64_t key;
+	uint64_t hash;
+};
+
+static inline struct chunk_id chunk_id_of(uint32_t tensor, uint16_t chunk,
+					  uint8_t exp)
 {
-	return s->state != SLOT_FREE && s->tensor == h->tensor &&
-	       s->chunk == h->chunk &&
-	       (s->mode & TLY_F_EXP) == (h->flags & TLY_F_EXP);
+	uint64_t key = tly_chunk_key(tensor, chunk, exp);
+
+	return (struct chunk_id){ .key = key, .hash = tly_key_hash(key) };
+}
+
+static inline int slot_is(const struct agg_slot *s, uint64_t key)
+{
+	return s->state != SLOT_FREE && s->key == key;
 }
 
 static inline int slot_evictable(const struct tly_agg *a,
@@ -124,26 +302,35 @@ static inline int slot_evictable(const struct tly_agg *a,
 	       (s->state == SLOT_AGG && now - s->t_last >= a->cfg.evict_ns);
 }
 
-static uint32_t fb_base(const struct tly_agg *a, const struct tly_hdr *h)
+/* where the chunk's fallback probes start (hash2 % n_fallback) */
+static inline uint32_t fb_base(const struct tly_agg *a, uint64_t hash)
 {
-	uint64_t x = tly_chunk_hash(h->tensor, h->chunk,
-				    !!(h->flags & TLY_F_EXP));
+	return fb_mod(a, (uint32_t)(hash >> 40));
+}
 
-	return (uint32_t)((x >> 40) % a->cfg.n_fallback);
+/* the i-th fallback entry from @base (i < n_fallback) */
+static inline uint32_t fb_entry(const struct tly_agg *a, uint32_t base,
+				uint32_t i)
+{
+	uint32_t j = base + i;
+
+	if (j >= a->cfg.n_fallback)
+		j -= a->cfg.n_fallback;
+	return a->cfg.n_slots + j;
 }
 
 /* the fallback entry holding this chunk, or -1 */
-static int64_t fb_find(const struct tly_agg *a, const struct tly_hdr *h)
+static int64_t fb_find(const struct tly_agg *a, const struct chunk_id *id)
 {
 	uint32_t base, i;
 
 	if (!a->fb_used)
 		return -1;
-	base = fb_base(a, h);
+	base = fb_base(a, id->hash);
 	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++) {
-		uint32_t idx = a->cfg.n_slots + (base + i) % a->cfg.n_fallback;
+		uint32_t idx = fb_entry(a, base, i);
 
-		if (slot_is(&a->slots[idx], h))
+		if (slot_is(&a->slots[idx], id->key))
 			return idx;
 	}
 	return -1;
@@ -154,9 +341,7 @@ static void slot_release(struct tly_agg *a, struct agg_slot *s,
 {
 	if (s->state == SLOT_DONE) {
 		s->done_ns = now;
-		s->done_tensor = s->tensor;
-		s->done_chunk = s->chunk;
-		s->done_exp = !!(s->mode & TLY_F_EXP);
+		s->done_key = s->key;
 		s->has_done = 1;
 	}
 	if (s->state != SLOT_FREE) {
@@ -168,7 +353,7 @@ static void slot_release(struct tly_agg *a, struct agg_slot *s,
 }
 
 static void slot_claim(struct tly_agg *a, uint32_t idx,
-		       const struct tly_hdr *h, uint64_t now)
+		       const struct tly_hdr *h, uint64_t key, uint64_t now)
 {
 	struct agg_slot *s = &a->slots[idx];
 
@@ -176,8 +361,7 @@ static void slot_claim(struct tly_agg *a, uint32_t idx,
 		a->c.evictions++;
 	slot_release(a, s, now);
 	s->state = SLOT_AGG;
-	s->tensor = h->tensor;
-	s->chunk = h->chunk;
+	s->key = key;
 	s->slot = h->slot;
 	s->mode = h->flags & (TLY_F_EXP | TLY_F_INT);
 	s->shift = h->shift;
@@ -200,13 +384,11 @@ static void slot_claim(struct tly_agg *a, uint32_t idx,
  * its contributions are dropped and retransmitted.
  */
 static inline int slot_finished(const struct tly_agg *a,
-				 const struct agg_slot *s,
-				 const struct tly_hdr *h, uint64_t now)
+				 const struct agg_slot *s, uint64_t key,
+				 uint64_t now)
 {
 	return s->has_done && now - s->done_ns < a->cfg.tombstone_ns &&
-	       s->done_tensor == h->tensor &&
-	       s->done_chunk == h->chunk &&
-	       s->done_exp == !!(h->flags & TLY_F_EXP);
+	       s->done_key == key;
 }
 
 /*
@@ -215,101 +397,55 @@ static inline int slot_finished(const struct tly_agg *a,
  * nobody waits for it.  Looks at the entries the chunk may have used.
  */
 static int chunk_finished(const struct tly_agg *a, const struct tly_hdr *h,
-			  uint64_t now)
+			  const struct chunk_id *id, uint64_t now)
 {
 	uint32_t base, i;
 
-	if (slot_finished(a, &a->slots[h->slot], h, now))
+	if (slot_finished(a, &a->slots[h->slot], id->key, now))
 		return 1;
 	if (!a->cfg.n_fallback)
 		return 0;
-	base = fb_base(a, h);
+	base = fb_base(a, id->hash);
 	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++)
-		if (slot_finished(a, &a->slots[a->cfg.n_slots +
-				  (base + i) % a->cfg.n_fallback], h, now))
+		if (slot_finished(a, &a->slots[fb_entry(a, base, i)], id->key,
+				  now))
 			return 1;
 	return 0;
 }
 
 /*
- * Where a contribution goes: its primary slot if that holds the chunk, the
- * fallback entry holding it, a free (or evictable) primary slot, a free
- * fallback entry; -1 if none (BUSY), -2 for a stray of a finished chunk.
- * At most 3 * FB_PROBES + 1 entries seen.
+ * Where a contribution goes whose primary slot does not hold its chunk:
+ * the fallback entry holding it, a free (or evictable) primary slot, a
+ * free fallback entry; -1 if none (BUSY), -2 for a stray of a finished
+ * chunk.  At most 3 * FB_PROBES + 1 entries seen.
  */
-static int64_t slot_for_data(struct tly_agg *a, const struct tly_hdr *h,
-			     uint64_t now)
+static int64_t slot_for_new(struct tly_agg *a, const struct tly_hdr *h,
+			    const struct chunk_id *id, uint64_t now)
 {
-	struct agg_slot *s = &a->slots[h->slot];
 	int64_t idx;
 	uint32_t base, i;
 
-	if (slot_is(s, h))
-		return h->slot;
-	idx = fb_find(a, h);
+	idx = fb_find(a, id);
 	if (idx >= 0)
 		return idx;
-	if (chunk_finished(a, h, now))
+	if (chunk_finished(a, h, id, now))
 		return -2;
-	if (slot_evictable(a, s, now)) {
-		slot_claim(a, h->slot, h, now);
+	if (slot_evictable(a, &a->slots[h->slot], now)) {
+		slot_claim(a, h->slot, h, id->key, now);
 		return h->slot;
 	}
 	if (!a->cfg.n_fallback)
 		return -1;
-	base = fb_base(a, h);
+	base = fb_base(a, id->hash);
 	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++) {
-		uint32_t j = a->cfg.n_slots + (base + i) % a->cfg.n_fallback;
+		uint32_t j = fb_entry(a, base, i);
 
 		if (slot_evictable(a, &a->slots[j], now)) {
-			slot_claim(a, j, h, now);
+			slot_claim(a, j, h, id->key, now);
 			return j;
 		}
 	}
 	return -1;
-}
-
-static TLY_HOT void sum_copy(uint32_t *restrict sum, const uint8_t *pl,
-			     size_t k)
-{
-	const tly_u32_una *w = (const tly_u32_una *)pl;
-	size_t i;
-
-	for (i = 0; i < k; i++)
-		sum[i] = tly_be32(w[i]);
-}
-
-static TLY_HOT void sum_add(uint32_t *restrict sum, const uint8_t *pl,
-			    size_t k)
-{
-	const tly_u32_una *w = (const tly_u32_una *)pl;
-	size_t i;
-
-	for (i = 0; i < k; i++)
-		sum[i] += tly_be32(w[i]);	/* wraps: exact int32 mode */
-}
-
-static TLY_HOT void sum_max(uint32_t *restrict sum, const uint8_t *pl,
-			    size_t k)
-{
-	const tly_u32_una *w = (const tly_u32_una *)pl;
-	size_t i;
-
-	for (i = 0; i < k; i++) {
-		int32_t v = (int32_t)tly_be32(w[i]), m = (int32_t)sum[i];
-
-		sum[i] = (uint32_t)(v > m ? v : m);
-	}
-}
-
-static TLY_HOT void sum_emit(uint8_t *restrict pl, const uint32_t *sum,
-			     size_t k)
-{
-	tly_u32_una *w = (tly_u32_una *)pl;
-	size_t i;
-
-	for (i = 0; i < k; i++)
-		w[i] = tly_be32(sum[i]);
 }
 
 static void hdr_for_slot(struct tly_hdr *h, const struct agg_slot *s,
@@ -317,7 +453,8 @@ static void hdr_for_slot(struct tly_hdr *h, const struct agg_slot *s,
 {
 	*h = (struct tly_hdr){
 		.type = type, .flags = s->mode, .rank = rank,
-		.slot = s->slot, .tensor = s->tensor, .chunk = s->chunk,
+		.slot = s->slot, .tensor = (uint32_t)(s->key >> 32),
+		.chunk = (uint16_t)(s->key >> 1),
 	};
 	if (s->fallback)
 		h->flags |= TLY_F_FALLBACK;
@@ -362,7 +499,7 @@ static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 	h.cookie = a->cfg.cookie;
 	h.shift = s->shift;
 	tly_hdr_write(o->pkt, &h);
-	sum_emit(o->pkt + TLY_HDR_LEN, slot_sum(a, idx), a->cfg.k);
+	a->kern.emit(o->pkt + TLY_HDR_LEN, slot_sum(a, idx), a->cfg.k);
 	return 0;
 }
 
@@ -413,23 +550,26 @@ static void result_to_all(struct tly_agg *a, uint32_t idx)
 }
 
 static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
-		     const uint8_t *pkt, uint8_t dscp, uint64_t now)
+		     const struct chunk_id *id, const uint8_t *pl,
+		     uint8_t dscp, uint64_t now)
 {
 	uint64_t bit = 1ull << h->rank;
-	const uint8_t *pl = pkt + TLY_HDR_LEN;
-	struct agg_slot *s;
-	int64_t idx;
+	struct agg_slot *s = &a->slots[h->slot];
+	uint32_t *sum;
+	int64_t idx = h->slot;
 
-	idx = slot_for_data(a, h, now);
-	if (idx == -2) {
-		a->c.drops[TLY_E_STALE]++;
-		return;
+	if (__builtin_expect(!slot_is(s, id->key), 0)) {
+		idx = slot_for_new(a, h, id, now);
+		if (idx == -2) {
+			a->c.drops[TLY_E_STALE]++;
+			return;
+		}
+		if (idx < 0) {
+			agg_reply(a, h, TLY_T_BUSY, dscp, 0);
+			return;
+		}
+		s = &a->slots[idx];
 	}
-	if (idx < 0) {
-		agg_reply(a, h, TLY_T_BUSY, dscp, 0);
-		return;
-	}
-	s = &a->slots[idx];
 	if (s->state == SLOT_DONE) {
 		/* late or duplicate: the sender has not seen the result */
 		a->c.dups++;
@@ -448,12 +588,13 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 			agg_reply(a, h, TLY_T_ACK, dscp, s->fallback);
 		return;
 	}
+	sum = slot_sum(a, (uint32_t)idx);
 	if (!s->count)
-		sum_copy(slot_sum(a, idx), pl, a->cfg.k);
+		a->kern.copy(sum, pl, a->cfg.k);
 	else if (s->mode & TLY_F_EXP)
-		sum_max(slot_sum(a, idx), pl, a->cfg.k);
+		a->kern.max(sum, pl, a->cfg.k);
 	else
-		sum_add(slot_sum(a, idx), pl, a->cfg.k);
+		a->kern.add(sum, pl, a->cfg.k);
 	s->contrib |= bit;
 	s->count++;
 	s->t_last = now;
@@ -474,14 +615,12 @@ static void agg_confirm_one(struct tly_agg *a, uint32_t tensor,
 			    uint16_t chunk, uint8_t exp, uint64_t bit,
 			    uint64_t now)
 {
-	struct tly_hdr h = {
-		.tensor = tensor, .chunk = chunk, .flags = exp ? TLY_F_EXP : 0,
-	};
+	struct chunk_id id = chunk_id_of(tensor, chunk, exp);
+	uint32_t slot = tly_hash_range((uint32_t)id.hash, a->cfg.n_slots);
 	struct agg_slot *s;
 	int64_t idx;
 
-	h.slot = (uint16_t)tly_slot_of(tensor, chunk, exp, a->cfg.n_slots);
-	idx = slot_is(&a->slots[h.slot], &h) ? h.slot : fb_find(a, &h);
+	idx = slot_is(&a->slots[slot], id.key) ? slot : fb_find(a, &id);
 	if (idx < 0)
 		return;
 	s = &a->slots[idx];
@@ -502,9 +641,8 @@ static void agg_confirm(struct tly_agg *a, const struct tly_hdr *h,
 	unsigned int i, j;
 
 	for (i = 0; i < h->aux; i++, p += 8) {
-		uint32_t tensor = ((uint32_t)p[0] << 24) | (p[1] << 16) |
-				  (p[2] << 8) | p[3];
-		uint16_t first = (uint16_t)((p[4] << 8) | p[5]);
+		uint32_t tensor = tly_get32(p);
+		uint16_t first = tly_get16(p + 4);
 		uint8_t exp = p[6] >> 7;
 		unsigned int count = p[7] + 1u;
 
@@ -514,11 +652,13 @@ static void agg_confirm(struct tly_agg *a, const struct tly_hdr *h,
 	}
 }
 
-void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
-		uint64_t now)
+/* any frame: not DATA of this job, or a DATA the fast check refused */
+static void agg_rx_general(struct tly_agg *a, const uint8_t *frame,
+			   size_t len, uint64_t now)
 {
 	const uint8_t *pkt;
 	struct tly_hdr h;
+	struct chunk_id id;
 	uint8_t dscp;
 
 	if (tly_frame_rx(&a->cfg.net, &a->lim, frame, len, &h, &pkt, &dscp,
@@ -526,7 +666,8 @@ void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
 		return;
 	switch (h.type) {
 	case TLY_T_DATA:
-		agg_data(a, &h, pkt, dscp, now);
+		id = chunk_id_of(h.tensor, h.chunk, h.flags & TLY_F_EXP);
+		agg_data(a, &h, &id, pkt + TLY_HDR_LEN, dscp, now);
 		break;
 	case TLY_T_CONFIRM:
 		agg_confirm(a, &h, pkt, now);
@@ -534,6 +675,31 @@ void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
 	default:
 		a->c.drops[TLY_E_ROLE]++;
 	}
+}
+
+static inline void agg_rx_one(struct tly_agg *a, const uint8_t *frame,
+			      size_t len, uint64_t now)
+{
+	struct tly_hdr h;
+	struct chunk_id id;
+	uint8_t dscp;
+
+	if (__builtin_expect(!tly_data_rx(&a->fast, frame, len, &h, &id.hash,
+					  &dscp), 0)) {
+		agg_rx_general(a, frame, len, now);
+		return;
+	}
+	/* what tly_frame_rx() counts for an accepted frame */
+	a->c.rx_pkts++;
+	a->c.rx_bytes += TLY_HDR_LEN + 4u * a->cfg.k;
+	id.key = tly_chunk_key(h.tensor, h.chunk, h.flags & TLY_F_EXP);
+	agg_data(a, &h, &id, frame + a->fast.off + TLY_HDR_LEN, dscp, now);
+}
+
+void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
+		uint64_t now)
+{
+	agg_rx_one(a, frame, len, now);
 }
 
 void tly_agg_rx_burst(struct tly_agg *a, const uint8_t *const *frames,
@@ -547,7 +713,7 @@ void tly_agg_rx_burst(struct tly_agg *a, const uint8_t *const *frames,
 			__builtin_prefetch(frames[i + 2]);
 			__builtin_prefetch(frames[i + 2] + 64);
 		}
-		tly_agg_rx(a, frames[i], lens[i], now);
+		agg_rx_one(a, frames[i], lens[i], now);
 	}
 }
 

@@ -38,6 +38,8 @@ struct tly_agg_cfg {
 	uint64_t tombstone_ns;		/* a freed chunk's strays dropped
 					 * this long (0: 4 * evict_ns) */
 	uint32_t poll_budget;		/* slots visited per poll (0: 64) */
+	uint8_t portable_loops;		/* tests: the plain C payload loops
+					 * even where AVX2 is present */
 	struct tly_net net;
 	struct tly_tx_ops ops;
 };

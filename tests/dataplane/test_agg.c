@@ -565,6 +565,142 @@ static void test_64_workers_multicast(void **state)
 	tly_agg_destroy(a);
 }
 
+/*
+ * Every payload loop (the portable one and, where the CPU has it, the
+ * AVX2 one), at lengths that are not multiples of the vector widths, with
+ * and without the L2-L4 envelope: the RESULT is the exact wrapped sum
+ * (or the max in the exponent round) of random contributions.
+ */
+#define LANES_W 3
+
+static uint8_t lanes_tx[2][TLY_L2L4_LEN + TLY_HDR_LEN + 4 * TLY_K_MAX];
+static uint8_t lanes_res[sizeof(lanes_tx[0])];
+static size_t lanes_res_len;
+static unsigned int lanes_n_res;
+
+static uint8_t *lanes_alloc(void *ctx, size_t len)
+{
+	static unsigned int next;
+
+	(void)ctx;
+	assert_true(len <= sizeof(lanes_tx[0]));
+	return lanes_tx[next++ % 2];
+}
+
+static void lanes_send(void *ctx, uint16_t dst, uint8_t *f, size_t len)
+{
+	(void)ctx;
+	(void)dst;
+	(void)f;
+	(void)len;
+	fail_msg("only RESULTs, by multicast");
+}
+
+static void lanes_multicast(void *ctx, uint64_t mask, uint8_t *f,
+			    size_t len)
+{
+	(void)ctx;
+	assert_true(mask == (1u << LANES_W) - 1);
+	memcpy(lanes_res, f, len);
+	lanes_res_len = len;
+	lanes_n_res++;
+}
+
+static void lanes_case(uint16_t k, int portable, int l2, uint8_t flags,
+		       unsigned int seed)
+{
+	static struct tly_addr addrs[LANES_W + 1];
+	static uint8_t f[sizeof(lanes_tx[0])];
+	static uint32_t want[TLY_K_MAX];
+	struct tly_agg_cfg c = {
+		.job = JOB, .cookie = COOKIE, .k = k, .n_workers = LANES_W,
+		.self = LANES_W, .n_slots = 16, .n_fallback = 2,
+		.evict_ns = 1000, .probe_ns = 500, .portable_loops = portable,
+		.ops = { .alloc = lanes_alloc, .send = lanes_send,
+			 .multicast = lanes_multicast },
+	};
+	struct tly_wire_limits lim = {
+		.job = JOB, .cookie = COOKIE, .k = k, .n_ranks = LANES_W,
+		.n_slots = 16,
+	};
+	size_t off = l2 ? TLY_L2L4_LEN : 0, tl = TLY_HDR_LEN + 4u * k;
+	int exp = flags & TLY_F_EXP;
+	struct tly_agg *a;
+	struct tly_hdr h;
+	unsigned int i;
+	uint16_t w;
+
+	for (i = 0; i <= LANES_W; i++) {
+		addrs[i] = (struct tly_addr){ .mac = { 2, 0, 0, 0, 0, i },
+					      .ip = 0x0a000001u + i,
+					      .port = 9191 };
+	}
+	if (l2)
+		c.net = (struct tly_net){ .addrs = addrs,
+					  .n_nodes = LANES_W + 1,
+					  .port = 9191 };
+	a = tly_agg_create(&c);
+	assert_non_null(a);
+	srand(seed);
+	lanes_n_res = 0;
+	for (w = 0; w < LANES_W; w++) {
+		h = (struct tly_hdr){
+			.type = TLY_T_DATA, .flags = flags, .job = JOB,
+			.rank = w, .tensor = 77 + k, .chunk = 5,
+			.cookie = COOKIE,
+		};
+		h.slot = (uint16_t)tly_slot_of(h.tensor, h.chunk, !!exp, 16);
+		if (l2)
+			tly_l2l4_write(f, &addrs[w], &addrs[LANES_W], 0, tl);
+		tly_hdr_write(f + off, &h);
+		for (i = 0; i < k; i++) {
+			uint32_t v = (uint32_t)rand() * 2654435761u;
+
+			if (exp)	/* exponents: small, either sign */
+				v = (uint32_t)((int32_t)(v >> 24) - 128);
+			if (!w)
+				want[i] = v;
+			else if (exp)
+				want[i] = (int32_t)v > (int32_t)want[i] ?
+					  v : want[i];
+			else
+				want[i] += v;
+			tly_put32(f + off + TLY_HDR_LEN + 4 * i, v);
+		}
+		tly_agg_rx(a, f, off + tl, 0);
+	}
+	assert_int_equal(lanes_n_res, 1);
+	assert_int_equal(lanes_res_len, off + tl);
+	assert_int_equal(tly_hdr_parse(lanes_res + off, tl, &lim, &h),
+			 TLY_OK);
+	assert_int_equal(h.type, TLY_T_RESULT);
+	for (i = 0; i < k; i++)
+		assert_int_equal(tly_get32(lanes_res + off + TLY_HDR_LEN +
+					   4 * i), want[i]);
+	assert_int_equal(tly_agg_counters(a)->completions, 1);
+	tly_agg_destroy(a);
+}
+
+static void test_payload_loops_exact(void **state)
+{
+	static const uint16_t ks[] = {
+		8, 9, 13, 31, 32, 33, 40, 63, 255, 256, 257, 1000, 1024,
+	};
+	unsigned int i, seed = 1;
+	int portable, l2;
+
+	(void)state;
+	for (portable = 0; portable < 2; portable++)
+		for (l2 = 0; l2 < 2; l2++)
+			for (i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
+				lanes_case(ks[i], portable, l2, TLY_F_INT,
+					   seed++);
+				lanes_case(ks[i], portable, l2, 0, seed++);
+				lanes_case(ks[i], portable, l2, TLY_F_EXP,
+					   seed++);
+			}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -587,6 +723,7 @@ int main(void)
 		cmocka_unit_test(test_wrong_cookie_dropped_first),
 		cmocka_unit_test(test_previous_epoch_cookie_dropped),
 		cmocka_unit_test(test_64_workers_multicast),
+		cmocka_unit_test(test_payload_loops_exact),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
