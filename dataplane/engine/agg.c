@@ -41,6 +41,8 @@ struct sum_kernels {
 	void (*add)(uint32_t *restrict sum, const uint8_t *pl, size_t k);
 	void (*max)(uint32_t *restrict sum, const uint8_t *pl, size_t k);
 	void (*emit)(uint8_t *restrict pl, const uint32_t *sum, size_t k);
+	void (*add_emit)(uint32_t *restrict sum, const uint8_t *pl,
+			 uint8_t *restrict out, size_t k);
 };
 
 struct tly_agg {
@@ -48,6 +50,7 @@ struct tly_agg {
 	struct tly_wire_limits lim;
 	struct tly_data_rx fast;	/* DATA frames of this job */
 	struct sum_kernels kern;
+	struct tly_out_cache res_env;	/* the multicast RESULT's envelope */
 	struct tly_counters c;
 	uint64_t fb_magic;	/* n_fallback's reciprocal (fb_mod()) */
 	uint64_t all;		/* bitmap of every worker */
@@ -104,6 +107,20 @@ static void sum_emit(uint8_t *restrict pl, const uint32_t *sum, size_t k)
 		w[i] = tly_be32(sum[i]);
 }
 
+/* the last contribution: add, and write the RESULT's payload in the pass */
+static void sum_add_emit(uint32_t *restrict sum, const uint8_t *pl,
+			 uint8_t *restrict out, size_t k)
+{
+	const tly_u32_una *w = (const tly_u32_una *)pl;
+	tly_u32_una *o = (tly_u32_una *)out;
+	size_t i;
+
+	for (i = 0; i < k; i++) {
+		sum[i] += tly_be32(w[i]);
+		o[i] = tly_be32(sum[i]);
+	}
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
@@ -128,28 +145,38 @@ static AVX2 inline void st8(void *p, __m256i v)
 	_mm256_storeu_si256((__m256i *)p, v);
 }
 
-/* OP(s, v): the new sum of 8 lanes from the old and the swapped payload */
+/*
+ * 8 lanes at @j * 8: the new sum from the old one and the swapped payload
+ * (OP), stored; STEP_EMIT also stores it swapped into the RESULT.
+ */
+#define STEP(OP, j)							\
+	st8(sum + 8 * (j), OP(ld8(sum + 8 * (j)),			\
+			      be_swap8(ld8(pl + 32 * (j)))))
+#define STEP_EMIT(OP, j) do {						\
+	__m256i s_ = OP(ld8(sum + 8 * (j)), be_swap8(ld8(pl + 32 * (j)))); \
+									\
+	st8(sum + 8 * (j), s_);						\
+	st8(out + 32 * (j), be_swap8(s_));				\
+} while (0)
+#define STEP8(S, OP)							\
+	do {								\
+		S(OP, 0); S(OP, 1); S(OP, 2); S(OP, 3);			\
+		S(OP, 4); S(OP, 5); S(OP, 6); S(OP, 7);			\
+	} while (0)
+
+/* 64 lanes a turn, then 8, then the portable loop for the last k % 8 */
 #define AVX2_LOOP(name, OP, scalar)					\
 static AVX2 void name(uint32_t *restrict sum, const uint8_t *pl,	\
 		      size_t k)						\
 {									\
-	size_t i = 0;							\
+	const uint32_t *end = sum + (k & ~(size_t)63);			\
 									\
-	for (; i + 32 <= k; i += 32) {					\
-		__m256i v0 = be_swap8(ld8(pl + 4 * i));			\
-		__m256i v1 = be_swap8(ld8(pl + 4 * i + 32));		\
-		__m256i v2 = be_swap8(ld8(pl + 4 * i + 64));		\
-		__m256i v3 = be_swap8(ld8(pl + 4 * i + 96));		\
-									\
-		st8(sum + i, OP(ld8(sum + i), v0));			\
-		st8(sum + i + 8, OP(ld8(sum + i + 8), v1));		\
-		st8(sum + i + 16, OP(ld8(sum + i + 16), v2));		\
-		st8(sum + i + 24, OP(ld8(sum + i + 24), v3));		\
-	}								\
-	for (; i + 8 <= k; i += 8)					\
-		st8(sum + i, OP(ld8(sum + i), be_swap8(ld8(pl + 4 * i)))); \
-	if (i < k)							\
-		scalar(sum + i, pl + 4 * i, k - i);			\
+	for (; sum != end; sum += 64, pl += 256)			\
+		STEP8(STEP, OP);					\
+	for (end += k & 56; sum != end; sum += 8, pl += 32)		\
+		STEP(OP, 0);						\
+	if (k & 7)							\
+		scalar(sum, pl, k & 7);					\
 }
 
 #define OP_COPY(s, v)	(v)
@@ -160,21 +187,32 @@ AVX2_LOOP(sum_copy_avx2, OP_COPY, sum_copy)
 AVX2_LOOP(sum_add_avx2, OP_ADD, sum_add)
 AVX2_LOOP(sum_max_avx2, OP_MAX, sum_max)
 
-static AVX2 void sum_emit_avx2(uint8_t *restrict pl, const uint32_t *sum,
+static AVX2 void sum_add_emit_avx2(uint32_t *restrict sum, const uint8_t *pl,
+				   uint8_t *restrict out, size_t k)
+{
+	const uint32_t *end = sum + (k & ~(size_t)63);
+
+	for (; sum != end; sum += 64, pl += 256, out += 256)
+		STEP8(STEP_EMIT, OP_ADD);
+	for (end += k & 56; sum != end; sum += 8, pl += 32, out += 32)
+		STEP_EMIT(OP_ADD, 0);
+	if (k & 7)
+		sum_add_emit(sum, pl, out, k & 7);
+}
+
+static AVX2 void sum_emit_avx2(uint8_t *restrict out, const uint32_t *sum,
 			       size_t k)
 {
-	size_t i = 0;
+	const uint32_t *end = sum + (k & ~(size_t)63);
 
-	for (; i + 32 <= k; i += 32) {
-		st8(pl + 4 * i, be_swap8(ld8(sum + i)));
-		st8(pl + 4 * i + 32, be_swap8(ld8(sum + i + 8)));
-		st8(pl + 4 * i + 64, be_swap8(ld8(sum + i + 16)));
-		st8(pl + 4 * i + 96, be_swap8(ld8(sum + i + 24)));
-	}
-	for (; i + 8 <= k; i += 8)
-		st8(pl + 4 * i, be_swap8(ld8(sum + i)));
-	if (i < k)
-		sum_emit(pl + 4 * i, sum + i, k - i);
+#define EMIT(unused, j) st8(out + 32 * (j), be_swap8(ld8(sum + 8 * (j))))
+	for (; sum != end; sum += 64, out += 256)
+		STEP8(EMIT, 0);
+	for (end += k & 56; sum != end; sum += 8, out += 32)
+		EMIT(0, 0);
+#undef EMIT
+	if (k & 7)
+		sum_emit(out, sum, k & 7);
 }
 #endif
 
@@ -185,12 +223,13 @@ static struct sum_kernels agg_kernels(int portable)
 		return (struct sum_kernels){
 			.copy = sum_copy_avx2, .add = sum_add_avx2,
 			.max = sum_max_avx2, .emit = sum_emit_avx2,
+			.add_emit = sum_add_emit_avx2,
 		};
 #endif
 	(void)portable;
 	return (struct sum_kernels){
 		.copy = sum_copy, .add = sum_add, .max = sum_max,
-		.emit = sum_emit,
+		.emit = sum_emit, .add_emit = sum_add_emit,
 	};
 }
 
@@ -484,22 +523,44 @@ static void agg_reply(struct tly_agg *a, const struct tly_hdr *in,
 		a->c.busy++;
 }
 
+/*
+ * The RESULT of slot @idx to @rank.  @last, when not NULL, is the
+ * contribution that completes the slot, not yet added: it is added in the
+ * same pass that writes the payload, and added alone when no frame can be
+ * had (the slot keeps the whole sum for later probes).
+ */
 static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
-			uint8_t extra_flags, struct tly_out *o)
+			uint8_t extra_flags, const uint8_t *last,
+			struct tly_out *o)
 {
 	struct agg_slot *s = &a->slots[idx];
+	size_t tl = TLY_HDR_LEN + 4u * a->cfg.k;
 	struct tly_hdr h;
+	int r;
 
-	if (tly_out_begin(o, &a->cfg.ops, &a->cfg.net, &a->c, a->cfg.self,
-			  rank, s->dscp, TLY_HDR_LEN + 4u * a->cfg.k))
+	if (rank == 0)
+		r = tly_out_begin_cached(o, &a->cfg.ops, &a->cfg.net, &a->c,
+					 &a->res_env, a->cfg.self, 0, s->dscp,
+					 tl);
+	else
+		r = tly_out_begin(o, &a->cfg.ops, &a->cfg.net, &a->c,
+				  a->cfg.self, rank, s->dscp, tl);
+	if (r) {
+		if (last)
+			a->kern.add(slot_sum(a, idx), last, a->cfg.k);
 		return -1;
+	}
 	hdr_for_slot(&h, s, TLY_T_RESULT, rank);
 	h.flags |= extra_flags;
 	h.job = a->cfg.job;
 	h.cookie = a->cfg.cookie;
 	h.shift = s->shift;
 	tly_hdr_write(o->pkt, &h);
-	a->kern.emit(o->pkt + TLY_HDR_LEN, slot_sum(a, idx), a->cfg.k);
+	if (last)
+		a->kern.add_emit(slot_sum(a, idx), last, o->pkt + TLY_HDR_LEN,
+				 a->cfg.k);
+	else
+		a->kern.emit(o->pkt + TLY_HDR_LEN, slot_sum(a, idx), a->cfg.k);
 	return 0;
 }
 
@@ -507,19 +568,21 @@ static void result_unicast(struct tly_agg *a, uint32_t idx, uint16_t rank)
 {
 	struct tly_out o;
 
-	if (result_build(a, idx, rank, TLY_F_RETX, &o))
+	if (result_build(a, idx, rank, TLY_F_RETX, NULL, &o))
 		return;
 	tly_out_send(&o, &a->cfg.ops, &a->cfg.net, &a->c);
 }
 
-/* the RESULT to every worker: one frame replicated, or one per worker */
-static void result_to_all(struct tly_agg *a, uint32_t idx)
+/* the RESULT to every worker: one frame replicated, or one per worker
+ * (@last: as in result_build()) */
+static void result_to_all(struct tly_agg *a, uint32_t idx,
+			  const uint8_t *last)
 {
 	const struct tly_net *net = &a->cfg.net;
 	struct tly_out o, o2;
 	uint16_t r;
 
-	if (result_build(a, idx, 0, 0, &o))
+	if (result_build(a, idx, 0, 0, last, &o))
 		return;
 	if (a->cfg.ops.multicast) {
 		size_t tl = o.len - tly_l2l4_off(net);
@@ -549,6 +612,8 @@ static void result_to_all(struct tly_agg *a, uint32_t idx)
 	tly_out_send(&o, &a->cfg.ops, net, &a->c);
 }
 
+/* a DATA that passed every check of the wire (tly_data_rx() or the
+ * general parser): the slot machine of docs/protocol.md */
 static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 		     const struct chunk_id *id, const uint8_t *pl,
 		     uint8_t dscp, uint64_t now)
@@ -557,8 +622,9 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 	struct agg_slot *s = &a->slots[h->slot];
 	uint32_t *sum;
 	int64_t idx = h->slot;
+	int last;
 
-	if (__builtin_expect(!slot_is(s, id->key), 0)) {
+	if (!slot_is(s, id->key)) {
 		idx = slot_for_new(a, h, id, now);
 		if (idx == -2) {
 			a->c.drops[TLY_E_STALE]++;
@@ -589,11 +655,14 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 		return;
 	}
 	sum = slot_sum(a, (uint32_t)idx);
+	/* the last of several sums is added while the RESULT is written */
+	last = s->count + 1 == a->cfg.n_workers && s->count &&
+	       !(s->mode & TLY_F_EXP);
 	if (!s->count)
 		a->kern.copy(sum, pl, a->cfg.k);
 	else if (s->mode & TLY_F_EXP)
 		a->kern.max(sum, pl, a->cfg.k);
-	else
+	else if (!last)
 		a->kern.add(sum, pl, a->cfg.k);
 	s->contrib |= bit;
 	s->count++;
@@ -605,10 +674,42 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 		s->state = SLOT_DONE;
 		s->t_last = now + a->cfg.probe_ns;
 		a->c.completions++;
-		result_to_all(a, (uint32_t)idx);
+		result_to_all(a, (uint32_t)idx, last ? pl : NULL);
 	} else if (h->flags & TLY_F_ACK_REQ) {
 		agg_reply(a, h, TLY_T_ACK, dscp, s->fallback);
 	}
+}
+
+/*
+ * The common DATA, kept out of agg_data()'s call: its primary slot
+ * collects its chunk, in its mode and shift, the sender is new, and it
+ * neither completes the slot nor asks for an ACK.  Exactly what
+ * agg_data() does for such a packet; everything else goes there.
+ */
+static inline int agg_data_common(struct tly_agg *a,
+				  const struct tly_hdr *h, uint64_t key,
+				  const uint8_t *pl, uint8_t dscp,
+				  uint64_t now)
+{
+	struct agg_slot *s = &a->slots[h->slot];
+	uint64_t bit = 1ull << h->rank;
+	uint32_t *sum;
+
+	if (s->key != key || s->state != SLOT_AGG ||
+	    s->mode != (h->flags & (TLY_F_EXP | TLY_F_INT)) ||
+	    s->shift != h->shift || (s->contrib & bit) || !s->count ||
+	    s->count + 1u >= a->cfg.n_workers || (h->flags & TLY_F_ACK_REQ))
+		return 0;
+	sum = slot_sum(a, h->slot);	/* a primary slot: no fallback */
+	if (s->mode & TLY_F_EXP)
+		a->kern.max(sum, pl, a->cfg.k);
+	else
+		a->kern.add(sum, pl, a->cfg.k);
+	s->contrib |= bit;
+	s->count++;
+	s->t_last = now;
+	s->dscp = dscp;
+	return 1;
 }
 
 static void agg_confirm_one(struct tly_agg *a, uint32_t tensor,
@@ -677,9 +778,11 @@ static void agg_rx_general(struct tly_agg *a, const uint8_t *frame,
 	}
 }
 
-static inline void agg_rx_one(struct tly_agg *a, const uint8_t *frame,
-			      size_t len, uint64_t now)
+/* 1 for a DATA taken by the fast check (counted by the caller) */
+static inline __attribute__((always_inline)) int
+agg_rx_one(struct tly_agg *a, const uint8_t *frame, size_t len, uint64_t now)
 {
+	const uint8_t *pl;
 	struct tly_hdr h;
 	struct chunk_id id;
 	uint8_t dscp;
@@ -687,25 +790,32 @@ static inline void agg_rx_one(struct tly_agg *a, const uint8_t *frame,
 	if (__builtin_expect(!tly_data_rx(&a->fast, frame, len, &h, &id.hash,
 					  &dscp), 0)) {
 		agg_rx_general(a, frame, len, now);
-		return;
+		return 0;
 	}
-	/* what tly_frame_rx() counts for an accepted frame */
-	a->c.rx_pkts++;
-	a->c.rx_bytes += TLY_HDR_LEN + 4u * a->cfg.k;
+	pl = frame + a->fast.off + TLY_HDR_LEN;
 	id.key = tly_chunk_key(h.tensor, h.chunk, h.flags & TLY_F_EXP);
-	agg_data(a, &h, &id, frame + a->fast.off + TLY_HDR_LEN, dscp, now);
+	if (!agg_data_common(a, &h, id.key, pl, dscp, now))
+		agg_data(a, &h, &id, pl, dscp, now);
+	return 1;
+}
+
+/* what tly_frame_rx() counts for @n frames the fast check took */
+static inline void agg_rx_count(struct tly_agg *a, unsigned int n)
+{
+	a->c.rx_pkts += n;
+	a->c.rx_bytes += (uint64_t)n * (TLY_HDR_LEN + 4u * a->cfg.k);
 }
 
 void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
 		uint64_t now)
 {
-	agg_rx_one(a, frame, len, now);
+	agg_rx_count(a, (unsigned int)agg_rx_one(a, frame, len, now));
 }
 
 void tly_agg_rx_burst(struct tly_agg *a, const uint8_t *const *frames,
 		      const uint16_t *lens, unsigned int n, uint64_t now)
 {
-	unsigned int i;
+	unsigned int i, fast = 0;
 
 	for (i = 0; i < n; i++) {
 		if (i + 2 < n) {
@@ -713,8 +823,9 @@ void tly_agg_rx_burst(struct tly_agg *a, const uint8_t *const *frames,
 			__builtin_prefetch(frames[i + 2]);
 			__builtin_prefetch(frames[i + 2] + 64);
 		}
-		agg_rx_one(a, frames[i], lens[i], now);
+		fast += (unsigned int)agg_rx_one(a, frames[i], lens[i], now);
 	}
+	agg_rx_count(a, fast);
 }
 
 void tly_agg_poll(struct tly_agg *a, uint64_t now)

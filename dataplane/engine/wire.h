@@ -208,7 +208,12 @@ void tly_frame_readdress_bare(uint8_t *pkt, uint16_t dst_rank);
 
 uint16_t tly_ip_checksum(const uint8_t *ip_hdr);
 
-/* one's complement sum of a 20-byte IPv4 header (0xffff: checksum good) */
+/*
+ * One's complement sum of a 20-byte IPv4 header (0xffff: checksum good).
+ * Five 32-bit halves into 64 bits (at most 35 bits), then end-around
+ * carries at 16 bits: 2^16 = 1 mod 0xffff, and three folds bring 35 bits
+ * down to 16.
+ */
 static inline uint16_t tly_ip_sum(const uint8_t *ip)
 {
 	uint64_t a, b, sum;
@@ -217,9 +222,7 @@ static inline uint16_t tly_ip_sum(const uint8_t *ip)
 	memcpy(&a, ip, 8);
 	memcpy(&b, ip + 8, 8);
 	memcpy(&c, ip + 16, 4);
-	sum = (a & 0xffffffffu) + (a >> 32) + (b & 0xffffffffu) + (b >> 32) +
-	      c;
-	sum = (sum & 0xffffffffu) + (sum >> 32);
+	sum = (uint32_t)a + (a >> 32) + (uint32_t)b + (b >> 32) + c;
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);

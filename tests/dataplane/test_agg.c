@@ -606,12 +606,14 @@ static void lanes_multicast(void *ctx, uint64_t mask, uint8_t *f,
 	lanes_n_res++;
 }
 
+/* three chunks (the last with another DSCP), each from LANES_W workers */
 static void lanes_case(uint16_t k, int portable, int l2, uint8_t flags,
 		       unsigned int seed)
 {
 	static struct tly_addr addrs[LANES_W + 1];
 	static uint8_t f[sizeof(lanes_tx[0])];
 	static uint32_t want[TLY_K_MAX];
+	static const uint8_t dscps[] = { 0, 0, 46 };
 	struct tly_agg_cfg c = {
 		.job = JOB, .cookie = COOKIE, .k = k, .n_workers = LANES_W,
 		.self = LANES_W, .n_slots = 16, .n_fallback = 2,
@@ -623,11 +625,11 @@ static void lanes_case(uint16_t k, int portable, int l2, uint8_t flags,
 		.job = JOB, .cookie = COOKIE, .k = k, .n_ranks = LANES_W,
 		.n_slots = 16,
 	};
-	size_t off = l2 ? TLY_L2L4_LEN : 0, tl = TLY_HDR_LEN + 4u * k;
+	size_t off = l2 ? TLY_L2L4_LEN : 0, tl = TLY_HDR_LEN + 4u * k, rtl;
 	int exp = flags & TLY_F_EXP;
 	struct tly_agg *a;
 	struct tly_hdr h;
-	unsigned int i;
+	unsigned int i, ch;
 	uint16_t w;
 
 	for (i = 0; i <= LANES_W; i++) {
@@ -642,42 +644,59 @@ static void lanes_case(uint16_t k, int portable, int l2, uint8_t flags,
 	a = tly_agg_create(&c);
 	assert_non_null(a);
 	srand(seed);
-	lanes_n_res = 0;
-	for (w = 0; w < LANES_W; w++) {
-		h = (struct tly_hdr){
-			.type = TLY_T_DATA, .flags = flags, .job = JOB,
-			.rank = w, .tensor = 77 + k, .chunk = 5,
-			.cookie = COOKIE,
-		};
-		h.slot = (uint16_t)tly_slot_of(h.tensor, h.chunk, !!exp, 16);
-		if (l2)
-			tly_l2l4_write(f, &addrs[w], &addrs[LANES_W], 0, tl);
-		tly_hdr_write(f + off, &h);
-		for (i = 0; i < k; i++) {
-			uint32_t v = (uint32_t)rand() * 2654435761u;
+	for (ch = 0; ch < sizeof(dscps); ch++) {
+		lanes_n_res = 0;
+		for (w = 0; w < LANES_W; w++) {
+			h = (struct tly_hdr){
+				.type = TLY_T_DATA, .flags = flags,
+				.job = JOB, .rank = w, .tensor = 77 + k,
+				.chunk = (uint16_t)(5 + ch), .cookie = COOKIE,
+			};
+			h.slot = (uint16_t)tly_slot_of(h.tensor, h.chunk,
+						       !!exp, 16);
+			if (l2)
+				tly_l2l4_write(f, &addrs[w], &addrs[LANES_W],
+					       dscps[ch], tl);
+			tly_hdr_write(f + off, &h);
+			for (i = 0; i < k; i++) {
+				uint32_t v = (uint32_t)rand() * 2654435761u;
 
-			if (exp)	/* exponents: small, either sign */
-				v = (uint32_t)((int32_t)(v >> 24) - 128);
-			if (!w)
-				want[i] = v;
-			else if (exp)
-				want[i] = (int32_t)v > (int32_t)want[i] ?
-					  v : want[i];
-			else
-				want[i] += v;
-			tly_put32(f + off + TLY_HDR_LEN + 4 * i, v);
+				if (exp)	/* small, either sign */
+					v = (uint32_t)((int32_t)(v >> 24) -
+						       128);
+				if (!w)
+					want[i] = v;
+				else if (exp)
+					want[i] = (int32_t)v >
+						  (int32_t)want[i] ?
+						  v : want[i];
+				else
+					want[i] += v;
+				tly_put32(f + off + TLY_HDR_LEN + 4 * i, v);
+			}
+			tly_agg_rx(a, f, off + tl, 0);
 		}
-		tly_agg_rx(a, f, off + tl, 0);
+		assert_int_equal(lanes_n_res, 1);
+		assert_int_equal(lanes_res_len, off + tl);
+		if (l2) {	/* the envelope: addresses, checksum, DSCP */
+			assert_int_equal(tly_l2l4_parse(lanes_res,
+							lanes_res_len, 9191,
+							&rtl), TLY_OK);
+			assert_int_equal(rtl, tl);
+			assert_int_equal(lanes_res[TLY_ETH_LEN + 1] >> 2,
+					 dscps[ch]);
+			assert_memory_equal(lanes_res, addrs[0].mac, 6);
+		}
+		assert_int_equal(tly_hdr_parse(lanes_res + off, tl, &lim, &h),
+				 TLY_OK);
+		assert_int_equal(h.type, TLY_T_RESULT);
+		assert_int_equal(h.chunk, 5 + ch);
+		for (i = 0; i < k; i++)
+			assert_int_equal(tly_get32(lanes_res + off +
+						   TLY_HDR_LEN + 4 * i),
+					 want[i]);
 	}
-	assert_int_equal(lanes_n_res, 1);
-	assert_int_equal(lanes_res_len, off + tl);
-	assert_int_equal(tly_hdr_parse(lanes_res + off, tl, &lim, &h),
-			 TLY_OK);
-	assert_int_equal(h.type, TLY_T_RESULT);
-	for (i = 0; i < k; i++)
-		assert_int_equal(tly_get32(lanes_res + off + TLY_HDR_LEN +
-					   4 * i), want[i]);
-	assert_int_equal(tly_agg_counters(a)->completions, 1);
+	assert_int_equal(tly_agg_counters(a)->completions, sizeof(dscps));
 	tly_agg_destroy(a);
 }
 
