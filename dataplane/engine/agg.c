@@ -11,6 +11,13 @@
 #include "dataplane/engine/simd.h"
 
 #define FB_PROBES	4
+/*
+ * The key of a slot that never held a chunk: no packet has it (a key's
+ * bits 17..31 are 0).  A primary slot only ever takes keys whose hash
+ * names it (slot_claim() runs on checked packets), so a DATA whose slot
+ * holds its key needs no hash to prove its slot field right.
+ */
+#define KEY_NONE	(~0ull)
 
 enum slot_state { SLOT_FREE = 0, SLOT_AGG, SLOT_DONE };
 
@@ -287,6 +294,8 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 		return NULL;
 	}
 	memset(a->slots, 0, (size_t)a->n_total * sizeof(*a->slots));
+	for (size_t i = 0; i < a->n_total; i++)
+		a->slots[i].key = KEY_NONE;
 	memset(a->sums, 0, words * 4);
 	return a;
 }
@@ -615,8 +624,8 @@ static void result_to_all(struct tly_agg *a, uint32_t idx,
 /* a DATA that passed every check of the wire (tly_data_rx() or the
  * general parser): the slot machine of docs/protocol.md */
 static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
-		     const struct chunk_id *id, const uint8_t *pl,
-		     uint8_t dscp, uint64_t now)
+		     uint64_t key, const uint8_t *pl, uint8_t dscp,
+		     uint64_t now)
 {
 	uint64_t bit = 1ull << h->rank;
 	struct agg_slot *s = &a->slots[h->slot];
@@ -624,8 +633,10 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 	int64_t idx = h->slot;
 	int last;
 
-	if (!slot_is(s, id->key)) {
-		idx = slot_for_new(a, h, id, now);
+	if (!slot_is(s, key)) {
+		struct chunk_id id = { .key = key, .hash = tly_key_hash(key) };
+
+		idx = slot_for_new(a, h, &id, now);
 		if (idx == -2) {
 			a->c.drops[TLY_E_STALE]++;
 			return;
@@ -759,7 +770,6 @@ static void agg_rx_general(struct tly_agg *a, const uint8_t *frame,
 {
 	const uint8_t *pkt;
 	struct tly_hdr h;
-	struct chunk_id id;
 	uint8_t dscp;
 
 	if (tly_frame_rx(&a->cfg.net, &a->lim, frame, len, &h, &pkt, &dscp,
@@ -767,8 +777,9 @@ static void agg_rx_general(struct tly_agg *a, const uint8_t *frame,
 		return;
 	switch (h.type) {
 	case TLY_T_DATA:
-		id = chunk_id_of(h.tensor, h.chunk, h.flags & TLY_F_EXP);
-		agg_data(a, &h, &id, pkt + TLY_HDR_LEN, dscp, now);
+		agg_data(a, &h, tly_chunk_key(h.tensor, h.chunk,
+					      h.flags & TLY_F_EXP),
+			 pkt + TLY_HDR_LEN, dscp, now);
 		break;
 	case TLY_T_CONFIRM:
 		agg_confirm(a, &h, pkt, now);
@@ -784,18 +795,27 @@ agg_rx_one(struct tly_agg *a, const uint8_t *frame, size_t len, uint64_t now)
 {
 	const uint8_t *pl;
 	struct tly_hdr h;
-	struct chunk_id id;
+	uint64_t key, hash;
 	uint8_t dscp;
 
-	if (__builtin_expect(!tly_data_rx(&a->fast, frame, len, &h, &id.hash,
+	if (__builtin_expect(!tly_data_rx(&a->fast, frame, len, &h, &key,
 					  &dscp), 0)) {
 		agg_rx_general(a, frame, len, now);
 		return 0;
 	}
+	/* the slot field is right if the slot holds the key (KEY_NONE) */
+	if (a->slots[h.slot].key != key &&
+	    !tly_data_slot_ok(&a->fast, &h, key, &hash)) {
+		agg_rx_general(a, frame, len, now);	/* drops it */
+		return 0;
+	}
 	pl = frame + a->fast.off + TLY_HDR_LEN;
-	id.key = tly_chunk_key(h.tensor, h.chunk, h.flags & TLY_F_EXP);
-	if (!agg_data_common(a, &h, id.key, pl, dscp, now))
-		agg_data(a, &h, &id, pl, dscp, now);
+	if (!agg_data_common(a, &h, key, pl, dscp, now)) {
+		/* a copy: the common path keeps h in registers */
+		struct tly_hdr hc = h;
+
+		agg_data(a, &hc, key, pl, dscp, now);
+	}
 	return 1;
 }
 

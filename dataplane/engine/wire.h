@@ -291,13 +291,18 @@ static inline uint32_t tly_shard_of(uint32_t tensor, uint16_t chunk,
  * The common case on an aggregator, checked in a few word compares: a DATA
  * frame of this job.  tly_data_rx_init() precomputes what each fixed field
  * of such a frame must hold (masks and values in wire order).
- * tly_data_rx() returns 1 only for a frame that tly_l2l4_parse() and
- * tly_hdr_parse() accept as DATA, and fills *h, *dscp and the chunk's
- * hash; it returns 0 for every other frame, which then takes the general
- * path (which also names the drop).  It checks all the general path does:
- * envelope (EtherType, IPv4 without options or fragments, checksum, UDP
- * port and lengths), version and type, flags, job key, cookie, length,
- * aux, rank, shift, and slot == the chunk's hashed slot.
+ *
+ * tly_data_rx() checks all the general path does but one: envelope
+ * (EtherType, IPv4 without options or fragments, checksum, UDP port and
+ * lengths), version and type, flags, job key, cookie, length, aux, rank,
+ * shift, and the slot's bound.  It fills *h as tly_hdr_parse() would,
+ * *key (tly_chunk_key()) and *dscp.  The one left is that the slot is the
+ * chunk's hashed slot, which costs a hash: tly_data_slot_ok() checks it,
+ * and a receiver that can prove it otherwise may skip the hash (the
+ * aggregator: a slot already holding this very key was checked when it
+ * was claimed).  A frame is a DATA the general path (tly_l2l4_parse() and
+ * tly_hdr_parse()) accepts exactly when both say 1; for any other frame
+ * one says 0, and the general path names the drop.
  */
 struct tly_data_rx {
 	uint64_t mask[5];	/* frame bytes 12, 20, 34; header bytes 0, 8 */
@@ -324,11 +329,11 @@ static inline uint64_t tly_load64(const uint8_t *p)
 
 static inline int tly_data_rx(const struct tly_data_rx *f,
 			      const uint8_t *frame, size_t len,
-			      struct tly_hdr *h, uint64_t *hash,
+			      struct tly_hdr *h, uint64_t *key,
 			      uint8_t *dscp)
 {
 	const uint8_t *p = frame + f->off;
-	uint64_t bad, x;
+	uint64_t bad;
 	uint32_t cookie;
 	uint8_t flags;
 	int8_t shift;
@@ -361,19 +366,23 @@ static inline int tly_data_rx(const struct tly_data_rx *f,
 	h->aux = 0;
 	h->cookie = tly_be32(cookie);
 	if ((flags & (TLY_F_EXP | TLY_F_INT)) == (TLY_F_EXP | TLY_F_INT) ||
-	    h->rank >= f->n_ranks)
+	    h->rank >= f->n_ranks || h->slot >= f->n_slots)
 		return 0;
 	if (shift && (shift < -TLY_SHIFT_MAX ||
 		      (flags & (TLY_F_EXP | TLY_F_INT))))
 		return 0;
-	x = tly_key_hash(tly_chunk_key(h->tensor, h->chunk,
-				       flags & TLY_F_EXP));
-	if (h->slot >= f->n_slots ||
-	    h->slot != tly_hash_range((uint32_t)x, f->n_slots))
-		return 0;
-	*hash = x;
+	*key = tly_chunk_key(h->tensor, h->chunk, flags & TLY_F_EXP);
 	*dscp = f->off ? frame[TLY_ETH_LEN + 1] >> 2 : 0;
 	return 1;
+}
+
+/* the rest of tly_data_rx(): the slot is the chunk's hashed slot */
+static inline int tly_data_slot_ok(const struct tly_data_rx *f,
+				   const struct tly_hdr *h, uint64_t key,
+				   uint64_t *hash)
+{
+	*hash = tly_key_hash(key);
+	return h->slot == tly_hash_range((uint32_t)*hash, f->n_slots);
 }
 
 #endif /* TALLY_DATAPLANE_ENGINE_WIRE_H */

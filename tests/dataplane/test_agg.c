@@ -495,6 +495,66 @@ static void test_foreign_dropped(void **state)
  * without the secret): dropped by the first check and counted as such,
  * before any other field is looked at; the honest sum is untouched.
  */
+/* a DATA of @tensor/@chunk from @rank carrying slot field @slot */
+static void send_data_slot(struct tly_agg *a, uint16_t rank, uint32_t tensor,
+			   uint16_t chunk, uint16_t slot, int32_t base)
+{
+	uint8_t f[TLY_HDR_LEN + 4 * K];
+	struct tly_hdr h = {
+		.type = TLY_T_DATA, .flags = TLY_F_INT, .job = JOB,
+		.rank = rank, .slot = slot, .tensor = tensor, .chunk = chunk,
+		.cookie = COOKIE,
+	};
+	unsigned int i;
+
+	tly_hdr_write(f, &h);
+	for (i = 0; i < K; i++)
+		tly_put32(f + TLY_HDR_LEN + 4 * i, (uint32_t)base + i);
+	tly_agg_rx(a, f, sizeof(f), 0);
+}
+
+/*
+ * The slot field must be the chunk's hashed slot whatever the slots hold:
+ * the engine skips the hash when the named slot holds the packet's key,
+ * so try a slot collecting another chunk, another slot than the one
+ * collecting this chunk, a slot never used (a chunk whose key is all
+ * zeroes), and a slot that held the chunk and was freed.
+ */
+static void test_wrong_slot_dropped(void **state)
+{
+	struct tly_agg *a = make(3, 0, 1);
+	const struct tly_counters *c = tly_agg_counters(a);
+	uint16_t s = (uint16_t)tly_slot_of(7, 1, 0, 64);
+	uint16_t other = (uint16_t)((s + 1) % 64);
+	uint16_t z = 2;
+	unsigned int i;
+
+	(void)state;
+	while (tly_slot_of(7, z, 0, 64) == s)
+		z++;
+	send_data_slot(a, 0, 7, 1, s, 100);		/* X collects in s */
+	send_data_slot(a, 1, 7, 1, other, 50);		/* X, wrong slot */
+	assert_int_equal(c->drops[TLY_E_SLOT], 1);
+	send_data_slot(a, 1, 7, z, s, 50);		/* Z names X's slot */
+	assert_int_equal(c->drops[TLY_E_SLOT], 2);
+	send_data_slot(a, 1, 0, 0, (uint16_t)((tly_slot_of(0, 0, 0, 64) + 1)
+					      % 64), 50);	/* never used */
+	assert_int_equal(c->drops[TLY_E_SLOT], 3);
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	send_data_slot(a, 1, 7, 1, s, 50);
+	send_data_slot(a, 2, 7, 1, s, 25);
+	assert_int_equal(n_out, 1);			/* the right sum */
+	assert_int_equal(out[0].h.type, TLY_T_RESULT);
+	for (i = 0; i < K; i++)
+		assert_int_equal(out[0].v[i], 175 + 3 * (int32_t)i);
+	for (i = 0; i < 3; i++)
+		send_confirm(a, (uint16_t)i, 7, 1, 1, 0);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	send_data_slot(a, 0, 7, 1, other, 1);		/* freed, wrong slot */
+	assert_int_equal(c->drops[TLY_E_SLOT], 4);
+	tly_agg_destroy(a);
+}
+
 static void test_wrong_cookie_dropped_first(void **state)
 {
 	struct tly_agg *a = make(2, 0, 0);
@@ -739,6 +799,7 @@ int main(void)
 		cmocka_unit_test(test_exponent_round_takes_max),
 		cmocka_unit_test(test_shift_mismatch_dropped),
 		cmocka_unit_test(test_foreign_dropped),
+		cmocka_unit_test(test_wrong_slot_dropped),
 		cmocka_unit_test(test_wrong_cookie_dropped_first),
 		cmocka_unit_test(test_previous_epoch_cookie_dropped),
 		cmocka_unit_test(test_64_workers_multicast),

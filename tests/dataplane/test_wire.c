@@ -373,13 +373,16 @@ static void assert_fast_agrees(const uint8_t *f, size_t len, int l2,
 			       const struct tly_data_rx *fr)
 {
 	struct tly_hdr g, h;
-	uint64_t hash = 0;
+	uint64_t key = 0, hash = 0;
 	uint8_t dscp = 0xff;
 	int want = general_data(f, len, l2, &g);
 
-	assert_int_equal(tly_data_rx(fr, f, len, &h, &hash, &dscp), want);
+	assert_int_equal(tly_data_rx(fr, f, len, &h, &key, &dscp) &&
+			 tly_data_slot_ok(fr, &h, key, &hash), want);
 	if (!want)
 		return;
+	assert_true(key == tly_chunk_key(g.tensor, g.chunk,
+					 g.flags & TLY_F_EXP));
 	assert_int_equal(h.type, g.type);
 	assert_int_equal(h.flags, g.flags);
 	assert_int_equal(h.job, g.job);
@@ -459,7 +462,8 @@ static void test_fast_data_check(void **state)
 		assert_fast_agrees(pkt, len + 1, l2, &fr[l2]);
 		assert_fast_agrees(pkt, len + 6, l2, &fr[l2]);
 		assert_fast_agrees(pkt, 0, l2, &fr[l2]);
-		assert_true(tly_data_rx(&fr[l2], pkt, len, &(struct tly_hdr){ 0 },
+		assert_true(tly_data_rx(&fr[l2], pkt, len,
+					&(struct tly_hdr){ 0 },
 					&(uint64_t){ 0 }, &(uint8_t){ 0 }));
 	}
 }
