@@ -53,12 +53,8 @@ static void record(uint16_t dst, const uint8_t *f, size_t len, uint64_t m)
 	s->dst = dst;
 	s->mask = m;
 	assert_int_equal(tly_hdr_parse(f, len, &lim, &s->h), TLY_OK);
-	for (i = 0; i < K && len > TLY_HDR_LEN; i++) {
-		const uint8_t *p = f + TLY_HDR_LEN + 4 * i;
-
-		s->v[i] = (int32_t)(((uint32_t)p[0] << 24) | (p[1] << 16) |
-				    (p[2] << 8) | p[3]);
-	}
+	for (i = 0; i < K && len > TLY_HDR_LEN; i++)
+		s->v[i] = (int32_t)tly_get32(f + TLY_HDR_LEN + 4 * i);
 }
 
 static void cap_send(void *ctx, uint16_t dst, uint8_t *f, size_t len)
@@ -110,14 +106,8 @@ static void send_data_cookie(struct tly_agg *a, uint16_t rank,
 	h.slot = (uint16_t)tly_slot_of(tensor, chunk,
 				       !!(flags & TLY_F_EXP), 64);
 	tly_hdr_write(f, &h);
-	for (i = 0; i < K; i++) {
-		uint32_t v = (uint32_t)base + i;
-
-		f[TLY_HDR_LEN + 4 * i] = (uint8_t)(v >> 24);
-		f[TLY_HDR_LEN + 4 * i + 1] = (uint8_t)(v >> 16);
-		f[TLY_HDR_LEN + 4 * i + 2] = (uint8_t)(v >> 8);
-		f[TLY_HDR_LEN + 4 * i + 3] = (uint8_t)v;
-	}
+	for (i = 0; i < K; i++)
+		tly_put32(f + TLY_HDR_LEN + 4 * i, (uint32_t)base + i);
 	tly_agg_rx(a, f, sizeof(f), now);
 }
 
@@ -138,12 +128,8 @@ static void send_confirm(struct tly_agg *a, uint16_t rank, uint32_t tensor,
 	uint8_t *r = f + TLY_HDR_LEN;
 
 	tly_hdr_write(f, &h);
-	r[0] = (uint8_t)(tensor >> 24);
-	r[1] = (uint8_t)(tensor >> 16);
-	r[2] = (uint8_t)(tensor >> 8);
-	r[3] = (uint8_t)tensor;
-	r[4] = (uint8_t)(first >> 8);
-	r[5] = (uint8_t)first;
+	tly_put32(r, tensor);
+	tly_put16(r + 4, first);
 	r[6] = 0;
 	r[7] = (uint8_t)(count - 1);
 	tly_agg_rx(a, f, sizeof(f), now);

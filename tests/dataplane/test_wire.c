@@ -248,12 +248,8 @@ static void test_shift(void **state)
 static void put_range(uint8_t *p, uint32_t tensor, uint16_t first,
 		      uint8_t exp, unsigned int count)
 {
-	p[0] = (uint8_t)(tensor >> 24);
-	p[1] = (uint8_t)(tensor >> 16);
-	p[2] = (uint8_t)(tensor >> 8);
-	p[3] = (uint8_t)tensor;
-	p[4] = (uint8_t)(first >> 8);
-	p[5] = (uint8_t)first;
+	tly_put32(p, tensor);
+	tly_put16(p + 4, first);
 	p[6] = (uint8_t)(exp << 7);
 	p[7] = (uint8_t)(count - 1);
 }
