@@ -221,11 +221,44 @@ static AVX2 void sum_emit_avx2(uint8_t *restrict out, const uint32_t *sum,
 	if (k & 7)
 		sum_emit(out, sum, k & 7);
 }
+
+/* K a multiple of 64 (256, 1024): the 64-lane turns alone, no tails */
+#define AVX2_LOOP64(name, OP)						\
+static AVX2 void name(uint32_t *restrict sum, const uint8_t *pl,	\
+		      size_t k)						\
+{									\
+	const uint32_t *end = sum + k;					\
+									\
+	do								\
+		STEP8(STEP, OP);					\
+	while (sum += 64, pl += 256, sum != end);			\
+}
+
+AVX2_LOOP64(sum_copy_avx2_64, OP_COPY)
+AVX2_LOOP64(sum_add_avx2_64, OP_ADD)
+AVX2_LOOP64(sum_max_avx2_64, OP_MAX)
+
+static AVX2 void sum_add_emit_avx2_64(uint32_t *restrict sum,
+				      const uint8_t *pl,
+				      uint8_t *restrict out, size_t k)
+{
+	const uint32_t *end = sum + k;
+
+	do
+		STEP8(STEP_EMIT, OP_ADD);
+	while (sum += 64, pl += 256, out += 256, sum != end);
+}
 #endif
 
-static struct sum_kernels agg_kernels(int portable)
+static struct sum_kernels agg_kernels(int portable, uint16_t k)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
+	if (!portable && __builtin_cpu_supports("avx2") && k % 64 == 0)
+		return (struct sum_kernels){
+			.copy = sum_copy_avx2_64, .add = sum_add_avx2_64,
+			.max = sum_max_avx2_64, .emit = sum_emit_avx2,
+			.add_emit = sum_add_emit_avx2_64,
+		};
 	if (!portable && __builtin_cpu_supports("avx2"))
 		return (struct sum_kernels){
 			.copy = sum_copy_avx2, .add = sum_add_avx2,
@@ -234,6 +267,7 @@ static struct sum_kernels agg_kernels(int portable)
 		};
 #endif
 	(void)portable;
+	(void)k;
 	return (struct sum_kernels){
 		.copy = sum_copy, .add = sum_add, .max = sum_max,
 		.emit = sum_emit, .add_emit = sum_add_emit,
@@ -281,7 +315,7 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 	};
 	tly_data_rx_init(&a->fast, &a->lim, cfg->net.addrs != NULL,
 			 cfg->net.port);
-	a->kern = agg_kernels(cfg->portable_loops);
+	a->kern = agg_kernels(cfg->portable_loops, cfg->k);
 	if (cfg->n_fallback)
 		a->fb_magic = UINT64_MAX / cfg->n_fallback + 1;
 	a->all = cfg->n_workers == 64 ? ~0ull : (1ull << cfg->n_workers) - 1;
