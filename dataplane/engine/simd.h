@@ -4,8 +4,10 @@
  *
  * The project builds for baseline x86-64 (SSE2).  Hot loops are cloned for
  * AVX2 and picked at load time (ifunc), so one binary runs everywhere and
- * uses the wide units where present.  Payload words are big-endian and
- * unaligned (the tally payload sits at offset 58 of a frame).
+ * uses the wide units where present; the aggregator's swap-and-add loops
+ * are written with AVX2 intrinsics instead and picked when an aggregator
+ * is created (agg.c).  Payload words are big-endian and unaligned (the
+ * tally payload sits at offset 62 of a frame).
  */
 #ifndef TALLY_DATAPLANE_ENGINE_SIMD_H
 #define TALLY_DATAPLANE_ENGINE_SIMD_H
