@@ -11,36 +11,55 @@
 #include "dataplane/engine/simd.h"
 
 #define FB_PROBES	4
+/*
+ * The key of a slot that never held a chunk: no packet has it (a key's
+ * bits 17..31 are 0).  A primary slot only ever takes keys whose hash
+ * names it (slot_claim() runs on checked packets), so a DATA whose slot
+ * holds its key needs no hash to prove its slot field right.
+ */
+#define KEY_NONE	(~0ull)
 
 enum slot_state { SLOT_FREE = 0, SLOT_AGG, SLOT_DONE };
 
+/* 64 bytes; what every DATA reads comes first */
 struct agg_slot {
+	uint64_t key;		/* tly_chunk_key() of the chunk held */
 	uint64_t contrib;	/* workers whose contribution is in the sum */
-	uint64_t confirmed;	/* DONE: workers that confirmed the result */
-	uint64_t t_last;	/* AGG: last contribution; DONE: next probe */
-	uint32_t tensor;
-	uint16_t chunk;
 	uint16_t count;
-	uint16_t slot;		/* the chunk's primary slot index */
 	uint8_t state;
 	uint8_t mode;		/* TLY_F_EXP / TLY_F_INT */
-	uint8_t dscp;
-	uint8_t probes;
 	int8_t shift;
+	uint8_t dscp;
 	uint8_t fallback;
+	uint8_t probes;
+	uint64_t t_last;	/* AGG: last contribution; DONE: next probe */
+	uint64_t confirmed;	/* DONE: workers that confirmed the result */
+	uint16_t slot;		/* the chunk's primary slot index */
+	uint8_t has_done;
 	/* the chunk this entry last completed and freed (a tombstone),
 	 * believed for tombstone_ns after done_ns */
 	uint64_t done_ns;
-	uint32_t done_tensor;
-	uint16_t done_chunk;
-	uint8_t done_exp;
-	uint8_t has_done;
+	uint64_t done_key;
+};
+
+/* the payload loops, picked once for the CPU (agg_kernels()) */
+struct sum_kernels {
+	void (*copy)(uint32_t *restrict sum, const uint8_t *pl, size_t k);
+	void (*add)(uint32_t *restrict sum, const uint8_t *pl, size_t k);
+	void (*max)(uint32_t *restrict sum, const uint8_t *pl, size_t k);
+	void (*emit)(uint8_t *restrict pl, const uint32_t *sum, size_t k);
+	void (*add_emit)(uint32_t *restrict sum, const uint8_t *pl,
+			 uint8_t *restrict out, size_t k);
 };
 
 struct tly_agg {
 	struct tly_agg_cfg cfg;
 	struct tly_wire_limits lim;
+	struct tly_data_rx fast;	/* DATA frames of this job */
+	struct sum_kernels kern;
+	struct tly_out_cache res_env;	/* the multicast RESULT's envelope */
 	struct tly_counters c;
+	uint64_t fb_magic;	/* n_fallback's reciprocal (fb_mod()) */
 	uint64_t all;		/* bitmap of every worker */
 	uint32_t n_total;	/* primary + fallback */
 	uint32_t fb_used;
@@ -50,6 +69,226 @@ struct tly_agg {
 	uint32_t *sums;		/* n_total * k words, host order */
 };
 
+/*
+ * The payload loops.  Portable ones the compiler vectorises for the
+ * baseline; on x86-64 with AVX2, explicit ones: a 32-byte load, one
+ * vpshufb for the byte swap of 8 words, the add (or max) with the sum in
+ * memory, a store, 4 of those per loop turn.
+ */
+static void sum_copy(uint32_t *restrict sum, const uint8_t *pl, size_t k)
+{
+	const tly_u32_una *w = (const tly_u32_una *)pl;
+	size_t i;
+
+	for (i = 0; i < k; i++)
+		sum[i] = tly_be32(w[i]);
+}
+
+static void sum_add(uint32_t *restrict sum, const uint8_t *pl, size_t k)
+{
+	const tly_u32_una *w = (const tly_u32_una *)pl;
+	size_t i;
+
+	for (i = 0; i < k; i++)
+		sum[i] += tly_be32(w[i]);	/* wraps: exact int32 mode */
+}
+
+static void sum_max(uint32_t *restrict sum, const uint8_t *pl, size_t k)
+{
+	const tly_u32_una *w = (const tly_u32_una *)pl;
+	size_t i;
+
+	for (i = 0; i < k; i++) {
+		int32_t v = (int32_t)tly_be32(w[i]), m = (int32_t)sum[i];
+
+		sum[i] = (uint32_t)(v > m ? v : m);
+	}
+}
+
+static void sum_emit(uint8_t *restrict pl, const uint32_t *sum, size_t k)
+{
+	tly_u32_una *w = (tly_u32_una *)pl;
+	size_t i;
+
+	for (i = 0; i < k; i++)
+		w[i] = tly_be32(sum[i]);
+}
+
+/* the last contribution: add, and write the RESULT's payload in the pass */
+static void sum_add_emit(uint32_t *restrict sum, const uint8_t *pl,
+			 uint8_t *restrict out, size_t k)
+{
+	const tly_u32_una *w = (const tly_u32_una *)pl;
+	tly_u32_una *o = (tly_u32_una *)out;
+	size_t i;
+
+	for (i = 0; i < k; i++) {
+		sum[i] += tly_be32(w[i]);
+		o[i] = tly_be32(sum[i]);
+	}
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2")))
+
+static AVX2 inline __m256i be_swap8(__m256i v)
+{
+	const __m256i swap = _mm256_setr_epi8(
+		3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
+		3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+
+	return _mm256_shuffle_epi8(v, swap);
+}
+
+static AVX2 inline __m256i ld8(const void *p)
+{
+	return _mm256_loadu_si256((const __m256i *)p);
+}
+
+static AVX2 inline void st8(void *p, __m256i v)
+{
+	_mm256_storeu_si256((__m256i *)p, v);
+}
+
+/*
+ * 8 lanes at @j * 8: the new sum from the old one and the swapped payload
+ * (OP), stored; STEP_EMIT also stores it swapped into the RESULT.
+ */
+#define STEP(OP, j)							\
+	st8(sum + 8 * (j), OP(ld8(sum + 8 * (j)),			\
+			      be_swap8(ld8(pl + 32 * (j)))))
+#define STEP_EMIT(OP, j) do {						\
+	__m256i s_ = OP(ld8(sum + 8 * (j)), be_swap8(ld8(pl + 32 * (j)))); \
+									\
+	st8(sum + 8 * (j), s_);						\
+	st8(out + 32 * (j), be_swap8(s_));				\
+} while (0)
+#define STEP8(S, OP)							\
+	do {								\
+		S(OP, 0); S(OP, 1); S(OP, 2); S(OP, 3);			\
+		S(OP, 4); S(OP, 5); S(OP, 6); S(OP, 7);			\
+	} while (0)
+
+/* 64 lanes a turn, then 8, then the portable loop for the last k % 8 */
+#define AVX2_LOOP(name, OP, scalar)					\
+static AVX2 void name(uint32_t *restrict sum, const uint8_t *pl,	\
+		      size_t k)						\
+{									\
+	const uint32_t *end = sum + (k & ~(size_t)63);			\
+									\
+	for (; sum != end; sum += 64, pl += 256)			\
+		STEP8(STEP, OP);					\
+	for (end += k & 56; sum != end; sum += 8, pl += 32)		\
+		STEP(OP, 0);						\
+	if (k & 7)							\
+		scalar(sum, pl, k & 7);					\
+}
+
+#define OP_COPY(s, v)	(v)
+#define OP_ADD(s, v)	_mm256_add_epi32(s, v)
+#define OP_MAX(s, v)	_mm256_max_epi32(s, v)
+
+AVX2_LOOP(sum_copy_avx2, OP_COPY, sum_copy)
+AVX2_LOOP(sum_add_avx2, OP_ADD, sum_add)
+AVX2_LOOP(sum_max_avx2, OP_MAX, sum_max)
+
+static AVX2 void sum_add_emit_avx2(uint32_t *restrict sum, const uint8_t *pl,
+				   uint8_t *restrict out, size_t k)
+{
+	const uint32_t *end = sum + (k & ~(size_t)63);
+
+	for (; sum != end; sum += 64, pl += 256, out += 256)
+		STEP8(STEP_EMIT, OP_ADD);
+	for (end += k & 56; sum != end; sum += 8, pl += 32, out += 32)
+		STEP_EMIT(OP_ADD, 0);
+	if (k & 7)
+		sum_add_emit(sum, pl, out, k & 7);
+}
+
+static AVX2 void sum_emit_avx2(uint8_t *restrict out, const uint32_t *sum,
+			       size_t k)
+{
+	const uint32_t *end = sum + (k & ~(size_t)63);
+
+#define EMIT(unused, j) st8(out + 32 * (j), be_swap8(ld8(sum + 8 * (j))))
+	for (; sum != end; sum += 64, out += 256)
+		STEP8(EMIT, 0);
+	for (end += k & 56; sum != end; sum += 8, out += 32)
+		EMIT(0, 0);
+#undef EMIT
+	if (k & 7)
+		sum_emit(out, sum, k & 7);
+}
+
+/* K a multiple of 64 (256, 1024): the 64-lane turns alone, no tails */
+#define AVX2_LOOP64(name, OP)						\
+static AVX2 void name(uint32_t *restrict sum, const uint8_t *pl,	\
+		      size_t k)						\
+{									\
+	const uint32_t *end = sum + k;					\
+									\
+	do								\
+		STEP8(STEP, OP);					\
+	while (sum += 64, pl += 256, sum != end);			\
+}
+
+AVX2_LOOP64(sum_copy_avx2_64, OP_COPY)
+AVX2_LOOP64(sum_add_avx2_64, OP_ADD)
+AVX2_LOOP64(sum_max_avx2_64, OP_MAX)
+
+static AVX2 void sum_add_emit_avx2_64(uint32_t *restrict sum,
+				      const uint8_t *pl,
+				      uint8_t *restrict out, size_t k)
+{
+	const uint32_t *end = sum + k;
+
+	do
+		STEP8(STEP_EMIT, OP_ADD);
+	while (sum += 64, pl += 256, out += 256, sum != end);
+}
+#endif
+
+static struct sum_kernels agg_kernels(int portable, uint16_t k)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (!portable && __builtin_cpu_supports("avx2") && k % 64 == 0)
+		return (struct sum_kernels){
+			.copy = sum_copy_avx2_64, .add = sum_add_avx2_64,
+			.max = sum_max_avx2_64, .emit = sum_emit_avx2,
+			.add_emit = sum_add_emit_avx2_64,
+		};
+	if (!portable && __builtin_cpu_supports("avx2"))
+		return (struct sum_kernels){
+			.copy = sum_copy_avx2, .add = sum_add_avx2,
+			.max = sum_max_avx2, .emit = sum_emit_avx2,
+			.add_emit = sum_add_emit_avx2,
+		};
+#endif
+	(void)portable;
+	(void)k;
+	return (struct sum_kernels){
+		.copy = sum_copy, .add = sum_add, .max = sum_max,
+		.emit = sum_emit, .add_emit = sum_add_emit,
+	};
+}
+
+#ifdef __SIZEOF_INT128__
+/* x % n without a divide (Lemire's fastmod, exact for 32-bit x and n) */
+static inline uint32_t fb_mod(const struct tly_agg *a, uint32_t x)
+{
+	uint64_t low = a->fb_magic * x;
+
+	return (uint32_t)(((unsigned __int128)low * a->cfg.n_fallback) >> 64);
+}
+#else
+static inline uint32_t fb_mod(const struct tly_agg *a, uint32_t x)
+{
+	return x % a->cfg.n_fallback;
+}
+#endif
+
 struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 {
 	struct tly_agg *a;
@@ -57,7 +296,8 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 
 	if (!cfg->n_workers || cfg->n_workers > TLY_MAX_WORKERS ||
 	    cfg->k < TLY_K_MIN || cfg->k > TLY_K_MAX || !cfg->n_slots ||
-	    cfg->n_slots > 0x10000 || !cfg->ops.alloc || !cfg->ops.send ||
+	    cfg->n_slots > TLY_MAX_SLOTS || !cfg->ops.alloc ||
+	    !cfg->ops.send ||
 	    (cfg->net.addrs && cfg->self >= cfg->net.n_nodes))
 		return NULL;
 	a = calloc(1, sizeof(*a));
@@ -73,15 +313,23 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 		.n_ranks = cfg->n_workers,
 		.n_slots = cfg->n_slots, .n_hops = 0,
 	};
+	tly_data_rx_init(&a->fast, &a->lim, cfg->net.addrs != NULL,
+			 cfg->net.port);
+	a->kern = agg_kernels(cfg->portable_loops, cfg->k);
+	if (cfg->n_fallback)
+		a->fb_magic = UINT64_MAX / cfg->n_fallback + 1;
 	a->all = cfg->n_workers == 64 ? ~0ull : (1ull << cfg->n_workers) - 1;
 	a->n_total = cfg->n_slots + cfg->n_fallback;
-	a->slots = calloc(a->n_total, sizeof(*a->slots));
+	a->slots = aligned_alloc(64, (size_t)a->n_total * sizeof(*a->slots));
 	words = (size_t)a->n_total * cfg->k;
 	a->sums = aligned_alloc(64, (words * 4 + 63) & ~(size_t)63);
 	if (!a->slots || !a->sums) {
 		tly_agg_destroy(a);
 		return NULL;
 	}
+	memset(a->slots, 0, (size_t)a->n_total * sizeof(*a->slots));
+	for (size_t i = 0; i < a->n_total; i++)
+		a->slots[i].key = KEY_NONE;
 	memset(a->sums, 0, words * 4);
 	return a;
 }
@@ -110,11 +358,23 @@ static inline uint32_t *slot_sum(struct tly_agg *a, uint32_t idx)
 	return a->sums + (size_t)idx * a->cfg.k;
 }
 
-static inline int slot_is(const struct agg_slot *s, const struct tly_hdr *h)
+/* the key (tensor, chunk, EXP) and its hash, computed once per packet */
+struct chunk_id {
+	uint64_t key;
+	uint64_t hash;
+};
+
+static inline struct chunk_id chunk_id_of(uint32_t tensor, uint16_t chunk,
+					  uint8_t exp)
 {
-	return s->state != SLOT_FREE && s->tensor == h->tensor &&
-	       s->chunk == h->chunk &&
-	       (s->mode & TLY_F_EXP) == (h->flags & TLY_F_EXP);
+	uint64_t key = tly_chunk_key(tensor, chunk, exp);
+
+	return (struct chunk_id){ .key = key, .hash = tly_key_hash(key) };
+}
+
+static inline int slot_is(const struct agg_slot *s, uint64_t key)
+{
+	return s->state != SLOT_FREE && s->key == key;
 }
 
 static inline int slot_evictable(const struct tly_agg *a,
@@ -124,26 +384,35 @@ static inline int slot_evictable(const struct tly_agg *a,
 	       (s->state == SLOT_AGG && now - s->t_last >= a->cfg.evict_ns);
 }
 
-static uint32_t fb_base(const struct tly_agg *a, const struct tly_hdr *h)
+/* where the chunk's fallback probes start (hash2 % n_fallback) */
+static inline uint32_t fb_base(const struct tly_agg *a, uint64_t hash)
 {
-	uint64_t x = tly_chunk_hash(h->tensor, h->chunk,
-				    !!(h->flags & TLY_F_EXP));
+	return fb_mod(a, (uint32_t)(hash >> 40));
+}
 
-	return (uint32_t)((x >> 40) % a->cfg.n_fallback);
+/* the i-th fallback entry from @base (i < n_fallback) */
+static inline uint32_t fb_entry(const struct tly_agg *a, uint32_t base,
+				uint32_t i)
+{
+	uint32_t j = base + i;
+
+	if (j >= a->cfg.n_fallback)
+		j -= a->cfg.n_fallback;
+	return a->cfg.n_slots + j;
 }
 
 /* the fallback entry holding this chunk, or -1 */
-static int64_t fb_find(const struct tly_agg *a, const struct tly_hdr *h)
+static int64_t fb_find(const struct tly_agg *a, const struct chunk_id *id)
 {
 	uint32_t base, i;
 
 	if (!a->fb_used)
 		return -1;
-	base = fb_base(a, h);
+	base = fb_base(a, id->hash);
 	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++) {
-		uint32_t idx = a->cfg.n_slots + (base + i) % a->cfg.n_fallback;
+		uint32_t idx = fb_entry(a, base, i);
 
-		if (slot_is(&a->slots[idx], h))
+		if (slot_is(&a->slots[idx], id->key))
 			return idx;
 	}
 	return -1;
@@ -154,9 +423,7 @@ static void slot_release(struct tly_agg *a, struct agg_slot *s,
 {
 	if (s->state == SLOT_DONE) {
 		s->done_ns = now;
-		s->done_tensor = s->tensor;
-		s->done_chunk = s->chunk;
-		s->done_exp = !!(s->mode & TLY_F_EXP);
+		s->done_key = s->key;
 		s->has_done = 1;
 	}
 	if (s->state != SLOT_FREE) {
@@ -168,7 +435,7 @@ static void slot_release(struct tly_agg *a, struct agg_slot *s,
 }
 
 static void slot_claim(struct tly_agg *a, uint32_t idx,
-		       const struct tly_hdr *h, uint64_t now)
+		       const struct tly_hdr *h, uint64_t key, uint64_t now)
 {
 	struct agg_slot *s = &a->slots[idx];
 
@@ -176,8 +443,7 @@ static void slot_claim(struct tly_agg *a, uint32_t idx,
 		a->c.evictions++;
 	slot_release(a, s, now);
 	s->state = SLOT_AGG;
-	s->tensor = h->tensor;
-	s->chunk = h->chunk;
+	s->key = key;
 	s->slot = h->slot;
 	s->mode = h->flags & (TLY_F_EXP | TLY_F_INT);
 	s->shift = h->shift;
@@ -200,13 +466,11 @@ static void slot_claim(struct tly_agg *a, uint32_t idx,
  * its contributions are dropped and retransmitted.
  */
 static inline int slot_finished(const struct tly_agg *a,
-				 const struct agg_slot *s,
-				 const struct tly_hdr *h, uint64_t now)
+				 const struct agg_slot *s, uint64_t key,
+				 uint64_t now)
 {
 	return s->has_done && now - s->done_ns < a->cfg.tombstone_ns &&
-	       s->done_tensor == h->tensor &&
-	       s->done_chunk == h->chunk &&
-	       s->done_exp == !!(h->flags & TLY_F_EXP);
+	       s->done_key == key;
 }
 
 /*
@@ -215,101 +479,55 @@ static inline int slot_finished(const struct tly_agg *a,
  * nobody waits for it.  Looks at the entries the chunk may have used.
  */
 static int chunk_finished(const struct tly_agg *a, const struct tly_hdr *h,
-			  uint64_t now)
+			  const struct chunk_id *id, uint64_t now)
 {
 	uint32_t base, i;
 
-	if (slot_finished(a, &a->slots[h->slot], h, now))
+	if (slot_finished(a, &a->slots[h->slot], id->key, now))
 		return 1;
 	if (!a->cfg.n_fallback)
 		return 0;
-	base = fb_base(a, h);
+	base = fb_base(a, id->hash);
 	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++)
-		if (slot_finished(a, &a->slots[a->cfg.n_slots +
-				  (base + i) % a->cfg.n_fallback], h, now))
+		if (slot_finished(a, &a->slots[fb_entry(a, base, i)], id->key,
+				  now))
 			return 1;
 	return 0;
 }
 
 /*
- * Where a contribution goes: its primary slot if that holds the chunk, the
- * fallback entry holding it, a free (or evictable) primary slot, a free
- * fallback entry; -1 if none (BUSY), -2 for a stray of a finished chunk.
- * At most 3 * FB_PROBES + 1 entries seen.
+ * Where a contribution goes whose primary slot does not hold its chunk:
+ * the fallback entry holding it, a free (or evictable) primary slot, a
+ * free fallback entry; -1 if none (BUSY), -2 for a stray of a finished
+ * chunk.  At most 3 * FB_PROBES + 1 entries seen.
  */
-static int64_t slot_for_data(struct tly_agg *a, const struct tly_hdr *h,
-			     uint64_t now)
+static int64_t slot_for_new(struct tly_agg *a, const struct tly_hdr *h,
+			    const struct chunk_id *id, uint64_t now)
 {
-	struct agg_slot *s = &a->slots[h->slot];
 	int64_t idx;
 	uint32_t base, i;
 
-	if (slot_is(s, h))
-		return h->slot;
-	idx = fb_find(a, h);
+	idx = fb_find(a, id);
 	if (idx >= 0)
 		return idx;
-	if (chunk_finished(a, h, now))
+	if (chunk_finished(a, h, id, now))
 		return -2;
-	if (slot_evictable(a, s, now)) {
-		slot_claim(a, h->slot, h, now);
+	if (slot_evictable(a, &a->slots[h->slot], now)) {
+		slot_claim(a, h->slot, h, id->key, now);
 		return h->slot;
 	}
 	if (!a->cfg.n_fallback)
 		return -1;
-	base = fb_base(a, h);
+	base = fb_base(a, id->hash);
 	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++) {
-		uint32_t j = a->cfg.n_slots + (base + i) % a->cfg.n_fallback;
+		uint32_t j = fb_entry(a, base, i);
 
 		if (slot_evictable(a, &a->slots[j], now)) {
-			slot_claim(a, j, h, now);
+			slot_claim(a, j, h, id->key, now);
 			return j;
 		}
 	}
 	return -1;
-}
-
-static TLY_HOT void sum_copy(uint32_t *restrict sum, const uint8_t *pl,
-			     size_t k)
-{
-	const tly_u32_una *w = (const tly_u32_una *)pl;
-	size_t i;
-
-	for (i = 0; i < k; i++)
-		sum[i] = tly_be32(w[i]);
-}
-
-static TLY_HOT void sum_add(uint32_t *restrict sum, const uint8_t *pl,
-			    size_t k)
-{
-	const tly_u32_una *w = (const tly_u32_una *)pl;
-	size_t i;
-
-	for (i = 0; i < k; i++)
-		sum[i] += tly_be32(w[i]);	/* wraps: exact int32 mode */
-}
-
-static TLY_HOT void sum_max(uint32_t *restrict sum, const uint8_t *pl,
-			    size_t k)
-{
-	const tly_u32_una *w = (const tly_u32_una *)pl;
-	size_t i;
-
-	for (i = 0; i < k; i++) {
-		int32_t v = (int32_t)tly_be32(w[i]), m = (int32_t)sum[i];
-
-		sum[i] = (uint32_t)(v > m ? v : m);
-	}
-}
-
-static TLY_HOT void sum_emit(uint8_t *restrict pl, const uint32_t *sum,
-			     size_t k)
-{
-	tly_u32_una *w = (tly_u32_una *)pl;
-	size_t i;
-
-	for (i = 0; i < k; i++)
-		w[i] = tly_be32(sum[i]);
 }
 
 static void hdr_for_slot(struct tly_hdr *h, const struct agg_slot *s,
@@ -317,7 +535,8 @@ static void hdr_for_slot(struct tly_hdr *h, const struct agg_slot *s,
 {
 	*h = (struct tly_hdr){
 		.type = type, .flags = s->mode, .rank = rank,
-		.slot = s->slot, .tensor = s->tensor, .chunk = s->chunk,
+		.slot = s->slot, .tensor = (uint32_t)(s->key >> 32),
+		.chunk = (uint16_t)(s->key >> 1),
 	};
 	if (s->fallback)
 		h->flags |= TLY_F_FALLBACK;
@@ -347,22 +566,44 @@ static void agg_reply(struct tly_agg *a, const struct tly_hdr *in,
 		a->c.busy++;
 }
 
+/*
+ * The RESULT of slot @idx to @rank.  @last, when not NULL, is the
+ * contribution that completes the slot, not yet added: it is added in the
+ * same pass that writes the payload, and added alone when no frame can be
+ * had (the slot keeps the whole sum for later probes).
+ */
 static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
-			uint8_t extra_flags, struct tly_out *o)
+			uint8_t extra_flags, const uint8_t *last,
+			struct tly_out *o)
 {
 	struct agg_slot *s = &a->slots[idx];
+	size_t tl = TLY_HDR_LEN + 4u * a->cfg.k;
 	struct tly_hdr h;
+	int r;
 
-	if (tly_out_begin(o, &a->cfg.ops, &a->cfg.net, &a->c, a->cfg.self,
-			  rank, s->dscp, TLY_HDR_LEN + 4u * a->cfg.k))
+	if (rank == 0)
+		r = tly_out_begin_cached(o, &a->cfg.ops, &a->cfg.net, &a->c,
+					 &a->res_env, a->cfg.self, 0, s->dscp,
+					 tl);
+	else
+		r = tly_out_begin(o, &a->cfg.ops, &a->cfg.net, &a->c,
+				  a->cfg.self, rank, s->dscp, tl);
+	if (r) {
+		if (last)
+			a->kern.add(slot_sum(a, idx), last, a->cfg.k);
 		return -1;
+	}
 	hdr_for_slot(&h, s, TLY_T_RESULT, rank);
 	h.flags |= extra_flags;
 	h.job = a->cfg.job;
 	h.cookie = a->cfg.cookie;
 	h.shift = s->shift;
 	tly_hdr_write(o->pkt, &h);
-	sum_emit(o->pkt + TLY_HDR_LEN, slot_sum(a, idx), a->cfg.k);
+	if (last)
+		a->kern.add_emit(slot_sum(a, idx), last, o->pkt + TLY_HDR_LEN,
+				 a->cfg.k);
+	else
+		a->kern.emit(o->pkt + TLY_HDR_LEN, slot_sum(a, idx), a->cfg.k);
 	return 0;
 }
 
@@ -370,19 +611,21 @@ static void result_unicast(struct tly_agg *a, uint32_t idx, uint16_t rank)
 {
 	struct tly_out o;
 
-	if (result_build(a, idx, rank, TLY_F_RETX, &o))
+	if (result_build(a, idx, rank, TLY_F_RETX, NULL, &o))
 		return;
 	tly_out_send(&o, &a->cfg.ops, &a->cfg.net, &a->c);
 }
 
-/* the RESULT to every worker: one frame replicated, or one per worker */
-static void result_to_all(struct tly_agg *a, uint32_t idx)
+/* the RESULT to every worker: one frame replicated, or one per worker
+ * (@last: as in result_build()) */
+static void result_to_all(struct tly_agg *a, uint32_t idx,
+			  const uint8_t *last)
 {
 	const struct tly_net *net = &a->cfg.net;
 	struct tly_out o, o2;
 	uint16_t r;
 
-	if (result_build(a, idx, 0, 0, &o))
+	if (result_build(a, idx, 0, 0, last, &o))
 		return;
 	if (a->cfg.ops.multicast) {
 		size_t tl = o.len - tly_l2l4_off(net);
@@ -412,24 +655,32 @@ static void result_to_all(struct tly_agg *a, uint32_t idx)
 	tly_out_send(&o, &a->cfg.ops, net, &a->c);
 }
 
+/* a DATA that passed every check of the wire (tly_data_rx() or the
+ * general parser): the slot machine of docs/protocol.md */
 static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
-		     const uint8_t *pkt, uint8_t dscp, uint64_t now)
+		     uint64_t key, const uint8_t *pl, uint8_t dscp,
+		     uint64_t now)
 {
 	uint64_t bit = 1ull << h->rank;
-	const uint8_t *pl = pkt + TLY_HDR_LEN;
-	struct agg_slot *s;
-	int64_t idx;
+	struct agg_slot *s = &a->slots[h->slot];
+	uint32_t *sum;
+	int64_t idx = h->slot;
+	int last;
 
-	idx = slot_for_data(a, h, now);
-	if (idx == -2) {
-		a->c.drops[TLY_E_STALE]++;
-		return;
+	if (!slot_is(s, key)) {
+		struct chunk_id id = { .key = key, .hash = tly_key_hash(key) };
+
+		idx = slot_for_new(a, h, &id, now);
+		if (idx == -2) {
+			a->c.drops[TLY_E_STALE]++;
+			return;
+		}
+		if (idx < 0) {
+			agg_reply(a, h, TLY_T_BUSY, dscp, 0);
+			return;
+		}
+		s = &a->slots[idx];
 	}
-	if (idx < 0) {
-		agg_reply(a, h, TLY_T_BUSY, dscp, 0);
-		return;
-	}
-	s = &a->slots[idx];
 	if (s->state == SLOT_DONE) {
 		/* late or duplicate: the sender has not seen the result */
 		a->c.dups++;
@@ -448,12 +699,16 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 			agg_reply(a, h, TLY_T_ACK, dscp, s->fallback);
 		return;
 	}
+	sum = slot_sum(a, (uint32_t)idx);
+	/* the last of several sums is added while the RESULT is written */
+	last = s->count + 1 == a->cfg.n_workers && s->count &&
+	       !(s->mode & TLY_F_EXP);
 	if (!s->count)
-		sum_copy(slot_sum(a, idx), pl, a->cfg.k);
+		a->kern.copy(sum, pl, a->cfg.k);
 	else if (s->mode & TLY_F_EXP)
-		sum_max(slot_sum(a, idx), pl, a->cfg.k);
-	else
-		sum_add(slot_sum(a, idx), pl, a->cfg.k);
+		a->kern.max(sum, pl, a->cfg.k);
+	else if (!last)
+		a->kern.add(sum, pl, a->cfg.k);
 	s->contrib |= bit;
 	s->count++;
 	s->t_last = now;
@@ -464,24 +719,54 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 		s->state = SLOT_DONE;
 		s->t_last = now + a->cfg.probe_ns;
 		a->c.completions++;
-		result_to_all(a, (uint32_t)idx);
+		result_to_all(a, (uint32_t)idx, last ? pl : NULL);
 	} else if (h->flags & TLY_F_ACK_REQ) {
 		agg_reply(a, h, TLY_T_ACK, dscp, s->fallback);
 	}
+}
+
+/*
+ * The common DATA, kept out of agg_data()'s call: its primary slot
+ * collects its chunk, in its mode and shift, the sender is new, and it
+ * neither completes the slot nor asks for an ACK.  Exactly what
+ * agg_data() does for such a packet; everything else goes there.
+ */
+static inline int agg_data_common(struct tly_agg *a,
+				  const struct tly_hdr *h, uint64_t key,
+				  const uint8_t *pl, uint8_t dscp,
+				  uint64_t now)
+{
+	struct agg_slot *s = &a->slots[h->slot];
+	uint64_t bit = 1ull << h->rank;
+	uint32_t *sum;
+
+	if (s->key != key || s->state != SLOT_AGG ||
+	    s->mode != (h->flags & (TLY_F_EXP | TLY_F_INT)) ||
+	    s->shift != h->shift || (s->contrib & bit) || !s->count ||
+	    s->count + 1u >= a->cfg.n_workers || (h->flags & TLY_F_ACK_REQ))
+		return 0;
+	sum = slot_sum(a, h->slot);	/* a primary slot: no fallback */
+	if (s->mode & TLY_F_EXP)
+		a->kern.max(sum, pl, a->cfg.k);
+	else
+		a->kern.add(sum, pl, a->cfg.k);
+	s->contrib |= bit;
+	s->count++;
+	s->t_last = now;
+	s->dscp = dscp;
+	return 1;
 }
 
 static void agg_confirm_one(struct tly_agg *a, uint32_t tensor,
 			    uint16_t chunk, uint8_t exp, uint64_t bit,
 			    uint64_t now)
 {
-	struct tly_hdr h = {
-		.tensor = tensor, .chunk = chunk, .flags = exp ? TLY_F_EXP : 0,
-	};
+	struct chunk_id id = chunk_id_of(tensor, chunk, exp);
+	uint32_t slot = tly_hash_range((uint32_t)id.hash, a->cfg.n_slots);
 	struct agg_slot *s;
 	int64_t idx;
 
-	h.slot = (uint16_t)tly_slot_of(tensor, chunk, exp, a->cfg.n_slots);
-	idx = slot_is(&a->slots[h.slot], &h) ? h.slot : fb_find(a, &h);
+	idx = slot_is(&a->slots[slot], id.key) ? slot : fb_find(a, &id);
 	if (idx < 0)
 		return;
 	s = &a->slots[idx];
@@ -502,9 +787,8 @@ static void agg_confirm(struct tly_agg *a, const struct tly_hdr *h,
 	unsigned int i, j;
 
 	for (i = 0; i < h->aux; i++, p += 8) {
-		uint32_t tensor = ((uint32_t)p[0] << 24) | (p[1] << 16) |
-				  (p[2] << 8) | p[3];
-		uint16_t first = (uint16_t)((p[4] << 8) | p[5]);
+		uint32_t tensor = tly_get32(p);
+		uint16_t first = tly_get16(p + 4);
 		uint8_t exp = p[6] >> 7;
 		unsigned int count = p[7] + 1u;
 
@@ -514,8 +798,9 @@ static void agg_confirm(struct tly_agg *a, const struct tly_hdr *h,
 	}
 }
 
-void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
-		uint64_t now)
+/* any frame: not DATA of this job, or a DATA the fast check refused */
+static void agg_rx_general(struct tly_agg *a, const uint8_t *frame,
+			   size_t len, uint64_t now)
 {
 	const uint8_t *pkt;
 	struct tly_hdr h;
@@ -526,7 +811,9 @@ void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
 		return;
 	switch (h.type) {
 	case TLY_T_DATA:
-		agg_data(a, &h, pkt, dscp, now);
+		agg_data(a, &h, tly_chunk_key(h.tensor, h.chunk,
+					      h.flags & TLY_F_EXP),
+			 pkt + TLY_HDR_LEN, dscp, now);
 		break;
 	case TLY_T_CONFIRM:
 		agg_confirm(a, &h, pkt, now);
@@ -536,10 +823,53 @@ void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
 	}
 }
 
+/* 1 for a DATA taken by the fast check (counted by the caller) */
+static inline __attribute__((always_inline)) int
+agg_rx_one(struct tly_agg *a, const uint8_t *frame, size_t len, uint64_t now)
+{
+	const uint8_t *pl;
+	struct tly_hdr h;
+	uint64_t key, hash;
+	uint8_t dscp;
+
+	if (__builtin_expect(!tly_data_rx(&a->fast, frame, len, &h, &key,
+					  &dscp), 0)) {
+		agg_rx_general(a, frame, len, now);
+		return 0;
+	}
+	/* the slot field is right if the slot holds the key (KEY_NONE) */
+	if (a->slots[h.slot].key != key &&
+	    !tly_data_slot_ok(&a->fast, &h, key, &hash)) {
+		agg_rx_general(a, frame, len, now);	/* drops it */
+		return 0;
+	}
+	pl = frame + a->fast.off + TLY_HDR_LEN;
+	if (!agg_data_common(a, &h, key, pl, dscp, now)) {
+		/* a copy: the common path keeps h in registers */
+		struct tly_hdr hc = h;
+
+		agg_data(a, &hc, key, pl, dscp, now);
+	}
+	return 1;
+}
+
+/* what tly_frame_rx() counts for @n frames the fast check took */
+static inline void agg_rx_count(struct tly_agg *a, unsigned int n)
+{
+	a->c.rx_pkts += n;
+	a->c.rx_bytes += (uint64_t)n * (TLY_HDR_LEN + 4u * a->cfg.k);
+}
+
+void tly_agg_rx(struct tly_agg *a, const uint8_t *frame, size_t len,
+		uint64_t now)
+{
+	agg_rx_count(a, (unsigned int)agg_rx_one(a, frame, len, now));
+}
+
 void tly_agg_rx_burst(struct tly_agg *a, const uint8_t *const *frames,
 		      const uint16_t *lens, unsigned int n, uint64_t now)
 {
-	unsigned int i;
+	unsigned int i, fast = 0;
 
 	for (i = 0; i < n; i++) {
 		if (i + 2 < n) {
@@ -547,8 +877,9 @@ void tly_agg_rx_burst(struct tly_agg *a, const uint8_t *const *frames,
 			__builtin_prefetch(frames[i + 2]);
 			__builtin_prefetch(frames[i + 2] + 64);
 		}
-		tly_agg_rx(a, frames[i], lens[i], now);
+		fast += (unsigned int)agg_rx_one(a, frames[i], lens[i], now);
 	}
+	agg_rx_count(a, fast);
 }
 
 void tly_agg_poll(struct tly_agg *a, uint64_t now)

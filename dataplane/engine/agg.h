@@ -38,7 +38,11 @@ struct tly_agg_cfg {
 	uint64_t tombstone_ns;		/* a freed chunk's strays dropped
 					 * this long (0: 4 * evict_ns) */
 	uint32_t poll_budget;		/* slots visited per poll (0: 64) */
-	struct tly_net net;
+	uint8_t portable_loops;		/* tests: the plain C payload loops
+					 * even where AVX2 is present */
+	struct tly_net net;		/* its address table must not change
+					 * while the aggregator lives (the
+					 * RESULT's envelope is cached) */
 	struct tly_tx_ops ops;
 };
 

@@ -4,6 +4,8 @@
  */
 #include "dataplane/engine/frame.h"
 
+#include <string.h>
+
 int tly_out_begin(struct tly_out *o, const struct tly_tx_ops *ops,
 		  const struct tly_net *net, struct tly_counters *c,
 		  uint16_t src, uint16_t dst, uint8_t dscp, size_t tally_len)
@@ -21,6 +23,35 @@ int tly_out_begin(struct tly_out *o, const struct tly_tx_ops *ops,
 	if (net->addrs)
 		tly_l2l4_write(o->frame, &net->addrs[src], &net->addrs[dst],
 			       dscp, tally_len);
+	return 0;
+}
+
+int tly_out_begin_cached(struct tly_out *o, const struct tly_tx_ops *ops,
+			 const struct tly_net *net, struct tly_counters *c,
+			 struct tly_out_cache *cache, uint16_t src,
+			 uint16_t dst, uint8_t dscp, size_t tally_len)
+{
+	if (!net->addrs)
+		return tly_out_begin(o, ops, net, c, src, dst, dscp, tally_len);
+	o->len = TLY_L2L4_LEN + tally_len;
+	o->dst = dst;
+	o->frame = ops->alloc(ops->ctx, o->len);
+	if (!o->frame) {
+		c->tx_nobuf++;
+		return -1;
+	}
+	o->pkt = o->frame + TLY_L2L4_LEN;
+	if (!cache->valid || cache->src != src || cache->dst != dst ||
+	    cache->dscp != dscp || cache->tally_len != tally_len) {
+		tly_l2l4_write(cache->l2l4, &net->addrs[src],
+			       &net->addrs[dst], dscp, tally_len);
+		cache->valid = 1;
+		cache->src = src;
+		cache->dst = dst;
+		cache->dscp = dscp;
+		cache->tally_len = tally_len;
+	}
+	memcpy(o->frame, cache->l2l4, TLY_L2L4_LEN);
 	return 0;
 }
 

@@ -19,6 +19,24 @@ struct tly_out {
 int tly_out_begin(struct tly_out *o, const struct tly_tx_ops *ops,
 		  const struct tly_net *net, struct tly_counters *c,
 		  uint16_t src, uint16_t dst, uint8_t dscp, size_t tally_len);
+/*
+ * The same, copying the L2-L4 envelope from @cache when the last frame
+ * built through it had the same ends, DSCP and length (a RESULT per
+ * completed chunk: the checksum and the copies of the addresses are
+ * computed once).  The address table must not change under the cache.
+ */
+struct tly_out_cache {
+	uint8_t l2l4[TLY_L2L4_LEN];
+	uint8_t valid;
+	uint8_t dscp;
+	uint16_t src, dst;
+	size_t tally_len;
+};
+
+int tly_out_begin_cached(struct tly_out *o, const struct tly_tx_ops *ops,
+			 const struct tly_net *net, struct tly_counters *c,
+			 struct tly_out_cache *cache, uint16_t src,
+			 uint16_t dst, uint8_t dscp, size_t tally_len);
 void tly_out_send(struct tly_out *o, const struct tly_tx_ops *ops,
 		  const struct tly_net *net, struct tly_counters *c);
 

@@ -4,13 +4,17 @@
  *
  * The project builds for baseline x86-64 (SSE2).  Hot loops are cloned for
  * AVX2 and picked at load time (ifunc), so one binary runs everywhere and
- * uses the wide units where present.  Payload words are big-endian and
- * unaligned (the tally payload sits at offset 58 of a frame).
+ * uses the wide units where present; the aggregator's swap-and-add loops
+ * are written with AVX2 intrinsics instead and picked when an aggregator
+ * is created (agg.c).  Payload words are big-endian and unaligned (the
+ * tally payload sits at offset 62 of a frame).
  */
 #ifndef TALLY_DATAPLANE_ENGINE_SIMD_H
 #define TALLY_DATAPLANE_ENGINE_SIMD_H
 
 #include <stdint.h>
+
+#include "dataplane/engine/wire.h"	/* tly_be32() */
 
 /* not under ASan or TSan: the ifunc resolver runs before the sanitizer's
  * run time is set up, and its instrumented prologue crashes there */
@@ -23,15 +27,5 @@
 
 typedef uint32_t tly_u32_una __attribute__((aligned(1), may_alias));
 typedef int32_t tly_i32_una __attribute__((aligned(1), may_alias));
-
-/* network <-> host order of one 32-bit word (its own inverse) */
-static inline uint32_t tly_be32(uint32_t v)
-{
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	return __builtin_bswap32(v);
-#else
-	return v;
-#endif
-}
 
 #endif /* TALLY_DATAPLANE_ENGINE_SIMD_H */

@@ -4,51 +4,20 @@
  */
 #include "dataplane/engine/wire.h"
 
-#include <arpa/inet.h>
 #include <string.h>
-
-static inline void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static inline void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static inline uint16_t get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return ntohs(v);
-}
-
-static inline uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return ntohl(v);
-}
 
 void tly_hdr_write(uint8_t *p, const struct tly_hdr *h)
 {
 	p[0] = (uint8_t)(TLY_VERSION << 4 | (h->type & 0x0f));
 	p[1] = h->flags;
-	put16(p + 2, h->job);
-	put16(p + 4, h->rank);
-	put16(p + 6, h->slot);
-	put32(p + 8, h->tensor);
-	put16(p + 12, h->chunk);
+	tly_put16(p + 2, h->job);
+	tly_put16(p + 4, h->rank);
+	tly_put16(p + 6, h->slot);
+	tly_put32(p + 8, h->tensor);
+	tly_put16(p + 12, h->chunk);
 	p[14] = (uint8_t)h->shift;
 	p[15] = h->aux;
-	put32(p + TLY_COOKIE_OFF, h->cookie);
+	tly_put32(p + TLY_COOKIE_OFF, h->cookie);
 }
 
 /* allowed flag bits per type */
@@ -78,12 +47,12 @@ static enum tly_drop confirm_check(const uint8_t *p, const struct tly_hdr *h)
 	if (h->aux == 0 || h->slot || h->tensor || h->chunk)
 		return TLY_E_CONFIRM;
 	for (i = 0; i < h->aux; i++) {
-		uint32_t w = get32(p + TLY_HDR_LEN + 8 * i + 4);
+		uint32_t w = tly_get32(p + TLY_HDR_LEN + 8 * i + 4);
 		uint32_t first = w >> 16, count = (w & 0xff) + 1;
 
 		if (w & 0x7f00)
 			return TLY_E_CONFIRM;
-		if (first + count > 0x10000)
+		if (first + count > TLY_MAX_CHUNKS)
 			return TLY_E_CONFIRM;
 	}
 	return TLY_OK;
@@ -152,8 +121,8 @@ enum tly_drop tly_hdr_parse(const uint8_t *p, size_t len,
 	 * is believed; the job key only names the drop (another job or
 	 * epoch, or a guessed key without the secret).
 	 */
-	h.cookie = get32(p + TLY_COOKIE_OFF);
-	h.job = get16(p + 2);
+	h.cookie = tly_get32(p + TLY_COOKIE_OFF);
+	h.job = tly_get16(p + 2);
 	if (h.cookie != lim->cookie) {
 		*out = h;
 		return h.job != lim->job ? TLY_E_JOB : TLY_E_COOKIE;
@@ -166,10 +135,10 @@ enum tly_drop tly_hdr_parse(const uint8_t *p, size_t len,
 		return TLY_E_VERSION;
 	h.type = p[0] & 0x0f;
 	h.flags = p[1];
-	h.rank = get16(p + 4);
-	h.slot = get16(p + 6);
-	h.tensor = get32(p + 8);
-	h.chunk = get16(p + 12);
+	h.rank = tly_get16(p + 4);
+	h.slot = tly_get16(p + 6);
+	h.tensor = tly_get32(p + 8);
+	h.chunk = tly_get16(p + 12);
 	h.shift = (int8_t)p[14];
 	h.aux = p[15];
 	d = hdr_check(&h, p, len, lim);
@@ -177,27 +146,10 @@ enum tly_drop tly_hdr_parse(const uint8_t *p, size_t len,
 	return d;
 }
 
-/* one's complement sum of the 20-byte header, in host order words */
-static uint16_t ip_sum(const uint8_t *ip)
-{
-	uint32_t w[5];
-	uint64_t sum = 0;
-	int i;
-
-	memcpy(w, ip, sizeof(w));
-	for (i = 0; i < 5; i++)
-		sum += w[i];
-	sum = (sum & 0xffffffffu) + (sum >> 32);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (uint16_t)ntohs((uint16_t)sum);
-}
-
 /* the checksum to store (the header's checksum field is ignored) */
 uint16_t tly_ip_checksum(const uint8_t *ip)
 {
-	uint32_t sum = ip_sum(ip) + (uint32_t)(uint16_t)~get16(ip + 10);
+	uint32_t sum = tly_ip_sum(ip) + (uint32_t)(uint16_t)~tly_get16(ip + 10);
 
 	sum = (sum & 0xffff) + (sum >> 16);	/* minus the old field */
 	return (uint16_t)~sum;
@@ -211,21 +163,21 @@ void tly_l2l4_write(uint8_t *p, const struct tly_addr *src,
 
 	memcpy(p, dst->mac, 6);
 	memcpy(p + 6, src->mac, 6);
-	put16(p + 12, 0x0800);
+	tly_put16(p + 12, 0x0800);
 	ip[0] = 0x45;
 	ip[1] = (uint8_t)(dscp << 2);
-	put16(ip + 2, (uint16_t)(TLY_IP_LEN + TLY_UDP_LEN + tally_len));
-	put16(ip + 4, 0);
-	put16(ip + 6, 0x4000);		/* don't fragment */
+	tly_put16(ip + 2, (uint16_t)(TLY_IP_LEN + TLY_UDP_LEN + tally_len));
+	tly_put16(ip + 4, 0);
+	tly_put16(ip + 6, 0x4000);		/* don't fragment */
 	ip[8] = 64;
 	ip[9] = 17;
-	put32(ip + 12, src->ip);
-	put32(ip + 16, dst->ip);
-	put16(ip + 10, tly_ip_checksum(ip));
-	put16(udp, src->port);
-	put16(udp + 2, dst->port);
-	put16(udp + 4, (uint16_t)(TLY_UDP_LEN + tally_len));
-	put16(udp + 6, 0);		/* no UDP checksum (IPv4 allows it) */
+	tly_put32(ip + 12, src->ip);
+	tly_put32(ip + 16, dst->ip);
+	tly_put16(ip + 10, tly_ip_checksum(ip));
+	tly_put16(udp, src->port);
+	tly_put16(udp + 2, dst->port);
+	tly_put16(udp + 4, (uint16_t)(TLY_UDP_LEN + tally_len));
+	tly_put16(udp + 6, 0);		/* no UDP checksum (IPv4 allows it) */
 }
 
 enum tly_drop tly_l2l4_parse(const uint8_t *p, size_t len, uint16_t port,
@@ -236,21 +188,77 @@ enum tly_drop tly_l2l4_parse(const uint8_t *p, size_t len, uint16_t port,
 
 	if (len < TLY_L2L4_LEN)
 		return TLY_E_SHORT;
-	if (get16(p + 12) != 0x0800)
+	if (tly_get16(p + 12) != 0x0800)
 		return TLY_E_L2;
-	if (ip[0] != 0x45 || ip[9] != 17 || (get16(ip + 6) & 0x3fff))
+	if (ip[0] != 0x45 || ip[9] != 17 || (tly_get16(ip + 6) & 0x3fff))
 		return TLY_E_L3;
-	ip_len = get16(ip + 2);
+	ip_len = tly_get16(ip + 2);
 	/* Ethernet may pad short frames: the IP length is authoritative */
 	if (ip_len < TLY_IP_LEN + TLY_UDP_LEN || ip_len > len - TLY_ETH_LEN)
 		return TLY_E_L3;
-	if (ip_sum(ip) != 0xffff)	/* checksum included: all ones */
+	if (tly_ip_sum(ip) != 0xffff)	/* checksum included: all ones */
 		return TLY_E_L3;
-	udp_len = get16(udp + 4);
-	if (get16(udp + 2) != port || udp_len != ip_len - TLY_IP_LEN)
+	udp_len = tly_get16(udp + 4);
+	if (tly_get16(udp + 2) != port || udp_len != ip_len - TLY_IP_LEN)
 		return TLY_E_L4;
 	*tally_len = udp_len - TLY_UDP_LEN;
 	return TLY_OK;
+}
+
+void tly_data_rx_init(struct tly_data_rx *f,
+		      const struct tly_wire_limits *lim, int l2l4,
+		      uint16_t port)
+{
+	/* a frame's image (want) and which of its bits are fixed (mask) */
+	uint8_t want[TLY_L2L4_LEN + 16] = { 0 }, mask[sizeof(want)] = { 0 };
+	uint8_t *hw = want + TLY_L2L4_LEN, *hm = mask + TLY_L2L4_LEN;
+	size_t tl = TLY_HDR_LEN + 4u * lim->k;
+	uint32_t cookie = tly_be32(lim->cookie);
+	int i;
+
+	memset(f, 0, sizeof(*f));
+	if (l2l4) {
+		uint8_t *ip = want + TLY_ETH_LEN, *udp = ip + TLY_IP_LEN;
+		uint8_t *ipm = mask + TLY_ETH_LEN, *udpm = ipm + TLY_IP_LEN;
+
+		tly_put16(want + 12, 0x0800);
+		tly_put16(mask + 12, 0xffff);
+		ip[0] = 0x45;
+		ipm[0] = 0xff;
+		tly_put16(ip + 2, (uint16_t)(TLY_IP_LEN + TLY_UDP_LEN + tl));
+		tly_put16(ipm + 2, 0xffff);
+		tly_put16(ipm + 6, 0x3fff);	/* no fragment */
+		ip[9] = 17;
+		ipm[9] = 0xff;
+		tly_put16(udp + 2, port);
+		tly_put16(udpm + 2, 0xffff);
+		tly_put16(udp + 4, (uint16_t)(TLY_UDP_LEN + tl));
+		tly_put16(udpm + 4, 0xffff);
+		f->off = TLY_L2L4_LEN;
+		f->len_min = (uint32_t)(TLY_L2L4_LEN + tl);
+		f->len_max = UINT32_MAX;	/* Ethernet padding */
+	} else {
+		f->len_min = f->len_max = (uint32_t)tl;
+	}
+	hw[0] = TLY_VERSION << 4 | TLY_T_DATA;
+	hm[0] = 0xff;
+	hm[1] = (uint8_t)~(TLY_F_EXP | TLY_F_INT | TLY_F_ACK_REQ | TLY_F_RETX);
+	tly_put16(hw + 2, lim->job);
+	tly_put16(hm + 2, 0xffff);
+	hm[15] = 0xff;			/* aux: 0 */
+	memcpy(&f->mask[0], mask + 12, 8);
+	memcpy(&f->want[0], want + 12, 8);
+	memcpy(&f->mask[1], mask + 20, 8);
+	memcpy(&f->want[1], want + 20, 8);
+	memcpy(&f->mask[2], mask + 34, 8);
+	memcpy(&f->want[2], want + 34, 8);
+	for (i = 0; i < 2; i++) {
+		memcpy(&f->mask[3 + i], hm + 8 * i, 8);
+		memcpy(&f->want[3 + i], hw + 8 * i, 8);
+	}
+	memcpy(&f->cookie, &cookie, 4);
+	f->n_slots = lim->n_slots;
+	f->n_ranks = lim->n_ranks;
 }
 
 void tly_frame_readdress(uint8_t *frame, const struct tly_addr *dst,
@@ -259,15 +267,15 @@ void tly_frame_readdress(uint8_t *frame, const struct tly_addr *dst,
 	uint8_t *ip = frame + TLY_ETH_LEN;
 
 	memcpy(frame, dst->mac, 6);
-	put32(ip + 16, dst->ip);
-	put16(ip + 10, tly_ip_checksum(ip));
-	put16(ip + TLY_IP_LEN + 2, dst->port);
-	put16(frame + TLY_L2L4_LEN + 4, dst_rank);
+	tly_put32(ip + 16, dst->ip);
+	tly_put16(ip + 10, tly_ip_checksum(ip));
+	tly_put16(ip + TLY_IP_LEN + 2, dst->port);
+	tly_put16(frame + TLY_L2L4_LEN + 4, dst_rank);
 }
 
 void tly_frame_readdress_bare(uint8_t *pkt, uint16_t dst_rank)
 {
-	put16(pkt + 4, dst_rank);
+	tly_put16(pkt + 4, dst_rank);
 }
 
 uint32_t tly_tensor_id(uint64_t key, uint32_t iteration, uint32_t partition)

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define TLY_VERSION		2	/* 2: the cookie */
 #define TLY_HDR_LEN		20
@@ -38,6 +39,9 @@
 #define TLY_CONFIRM_MAX		255
 #define TLY_CONFIRM_RANGE_MAX	256
 #define TLY_SHIFT_MAX		127
+/* chunks per tensor, and slots per pool: both fields are 16 bits wide */
+#define TLY_MAX_CHUNKS		65536
+#define TLY_MAX_SLOTS		65536
 
 enum tly_type {
 	TLY_T_DATA = 1,		/* worker -> aggregator: a contribution */
@@ -115,6 +119,57 @@ struct tly_addr {
 	uint16_t port;
 };
 
+/*
+ * Network byte order: the one set of helpers.  tly_be16/tly_be32 convert a
+ * value (each is its own inverse); tly_get and tly_put read and write a
+ * field at any alignment.
+ */
+static inline uint16_t tly_be16(uint16_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return __builtin_bswap16(v);
+#else
+	return v;
+#endif
+}
+
+static inline uint32_t tly_be32(uint32_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return __builtin_bswap32(v);
+#else
+	return v;
+#endif
+}
+
+static inline uint16_t tly_get16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return tly_be16(v);
+}
+
+static inline uint32_t tly_get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return tly_be32(v);
+}
+
+static inline void tly_put16(uint8_t *p, uint16_t v)
+{
+	v = tly_be16(v);
+	memcpy(p, &v, 2);
+}
+
+static inline void tly_put32(uint8_t *p, uint32_t v)
+{
+	v = tly_be32(v);
+	memcpy(p, &v, 4);
+}
+
 static inline size_t tly_payload_len(uint8_t type, uint16_t k, uint8_t aux)
 {
 	switch (type) {
@@ -152,6 +207,27 @@ void tly_frame_readdress(uint8_t *frame, const struct tly_addr *dst,
 void tly_frame_readdress_bare(uint8_t *pkt, uint16_t dst_rank);
 
 uint16_t tly_ip_checksum(const uint8_t *ip_hdr);
+
+/*
+ * One's complement sum of a 20-byte IPv4 header (0xffff: checksum good).
+ * Five 32-bit halves into 64 bits (at most 35 bits), then end-around
+ * carries at 16 bits: 2^16 = 1 mod 0xffff, and three folds bring 35 bits
+ * down to 16.
+ */
+static inline uint16_t tly_ip_sum(const uint8_t *ip)
+{
+	uint64_t a, b, sum;
+	uint32_t c;
+
+	memcpy(&a, ip, 8);
+	memcpy(&b, ip + 8, 8);
+	memcpy(&c, ip + 16, 4);
+	sum = (uint32_t)a + (a >> 32) + (uint32_t)b + (b >> 32) + c;
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return tly_be16((uint16_t)sum);
+}
 const char *tly_drop_name(enum tly_drop d);
 
 /*
@@ -161,16 +237,26 @@ const char *tly_drop_name(enum tly_drop d);
  */
 uint32_t tly_tensor_id(uint64_t key, uint32_t iteration, uint32_t partition);
 
-static inline uint64_t tly_chunk_hash(uint32_t tensor, uint16_t chunk,
-				      uint8_t exp)
+/* a chunk's key: what a slot holds and what tly_chunk_hash() mixes */
+static inline uint64_t tly_chunk_key(uint32_t tensor, uint16_t chunk,
+				     uint8_t exp)
 {
-	uint64_t x = ((uint64_t)tensor << 32) | ((uint32_t)chunk << 1) | exp;
+	return ((uint64_t)tensor << 32) | ((uint32_t)chunk << 1) | exp;
+}
 
+static inline uint64_t tly_key_hash(uint64_t x)
+{
 	/* splitmix64 finaliser */
 	x += 0x9e3779b97f4a7c15ull;
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
 	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
 	return x ^ (x >> 31);
+}
+
+static inline uint64_t tly_chunk_hash(uint32_t tensor, uint16_t chunk,
+				      uint8_t exp)
+{
+	return tly_key_hash(tly_chunk_key(tensor, chunk, exp));
 }
 
 /* Lemire's multiply-shift maps a 32-bit hash onto [0, n) without a divide */
@@ -199,6 +285,104 @@ static inline uint32_t tly_shard_of(uint32_t tensor, uint16_t chunk,
 
 	return (uint32_t)(((uint64_t)start + chunk + (exp ? n_shards / 2 : 0)) %
 			  n_shards);
+}
+
+/*
+ * The common case on an aggregator, checked in a few word compares: a DATA
+ * frame of this job.  tly_data_rx_init() precomputes what each fixed field
+ * of such a frame must hold (masks and values in wire order).
+ *
+ * tly_data_rx() checks all the general path does but one: envelope
+ * (EtherType, IPv4 without options or fragments, checksum, UDP port and
+ * lengths), version and type, flags, job key, cookie, length, aux, rank,
+ * shift, and the slot's bound.  It fills *h as tly_hdr_parse() would,
+ * *key (tly_chunk_key()) and *dscp.  The one left is that the slot is the
+ * chunk's hashed slot, which costs a hash: tly_data_slot_ok() checks it,
+ * and a receiver that can prove it otherwise may skip the hash (the
+ * aggregator: a slot already holding this very key was checked when it
+ * was claimed).  A frame is a DATA the general path (tly_l2l4_parse() and
+ * tly_hdr_parse()) accepts exactly when both say 1; for any other frame
+ * one says 0, and the general path names the drop.
+ */
+struct tly_data_rx {
+	uint64_t mask[5];	/* frame bytes 12, 20, 34; header bytes 0, 8 */
+	uint64_t want[5];
+	uint32_t cookie;	/* wire order */
+	uint32_t n_slots;
+	uint16_t n_ranks;
+	uint16_t off;		/* the tally header's offset in the frame */
+	uint32_t len_min;	/* frame length bounds */
+	uint32_t len_max;
+};
+
+void tly_data_rx_init(struct tly_data_rx *f,
+		      const struct tly_wire_limits *lim, int l2l4,
+		      uint16_t port);
+
+static inline uint64_t tly_load64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static inline int tly_data_rx(const struct tly_data_rx *f,
+			      const uint8_t *frame, size_t len,
+			      struct tly_hdr *h, uint64_t *key,
+			      uint8_t *dscp)
+{
+	const uint8_t *p = frame + f->off;
+	uint64_t bad;
+	uint32_t cookie;
+	uint8_t flags;
+	int8_t shift;
+
+	if (len < f->len_min || len > f->len_max)
+		return 0;
+	/* bare packets: the three envelope masks are 0 (the bytes exist:
+	 * a DATA packet is at least 52 bytes long) */
+	memcpy(&cookie, p + TLY_COOKIE_OFF, 4);
+	bad = (uint64_t)(cookie ^ f->cookie);
+	bad |= (tly_load64(frame + 12) & f->mask[0]) ^ f->want[0];
+	bad |= (tly_load64(frame + 20) & f->mask[1]) ^ f->want[1];
+	bad |= (tly_load64(frame + 34) & f->mask[2]) ^ f->want[2];
+	bad |= (tly_load64(p) & f->mask[3]) ^ f->want[3];
+	bad |= (tly_load64(p + 8) & f->mask[4]) ^ f->want[4];
+	if (bad)
+		return 0;
+	if (f->off && tly_ip_sum(frame + TLY_ETH_LEN) != 0xffff)
+		return 0;
+	flags = p[1];
+	shift = (int8_t)p[14];
+	h->type = TLY_T_DATA;
+	h->flags = flags;
+	h->job = tly_get16(p + 2);
+	h->rank = tly_get16(p + 4);
+	h->slot = tly_get16(p + 6);
+	h->tensor = tly_get32(p + 8);
+	h->chunk = tly_get16(p + 12);
+	h->shift = shift;
+	h->aux = 0;
+	h->cookie = tly_be32(cookie);
+	if ((flags & (TLY_F_EXP | TLY_F_INT)) == (TLY_F_EXP | TLY_F_INT) ||
+	    h->rank >= f->n_ranks || h->slot >= f->n_slots)
+		return 0;
+	if (shift && (shift < -TLY_SHIFT_MAX ||
+		      (flags & (TLY_F_EXP | TLY_F_INT))))
+		return 0;
+	*key = tly_chunk_key(h->tensor, h->chunk, flags & TLY_F_EXP);
+	*dscp = f->off ? frame[TLY_ETH_LEN + 1] >> 2 : 0;
+	return 1;
+}
+
+/* the rest of tly_data_rx(): the slot is the chunk's hashed slot */
+static inline int tly_data_slot_ok(const struct tly_data_rx *f,
+				   const struct tly_hdr *h, uint64_t key,
+				   uint64_t *hash)
+{
+	*hash = tly_key_hash(key);
+	return h->slot == tly_hash_range((uint32_t)*hash, f->n_slots);
 }
 
 #endif /* TALLY_DATAPLANE_ENGINE_WIRE_H */

@@ -53,12 +53,8 @@ static void record(uint16_t dst, const uint8_t *f, size_t len, uint64_t m)
 	s->dst = dst;
 	s->mask = m;
 	assert_int_equal(tly_hdr_parse(f, len, &lim, &s->h), TLY_OK);
-	for (i = 0; i < K && len > TLY_HDR_LEN; i++) {
-		const uint8_t *p = f + TLY_HDR_LEN + 4 * i;
-
-		s->v[i] = (int32_t)(((uint32_t)p[0] << 24) | (p[1] << 16) |
-				    (p[2] << 8) | p[3]);
-	}
+	for (i = 0; i < K && len > TLY_HDR_LEN; i++)
+		s->v[i] = (int32_t)tly_get32(f + TLY_HDR_LEN + 4 * i);
 }
 
 static void cap_send(void *ctx, uint16_t dst, uint8_t *f, size_t len)
@@ -110,14 +106,8 @@ static void send_data_cookie(struct tly_agg *a, uint16_t rank,
 	h.slot = (uint16_t)tly_slot_of(tensor, chunk,
 				       !!(flags & TLY_F_EXP), 64);
 	tly_hdr_write(f, &h);
-	for (i = 0; i < K; i++) {
-		uint32_t v = (uint32_t)base + i;
-
-		f[TLY_HDR_LEN + 4 * i] = (uint8_t)(v >> 24);
-		f[TLY_HDR_LEN + 4 * i + 1] = (uint8_t)(v >> 16);
-		f[TLY_HDR_LEN + 4 * i + 2] = (uint8_t)(v >> 8);
-		f[TLY_HDR_LEN + 4 * i + 3] = (uint8_t)v;
-	}
+	for (i = 0; i < K; i++)
+		tly_put32(f + TLY_HDR_LEN + 4 * i, (uint32_t)base + i);
 	tly_agg_rx(a, f, sizeof(f), now);
 }
 
@@ -138,12 +128,8 @@ static void send_confirm(struct tly_agg *a, uint16_t rank, uint32_t tensor,
 	uint8_t *r = f + TLY_HDR_LEN;
 
 	tly_hdr_write(f, &h);
-	r[0] = (uint8_t)(tensor >> 24);
-	r[1] = (uint8_t)(tensor >> 16);
-	r[2] = (uint8_t)(tensor >> 8);
-	r[3] = (uint8_t)tensor;
-	r[4] = (uint8_t)(first >> 8);
-	r[5] = (uint8_t)first;
+	tly_put32(r, tensor);
+	tly_put16(r + 4, first);
 	r[6] = 0;
 	r[7] = (uint8_t)(count - 1);
 	tly_agg_rx(a, f, sizeof(f), now);
@@ -495,6 +481,66 @@ static void test_foreign_dropped(void **state)
  * without the secret): dropped by the first check and counted as such,
  * before any other field is looked at; the honest sum is untouched.
  */
+/* a DATA of @tensor/@chunk from @rank carrying slot field @slot */
+static void send_data_slot(struct tly_agg *a, uint16_t rank, uint32_t tensor,
+			   uint16_t chunk, uint16_t slot, int32_t base)
+{
+	uint8_t f[TLY_HDR_LEN + 4 * K];
+	struct tly_hdr h = {
+		.type = TLY_T_DATA, .flags = TLY_F_INT, .job = JOB,
+		.rank = rank, .slot = slot, .tensor = tensor, .chunk = chunk,
+		.cookie = COOKIE,
+	};
+	unsigned int i;
+
+	tly_hdr_write(f, &h);
+	for (i = 0; i < K; i++)
+		tly_put32(f + TLY_HDR_LEN + 4 * i, (uint32_t)base + i);
+	tly_agg_rx(a, f, sizeof(f), 0);
+}
+
+/*
+ * The slot field must be the chunk's hashed slot whatever the slots hold:
+ * the engine skips the hash when the named slot holds the packet's key,
+ * so try a slot collecting another chunk, another slot than the one
+ * collecting this chunk, a slot never used (a chunk whose key is all
+ * zeroes), and a slot that held the chunk and was freed.
+ */
+static void test_wrong_slot_dropped(void **state)
+{
+	struct tly_agg *a = make(3, 0, 1);
+	const struct tly_counters *c = tly_agg_counters(a);
+	uint16_t s = (uint16_t)tly_slot_of(7, 1, 0, 64);
+	uint16_t other = (uint16_t)((s + 1) % 64);
+	uint16_t z = 2;
+	unsigned int i;
+
+	(void)state;
+	while (tly_slot_of(7, z, 0, 64) == s)
+		z++;
+	send_data_slot(a, 0, 7, 1, s, 100);		/* X collects in s */
+	send_data_slot(a, 1, 7, 1, other, 50);		/* X, wrong slot */
+	assert_int_equal(c->drops[TLY_E_SLOT], 1);
+	send_data_slot(a, 1, 7, z, s, 50);		/* Z names X's slot */
+	assert_int_equal(c->drops[TLY_E_SLOT], 2);
+	send_data_slot(a, 1, 0, 0, (uint16_t)((tly_slot_of(0, 0, 0, 64) + 1)
+					      % 64), 50);	/* never used */
+	assert_int_equal(c->drops[TLY_E_SLOT], 3);
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	send_data_slot(a, 1, 7, 1, s, 50);
+	send_data_slot(a, 2, 7, 1, s, 25);
+	assert_int_equal(n_out, 1);			/* the right sum */
+	assert_int_equal(out[0].h.type, TLY_T_RESULT);
+	for (i = 0; i < K; i++)
+		assert_int_equal(out[0].v[i], 175 + 3 * (int32_t)i);
+	for (i = 0; i < 3; i++)
+		send_confirm(a, (uint16_t)i, 7, 1, 1, 0);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	send_data_slot(a, 0, 7, 1, other, 1);		/* freed, wrong slot */
+	assert_int_equal(c->drops[TLY_E_SLOT], 4);
+	tly_agg_destroy(a);
+}
+
 static void test_wrong_cookie_dropped_first(void **state)
 {
 	struct tly_agg *a = make(2, 0, 0);
@@ -565,6 +611,161 @@ static void test_64_workers_multicast(void **state)
 	tly_agg_destroy(a);
 }
 
+/*
+ * Every payload loop (the portable one and, where the CPU has it, the
+ * AVX2 one), at lengths that are not multiples of the vector widths, with
+ * and without the L2-L4 envelope: the RESULT is the exact wrapped sum
+ * (or the max in the exponent round) of random contributions.
+ */
+#define LANES_W 3
+
+static uint8_t lanes_tx[2][TLY_L2L4_LEN + TLY_HDR_LEN + 4 * TLY_K_MAX];
+static uint8_t lanes_res[sizeof(lanes_tx[0])];
+static size_t lanes_res_len;
+static unsigned int lanes_n_res;
+
+static uint8_t *lanes_alloc(void *ctx, size_t len)
+{
+	static unsigned int next;
+
+	(void)ctx;
+	assert_true(len <= sizeof(lanes_tx[0]));
+	return lanes_tx[next++ % 2];
+}
+
+static void lanes_send(void *ctx, uint16_t dst, uint8_t *f, size_t len)
+{
+	(void)ctx;
+	(void)dst;
+	(void)f;
+	(void)len;
+	fail_msg("only RESULTs, by multicast");
+}
+
+static void lanes_multicast(void *ctx, uint64_t mask, uint8_t *f,
+			    size_t len)
+{
+	(void)ctx;
+	assert_true(mask == (1u << LANES_W) - 1);
+	memcpy(lanes_res, f, len);
+	lanes_res_len = len;
+	lanes_n_res++;
+}
+
+/* three chunks (the last with another DSCP), each from LANES_W workers */
+static void lanes_case(uint16_t k, int portable, int l2, uint8_t flags,
+		       unsigned int seed)
+{
+	static struct tly_addr addrs[LANES_W + 1];
+	static uint8_t f[sizeof(lanes_tx[0])];
+	static uint32_t want[TLY_K_MAX];
+	static const uint8_t dscps[] = { 0, 0, 46 };
+	struct tly_agg_cfg c = {
+		.job = JOB, .cookie = COOKIE, .k = k, .n_workers = LANES_W,
+		.self = LANES_W, .n_slots = 16, .n_fallback = 2,
+		.evict_ns = 1000, .probe_ns = 500, .portable_loops = portable,
+		.ops = { .alloc = lanes_alloc, .send = lanes_send,
+			 .multicast = lanes_multicast },
+	};
+	struct tly_wire_limits lim = {
+		.job = JOB, .cookie = COOKIE, .k = k, .n_ranks = LANES_W,
+		.n_slots = 16,
+	};
+	size_t off = l2 ? TLY_L2L4_LEN : 0, tl = TLY_HDR_LEN + 4u * k, rtl;
+	int exp = flags & TLY_F_EXP;
+	struct tly_agg *a;
+	struct tly_hdr h;
+	unsigned int i, ch;
+	uint16_t w;
+
+	for (i = 0; i <= LANES_W; i++) {
+		addrs[i] = (struct tly_addr){ .mac = { 2, 0, 0, 0, 0, i },
+					      .ip = 0x0a000001u + i,
+					      .port = 9191 };
+	}
+	if (l2)
+		c.net = (struct tly_net){ .addrs = addrs,
+					  .n_nodes = LANES_W + 1,
+					  .port = 9191 };
+	a = tly_agg_create(&c);
+	assert_non_null(a);
+	srand(seed);
+	for (ch = 0; ch < sizeof(dscps); ch++) {
+		lanes_n_res = 0;
+		for (w = 0; w < LANES_W; w++) {
+			h = (struct tly_hdr){
+				.type = TLY_T_DATA, .flags = flags,
+				.job = JOB, .rank = w, .tensor = 77 + k,
+				.chunk = (uint16_t)(5 + ch), .cookie = COOKIE,
+			};
+			h.slot = (uint16_t)tly_slot_of(h.tensor, h.chunk,
+						       !!exp, 16);
+			if (l2)
+				tly_l2l4_write(f, &addrs[w], &addrs[LANES_W],
+					       dscps[ch], tl);
+			tly_hdr_write(f + off, &h);
+			for (i = 0; i < k; i++) {
+				uint32_t v = (uint32_t)rand() * 2654435761u;
+
+				if (exp)	/* small, either sign */
+					v = (uint32_t)((int32_t)(v >> 24) -
+						       128);
+				if (!w)
+					want[i] = v;
+				else if (exp)
+					want[i] = (int32_t)v >
+						  (int32_t)want[i] ?
+						  v : want[i];
+				else
+					want[i] += v;
+				tly_put32(f + off + TLY_HDR_LEN + 4 * i, v);
+			}
+			tly_agg_rx(a, f, off + tl, 0);
+		}
+		assert_int_equal(lanes_n_res, 1);
+		assert_int_equal(lanes_res_len, off + tl);
+		if (l2) {	/* the envelope: addresses, checksum, DSCP */
+			assert_int_equal(tly_l2l4_parse(lanes_res,
+							lanes_res_len, 9191,
+							&rtl), TLY_OK);
+			assert_int_equal(rtl, tl);
+			assert_int_equal(lanes_res[TLY_ETH_LEN + 1] >> 2,
+					 dscps[ch]);
+			assert_memory_equal(lanes_res, addrs[0].mac, 6);
+		}
+		assert_int_equal(tly_hdr_parse(lanes_res + off, tl, &lim, &h),
+				 TLY_OK);
+		assert_int_equal(h.type, TLY_T_RESULT);
+		assert_int_equal(h.chunk, 5 + ch);
+		for (i = 0; i < k; i++)
+			assert_int_equal(tly_get32(lanes_res + off +
+						   TLY_HDR_LEN + 4 * i),
+					 want[i]);
+	}
+	assert_int_equal(tly_agg_counters(a)->completions, sizeof(dscps));
+	tly_agg_destroy(a);
+}
+
+static void test_payload_loops_exact(void **state)
+{
+	static const uint16_t ks[] = {
+		8, 9, 13, 31, 32, 33, 40, 63, 255, 256, 257, 1000, 1024,
+	};
+	unsigned int i, seed = 1;
+	int portable, l2;
+
+	(void)state;
+	for (portable = 0; portable < 2; portable++)
+		for (l2 = 0; l2 < 2; l2++)
+			for (i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
+				lanes_case(ks[i], portable, l2, TLY_F_INT,
+					   seed++);
+				lanes_case(ks[i], portable, l2, 0, seed++);
+				lanes_case(ks[i], portable, l2, TLY_F_EXP,
+					   seed++);
+			}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -584,9 +785,11 @@ int main(void)
 		cmocka_unit_test(test_exponent_round_takes_max),
 		cmocka_unit_test(test_shift_mismatch_dropped),
 		cmocka_unit_test(test_foreign_dropped),
+		cmocka_unit_test(test_wrong_slot_dropped),
 		cmocka_unit_test(test_wrong_cookie_dropped_first),
 		cmocka_unit_test(test_previous_epoch_cookie_dropped),
 		cmocka_unit_test(test_64_workers_multicast),
+		cmocka_unit_test(test_payload_loops_exact),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -248,12 +248,8 @@ static void test_shift(void **state)
 static void put_range(uint8_t *p, uint32_t tensor, uint16_t first,
 		      uint8_t exp, unsigned int count)
 {
-	p[0] = (uint8_t)(tensor >> 24);
-	p[1] = (uint8_t)(tensor >> 16);
-	p[2] = (uint8_t)(tensor >> 8);
-	p[3] = (uint8_t)tensor;
-	p[4] = (uint8_t)(first >> 8);
-	p[5] = (uint8_t)first;
+	tly_put32(p, tensor);
+	tly_put16(p + 4, first);
 	p[6] = (uint8_t)(exp << 7);
 	p[7] = (uint8_t)(count - 1);
 }
@@ -353,6 +349,121 @@ static void test_l2l4_bad(void **state)
 	assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_E_L4);
 }
 
+/* the general path's verdict on a frame: DATA accepted, and its header */
+static int general_data(const uint8_t *f, size_t len, int l2,
+			struct tly_hdr *h)
+{
+	size_t tl = len;
+
+	if (l2) {
+		if (tly_l2l4_parse(f, len, 9191, &tl) != TLY_OK)
+			return 0;
+		f += TLY_L2L4_LEN;
+	}
+	return tly_hdr_parse(f, tl, &lim, h) == TLY_OK &&
+	       h->type == TLY_T_DATA;
+}
+
+/* the fast DATA check says yes exactly when the general path does */
+static void assert_fast_agrees(const uint8_t *f, size_t len, int l2,
+			       const struct tly_data_rx *fr)
+{
+	struct tly_hdr g, h;
+	uint64_t key = 0, hash = 0;
+	uint8_t dscp = 0xff;
+	int want = general_data(f, len, l2, &g);
+
+	assert_int_equal(tly_data_rx(fr, f, len, &h, &key, &dscp) &&
+			 tly_data_slot_ok(fr, &h, key, &hash), want);
+	if (!want)
+		return;
+	assert_true(key == tly_chunk_key(g.tensor, g.chunk,
+					 g.flags & TLY_F_EXP));
+	assert_int_equal(h.type, g.type);
+	assert_int_equal(h.flags, g.flags);
+	assert_int_equal(h.job, g.job);
+	assert_int_equal(h.rank, g.rank);
+	assert_int_equal(h.slot, g.slot);
+	assert_int_equal(h.tensor, g.tensor);
+	assert_int_equal(h.chunk, g.chunk);
+	assert_int_equal(h.shift, g.shift);
+	assert_int_equal(h.aux, g.aux);
+	assert_int_equal(h.cookie, g.cookie);
+	assert_true(hash == tly_chunk_hash(g.tensor, g.chunk,
+					   g.flags & TLY_F_EXP));
+	assert_int_equal(dscp, l2 ? f[TLY_ETH_LEN + 1] >> 2 : 0);
+}
+
+/* a DATA packet with these flags and shift, in a frame or bare */
+static size_t build_data(int l2, uint8_t flags, int8_t shift)
+{
+	struct tly_hdr h = data_hdr();
+	size_t off = l2 ? TLY_L2L4_LEN : 0;
+	size_t i;
+
+	h.flags = flags;
+	h.shift = shift;
+	h.slot = (uint16_t)tly_slot_of(h.tensor, h.chunk,
+				       flags & TLY_F_EXP, lim.n_slots);
+	memset(pkt, 0, sizeof(pkt));
+	if (l2)
+		tly_l2l4_write(pkt, &src, &dst, 40, data_len());
+	tly_hdr_write(pkt + off, &h);
+	for (i = 0; i < 4 * K; i++)
+		pkt[off + TLY_HDR_LEN + i] = (uint8_t)(i * 13);
+	return off + data_len();
+}
+
+static void test_fast_data_check(void **state)
+{
+	static const uint8_t flags[] = {
+		0, TLY_F_ACK_REQ, TLY_F_RETX, TLY_F_EXP, TLY_F_INT,
+		TLY_F_EXP | TLY_F_INT, TLY_F_ACK_REQ | TLY_F_RETX | TLY_F_INT,
+		TLY_F_FALLBACK, TLY_F_REFUSE, 0x80,
+	};
+	static const int8_t shifts[] = { 0, -3, 127, -127, -128, 1 };
+	struct tly_data_rx fr[2];
+	int l2;
+
+	(void)state;
+	for (l2 = 0; l2 < 2; l2++) {
+		size_t off = l2 ? TLY_L2L4_LEN : 0, len, b;
+		unsigned int i, j, bit;
+
+		tly_data_rx_init(&fr[l2], &lim, l2, 9191);
+		for (i = 0; i < sizeof(flags); i++)
+			for (j = 0; j < sizeof(shifts); j++) {
+				len = build_data(l2, flags[i], shifts[j]);
+				assert_fast_agrees(pkt, len, l2, &fr[l2]);
+			}
+		/* every single-bit change of the headers; in the IP header
+		 * with the checksum made right again, so the field's own
+		 * check is what decides */
+		for (b = 0; b < off + TLY_HDR_LEN; b++)
+			for (bit = 0; bit < 8; bit++) {
+				len = build_data(l2, TLY_F_ACK_REQ, -3);
+				pkt[b] ^= (uint8_t)(1u << bit);
+				if (l2 && b >= TLY_ETH_LEN &&
+				    b < TLY_ETH_LEN + TLY_IP_LEN &&
+				    b != TLY_ETH_LEN + 10 &&
+				    b != TLY_ETH_LEN + 11)
+					tly_put16(pkt + TLY_ETH_LEN + 10,
+						  tly_ip_checksum(pkt +
+								  TLY_ETH_LEN));
+				assert_fast_agrees(pkt, len, l2, &fr[l2]);
+			}
+		/* lengths: short, long, Ethernet padding */
+		len = build_data(l2, 0, 0);
+		assert_fast_agrees(pkt, len - 1, l2, &fr[l2]);
+		assert_fast_agrees(pkt, len + 1, l2, &fr[l2]);
+		assert_fast_agrees(pkt, len + 6, l2, &fr[l2]);
+		assert_fast_agrees(pkt, 0, l2, &fr[l2]);
+		assert_true(tly_data_rx(&fr[l2], pkt, len,
+					&(struct tly_hdr){ 0 },
+					&(uint64_t){ 0 }, &(uint8_t){ 0 }));
+	}
+}
+
 static void test_ids(void **state)
 {
 	(void)state;
@@ -380,6 +491,7 @@ int main(void)
 		cmocka_unit_test(test_confirm),
 		cmocka_unit_test(test_l2l4_ok),
 		cmocka_unit_test(test_l2l4_bad),
+		cmocka_unit_test(test_fast_data_check),
 		cmocka_unit_test(test_ids),
 	};
 
