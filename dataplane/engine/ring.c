@@ -72,12 +72,8 @@ static void write_dst(struct tly_worker *w, struct wtensor *t, uint32_t c)
 	t->done++;
 }
 
-/*
- * The ready queue: one entry per C_READY chunk at most, plus the head,
- * which ring_next() leaves in place until its chunk has been sent (so it
- * may be queued again meanwhile), plus one slot so full != empty.
- */
-#define QUEUE_LEN(t)	((t)->n_chunks + 2)
+/* the ready queue: one entry per chunk at most, plus one so full != empty */
+#define QUEUE_LEN(t)	((t)->n_chunks + 1)
 
 static void enqueue(struct wtensor *t, uint32_t c)
 {
@@ -120,20 +116,26 @@ static int ring_setup(struct tly_worker *w, struct wtensor *t)
 	return 0;
 }
 
-/* the head of the ready queue; it is dequeued once it has left C_READY */
 static int ring_next(struct tly_worker *w, struct wtensor *t, uint32_t *c)
 {
 	(void)w;
 	while (t->q_head != t->q_tail) {
 		uint32_t x = t->queue[t->q_head];
 
+		t->q_head = (t->q_head + 1) % QUEUE_LEN(t);
 		if (t->chunks[x].state == C_READY) {
 			*c = x;
 			return 1;
 		}
-		t->q_head = (t->q_head + 1) % QUEUE_LEN(t);
 	}
 	return 0;
+}
+
+/* put back @c, which ring_next() just returned: its entry is still there */
+static void ring_unget(struct wtensor *t, uint32_t c)
+{
+	t->q_head = (t->q_head + QUEUE_LEN(t) - 1) % QUEUE_LEN(t);
+	t->queue[t->q_head] = c;
 }
 
 /* every hop of ours goes to the next rank */
@@ -424,6 +426,7 @@ static struct wtensor *ring_rx(struct tly_worker *w, const struct tly_hdr *h,
 const struct worker_algo worker_ring_algo = {
 	.setup = ring_setup,
 	.next = ring_next,
+	.unget = ring_unget,
 	.send = ring_send,
 	.dest = ring_dest,
 	.span = ring_span,

@@ -253,15 +253,19 @@ static void tensor_deferred(struct tly_worker *w, struct wtensor *t,
 		deferred_one(w, t, t->algo->at(t, p0), now);
 }
 
-/* fresh chunks of @t while their destinations have room */
+/* fresh chunks of @t, in its order, while their destinations have room */
 static void tensor_fresh(struct tly_worker *w, struct wtensor *t,
 			 uint64_t now)
 {
 	uint32_t idx;
 
-	while (w->inflight < w->cfg.window && t->algo->next(w, t, &idx) &&
-	       credit_room(w, t->algo->dest(w, t, idx)))
+	while (w->inflight < w->cfg.window && t->algo->next(w, t, &idx)) {
+		if (!credit_room(w, t->algo->dest(w, t, idx))) {
+			t->algo->unget(t, idx);
+			return;
+		}
 		chunk_launch(w, t, idx, now);
+	}
 }
 
 /*

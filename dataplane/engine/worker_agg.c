@@ -236,49 +236,35 @@ static void agg_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	tly_out_send(&o, &w->cfg.ops, &w->cfg.net, &w->c);
 }
 
-/*
- * Move the cursors past the chunks that have left C_READY (sent, or
- * refused since), stopping at one still C_WAIT: everything sent is then
- * below the cursor, inside the live span.
- */
-static void agg_skip_sent(struct wtensor *t)
-{
-	while (t->gcursor < t->n_groups &&
-	       t->chunks[t->n_chunks + t->gcursor].state != C_READY)
-		t->gcursor++;
-	while (t->cursor < t->n_chunks) {
-		uint8_t s = t->chunks[(t->start + t->cursor) %
-				      t->n_chunks].state;
-
-		if (s == C_WAIT || s == C_READY)
-			break;
-		t->cursor++;
-	}
-}
-
-/*
- * The next chunk of @t to send for the first time, if any: the exponent
- * groups, then data chunks in visit order from t->start.  The cursors
- * pass a chunk only once it has left C_READY, so a chunk whose
- * destination has no room now comes back at the next poll.
- */
+/* the next chunk of @t to send for the first time, if any */
 static int agg_next(struct tly_worker *w, struct wtensor *t, uint32_t *idx)
 {
-	uint32_t c;
-
 	(void)w;
-	agg_skip_sent(t);
 	if (t->gcursor < t->n_groups) {
-		*idx = t->n_chunks + t->gcursor;
+		*idx = t->n_chunks + t->gcursor++;
 		return 1;
 	}
-	if (t->cursor == t->n_chunks)
-		return 0;
-	c = (t->start + t->cursor) % t->n_chunks;
-	if (t->chunks[c].state != C_READY)
-		return 0;		/* C_WAIT: its exponent is not agreed */
-	*idx = c;
-	return 1;
+	while (t->cursor < t->n_chunks) {
+		uint32_t c = (t->start + t->cursor) % t->n_chunks;
+
+		if (t->chunks[c].state == C_WAIT)
+			return 0;
+		t->cursor++;
+		if (t->chunks[c].state == C_READY) {
+			*idx = c;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* put back @idx, which agg_next() just returned */
+static void agg_unget(struct wtensor *t, uint32_t idx)
+{
+	if (idx >= t->n_chunks)
+		t->gcursor--;
+	else
+		t->cursor--;
 }
 
 /*
@@ -288,7 +274,6 @@ static int agg_next(struct tly_worker *w, struct wtensor *t, uint32_t *idx)
  */
 static void agg_span(struct wtensor *t, uint32_t *p0, uint32_t *p1)
 {
-	agg_skip_sent(t);
 	while (t->lo < t->cursor &&
 	       t->chunks[(t->start + t->lo) % t->n_chunks].state == C_DONE)
 		t->lo++;
@@ -476,6 +461,7 @@ static struct wtensor *agg_rx(struct tly_worker *w, const struct tly_hdr *h,
 const struct worker_algo worker_agg_algo = {
 	.setup = agg_setup,
 	.next = agg_next,
+	.unget = agg_unget,
 	.send = agg_send,
 	.dest = agg_dest,
 	.span = agg_span,

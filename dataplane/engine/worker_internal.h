@@ -81,9 +81,12 @@ struct wtensor {
 struct worker_algo {
 	/* allocate and initialise @t's chunks; 0 or -errno */
 	int (*setup)(struct tly_worker *w, struct wtensor *t);
-	/* the next chunk to send for the first time, without consuming it:
-	 * the same one comes back until it leaves C_READY */
+	/* the next chunk to send for the first time, taken off the
+	 * algorithm's queue; 0 when none is ready */
 	int (*next)(struct tly_worker *w, struct wtensor *t, uint32_t *idx);
+	/* put back the chunk next() just returned: its destination has no
+	 * room, it comes first again at the next poll */
+	void (*unget)(struct wtensor *t, uint32_t idx);
 	/* build and send chunk @idx's packet */
 	void (*send)(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 		     uint8_t flags);
