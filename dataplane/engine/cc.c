@@ -4,6 +4,9 @@
  * congestion signal, then additive increase (one packet per RTT) and
  * multiplicative decrease on loss (halve) and on delay (Swift: by
  * beta * (rtt - target) / rtt, at most max_mdf), once per RTT at most.
+ * The delay decrease looks at the smallest RTT of each round, so only a
+ * queue that persists for a round cuts; a single late sample only holds
+ * growth back.
  */
 #include "dataplane/engine/cc.h"
 
@@ -38,7 +41,7 @@ void tly_cc_init(struct tly_cc *cc, const struct tly_cc_params *p,
 		.cwnd = (uint64_t)p->init_window << TLY_CC_SHIFT,
 		.ssthresh = (uint64_t)p->max_window << TLY_CC_SHIFT,
 		.min_cur = UINT64_MAX, .min_prev = UINT64_MAX,
-		.epoch = now,
+		.epoch = now, .round_start = now, .round_min = UINT64_MAX,
 	};
 }
 
@@ -101,18 +104,25 @@ void tly_cc_on_ack(struct tly_cc *cc, const struct tly_cc_params *p,
 		   uint64_t rtt, uint64_t now)
 {
 	if (rtt) {
-		uint64_t target;
+		uint64_t target, m;
 
 		rtt_sample(cc, p, rtt, now);
 		target = tly_cc_base_rtt(cc) + p->target_ns;
-		if (rtt > target) {
-			if (may_decrease(cc, now)) {
+		if (rtt < cc->round_min)
+			cc->round_min = rtt;
+		if (now - cc->round_start >= cc->srtt) {
+			m = cc->round_min;
+			cc->round_min = UINT64_MAX;
+			cc->round_start = now;
+			if (m > target && may_decrease(cc, now)) {
 				decrease(cc, p, (uint64_t)p->beta *
-					 (rtt - target) / rtt, now);
+					 (m - target) / m, now);
 				cc->n_delay_dec++;
+				return;
 			}
-			return;
 		}
+		if (rtt > target)
+			return;		/* hold: no growth on a late one */
 	}
 	if (cc->cwnd < cc->ssthresh)
 		cc->cwnd += TLY_CC_ONE;		/* doubles per RTT */

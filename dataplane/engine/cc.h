@@ -4,7 +4,9 @@
  * flight that grows additively per RTT and shrinks multiplicatively on
  * loss and on queueing delay, at most once per RTT (Swift-style delay
  * target over a windowed minimum RTT; docs/protocol.md, "Congestion
- * control").
+ * control").  The delay signal is the smallest RTT of a round (one
+ * smoothed RTT): a queue that stays shows in every sample of the round,
+ * the jitter of a software stack does not.
  *
  * Pure logic: time comes in as now_ns, nothing here reads a clock or
  * sends anything.  The window is kept in fixed point (1/1024 packet) so
@@ -43,6 +45,8 @@ struct tly_cc {
 	uint64_t min_prev;	/* ... and of the previous one */
 	uint64_t epoch;		/* when the current half began */
 	uint64_t srtt;		/* smoothed RTT (gain 1/8); 0: no sample */
+	uint64_t round_start;	/* the current round began */
+	uint64_t round_min;	/* its smallest RTT sample */
 	uint64_t last_dec;	/* time of the last decrease */
 	uint8_t decreased;	/* last_dec is valid */
 	uint64_t n_delay_dec;	/* decreases on delay */
@@ -57,7 +61,8 @@ void tly_cc_init(struct tly_cc *cc, const struct tly_cc_params *p,
 /*
  * A packet was answered.  @rtt_ns is its round trip, or 0 when it gives
  * no sample (it was sent more than once: Karn's rule).  Increases the
- * window, or decreases it when the RTT is above base + target.
+ * window unless the RTT is above base + target; when a round ends with
+ * even its smallest RTT above that, decreases it.
  */
 void tly_cc_on_ack(struct tly_cc *cc, const struct tly_cc_params *p,
 		   uint64_t rtt_ns, uint64_t now_ns);

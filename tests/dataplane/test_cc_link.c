@@ -17,7 +17,7 @@
  * completion time is printed, not bounded: a ring hop's RTT includes its
  * RING_ACK's wait behind the reverse link's data, and the six-hop
  * pipeline fills and drains, so even the best fixed window (about 200)
- * reaches only ~89 % of bytes/rate here, and the window reaches ~71 %.
+ * reaches only ~89 % of bytes/rate here, and the window ~80 %.
  */
 #include <setjmp.h>
 #include <stdarg.h>
