@@ -103,27 +103,30 @@ static void rtt_sample(struct tly_cc *cc, const struct tly_cc_params *p,
 void tly_cc_on_ack(struct tly_cc *cc, const struct tly_cc_params *p,
 		   uint64_t rtt, uint64_t now)
 {
-	if (rtt) {
-		uint64_t target, m;
+	uint64_t target, m;
 
-		rtt_sample(cc, p, rtt, now);
-		target = tly_cc_base_rtt(cc) + p->target_ns;
-		if (rtt < cc->round_min)
-			cc->round_min = rtt;
-		if (now - cc->round_start >= cc->srtt) {
-			m = cc->round_min;
-			cc->round_min = UINT64_MAX;
-			cc->round_start = now;
-			if (m > target && may_decrease(cc, now)) {
-				decrease(cc, p, (uint64_t)p->beta *
-					 (m - target) / m, now);
-				cc->n_delay_dec++;
-				return;
-			}
+	/* an answer to a packet sent twice may be an aggregator's ACK for
+	 * a chunk it holds until the other workers send theirs: it says
+	 * nothing about the path, so neither grows nor shrinks the window */
+	if (!rtt)
+		return;
+	rtt_sample(cc, p, rtt, now);
+	target = tly_cc_base_rtt(cc) + p->target_ns;
+	if (rtt < cc->round_min)
+		cc->round_min = rtt;
+	if (now - cc->round_start >= cc->srtt) {
+		m = cc->round_min;
+		cc->round_min = UINT64_MAX;
+		cc->round_start = now;
+		if (m > target && may_decrease(cc, now)) {
+			decrease(cc, p, (uint64_t)p->beta * (m - target) / m,
+				 now);
+			cc->n_delay_dec++;
+			return;
 		}
-		if (rtt > target)
-			return;		/* hold: no growth on a late one */
 	}
+	if (rtt > target)
+		return;			/* hold: no growth on a late one */
 	if (cc->cwnd < cc->ssthresh)
 		cc->cwnd += TLY_CC_ONE;		/* doubles per RTT */
 	else

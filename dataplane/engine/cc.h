@@ -60,9 +60,9 @@ void tly_cc_init(struct tly_cc *cc, const struct tly_cc_params *p,
 		 uint64_t now_ns);
 /*
  * A packet was answered.  @rtt_ns is its round trip, or 0 when it gives
- * no sample (it was sent more than once: Karn's rule).  Increases the
- * window unless the RTT is above base + target; when a round ends with
- * even its smallest RTT above that, decreases it.
+ * no sample (it was sent more than once: Karn's rule), which changes
+ * nothing.  Increases the window unless the RTT is above base + target;
+ * when a round ends with even its smallest RTT above that, decreases it.
  */
 void tly_cc_on_ack(struct tly_cc *cc, const struct tly_cc_params *p,
 		   uint64_t rtt_ns, uint64_t now_ns);

@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "dataplane/engine/cc.h"
 #include "dataplane/engine/wire.h"
 #include "expect.h"
 
@@ -45,11 +46,16 @@ struct outcome {
 	uint64_t sent, retx;	/* the workers' packets */
 	uint64_t queue_drops;
 	uint32_t cwnd0;		/* worker 0's window to its peer at the end */
+	uint32_t cwnd_late;	/* ... when the last worker submitted */
 };
 
-/* 0, or -1 when not every worker completed within @max_ns */
-static int run(enum cl_role role, int cc_off, uint64_t max_ns,
-	       struct outcome *o)
+/*
+ * 0, or -1 when not every worker completed within @max_ns.  The last
+ * worker submits @late_ns after the others; o->cwnd_late is worker 0's
+ * window to its peer at that moment.
+ */
+static int run_late(enum cl_role role, int cc_off, uint64_t late_ns,
+		    uint64_t max_ns, struct outcome *o)
 {
 	struct cl_cfg cfg = {
 		.n_workers = N, .k = K, .role = role, .n_slots = 8192,
@@ -60,22 +66,30 @@ static int run(enum cl_role role, int cc_off, uint64_t max_ns,
 	};
 	size_t count = (size_t)CHUNKS * K;
 	struct dp_tensors b;
+
 	struct cluster *cl;
 	uint64_t bytes;
 	uint16_t w;
 	int rc;
 
+	*o = (struct outcome){ 0 };
 	dp_tensors_alloc(&b, TLY_DT_I32, N, 1, &count, 11);
 	cl = cl_create(&cfg);
 	assert_non_null(cl);
 	for (w = 0; w < N; w++) {
+		uint16_t peer = role == CL_RING ? 1 : N;
 		struct tly_tensor_desc d = {
 			.id = 0x5eed, .dtype = TLY_DT_I32,
 			.algo = role == CL_RING ? TLY_ALGO_RING : TLY_ALGO_AGG,
 			.src = b.in[w][0], .dst = b.out[w][0], .count = count,
 		};
 
-		assert_int_equal(tly_worker_submit(cl->w[w], &d, 0), 0);
+		if (w == N - 1 && late_ns) {
+			cl_settle(cl, late_ns);
+			o->cwnd_late = tly_worker_cwnd(cl->w[0], peer);
+		}
+		assert_int_equal(tly_worker_submit(cl->w[w], &d,
+						   fab_now(cl->fab)), 0);
 	}
 	rc = cl_run(cl, 1, max_ns);
 	o->t_ns = fab_now(cl->fab);
@@ -101,7 +115,8 @@ static int run(enum cl_role role, int cc_off, uint64_t max_ns,
 		      "%llu sent, %llu retx (%.2f %%), %llu queue drops, "
 		      "cwnd %u\n",
 		      role == CL_RING ? "ring" : "agg", cc_off ? "off" : "on",
-		      rc ? "not done after " : "", (double)o->t_ns / MS, (double)o->ideal_ns / MS,
+		      rc ? "not done after " : "", (double)o->t_ns / MS,
+		      (double)o->ideal_ns / MS,
 		      100.0 * (double)o->ideal_ns / (double)o->t_ns,
 		      (unsigned long long)o->sent,
 		      (unsigned long long)o->retx,
@@ -110,6 +125,12 @@ static int run(enum cl_role role, int cc_off, uint64_t max_ns,
 	cl_destroy(cl);
 	dp_tensors_free(&b);
 	return rc;
+}
+
+static int run(enum cl_role role, int cc_off, uint64_t max_ns,
+	       struct outcome *o)
+{
+	return run_late(role, cc_off, 0, max_ns, o);
 }
 
 static void test_agg_cc(void **state)
@@ -134,6 +155,24 @@ static void test_agg_fixed_window_overflows(void **state)
 	assert_true(o.retx * 100 >= o.sent);
 }
 
+/*
+ * Three workers submit 5 ms before the fourth: their chunks wait in the
+ * aggregator and time out again and again (rto 0.5 ms), which is not
+ * congestion, so their windows must not shrink; once the fourth
+ * arrives the tensor completes within 1/0.9 of the ideal from then.
+ */
+static void test_agg_late_worker_keeps_windows(void **state)
+{
+	struct outcome o;
+
+	(void)state;
+	assert_int_equal(run_late(CL_DEDICATED, 0, 5 * MS, 100 * MS, &o), 0);
+	print_message("window of worker 0 when the last one submitted: %u\n",
+		      o.cwnd_late);
+	assert_true(o.cwnd_late >= TLY_CC_INIT_WINDOW);
+	assert_true((o.t_ns - 5 * MS) * 9 <= o.ideal_ns * 10);
+}
+
 static void test_ring_cc(void **state)
 {
 	struct outcome o;
@@ -148,6 +187,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agg_cc),
 		cmocka_unit_test(test_agg_fixed_window_overflows),
+		cmocka_unit_test(test_agg_late_worker_keeps_windows),
 		cmocka_unit_test(test_ring_cc),
 	};
 
