@@ -77,8 +77,9 @@ void credit_take(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 
 	ch->state = C_INFLIGHT;
 	ch->sent = now;
-	/* a resend after a refusal may meet a late answer to the first */
-	ch->timed = !ch->retries;
+	/* a fresh transmission (the first, or after a refusal, which
+	 * answered the one before): its answer is a clean sample */
+	ch->timed = 1;
 	w->inflight++;
 	if (d)
 		d->inflight++;
