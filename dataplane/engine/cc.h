@@ -21,7 +21,7 @@
 #define TLY_CC_ONE		(1u << TLY_CC_SHIFT)	/* one packet */
 
 /* defaults, taken by tly_cc_params_fill() for fields left at zero */
-#define TLY_CC_MIN_WINDOW	2		/* packets */
+#define TLY_CC_MIN_WINDOW	8		/* packets (see docs/protocol.md) */
 #define TLY_CC_INIT_WINDOW	16		/* packets, capped at max */
 #define TLY_CC_TARGET_NS	50000ull	/* 50 us of queueing */
 #define TLY_CC_BASE_WIN_NS	100000000ull	/* min RTT over 100 ms */

@@ -65,7 +65,7 @@ struct tly_worker_cfg {
 	/* congestion control; fields left at zero take the defaults of
 	 * dataplane/engine/cc.h */
 	uint8_t cc_off;			/* 1: a fixed window, as before */
-	uint32_t cc_min_window;		/* packets (2) */
+	uint32_t cc_min_window;		/* packets (8) */
 	uint32_t cc_init_window;	/* packets at start (16) */
 	uint64_t cc_target_ns;		/* queueing delay above base (50 us) */
 	uint64_t cc_base_ns;		/* base RTT: min over this (100 ms) */
