@@ -12,6 +12,10 @@
  * hop at most once (per-chunk flags), so duplicates change nothing.
  * Sums are float32 in a fixed order (so every rank ends with the same
  * bits), or wrapping int32.
+ *
+ * Reached through worker_ring_algo only; it uses the worker's common
+ * machinery through worker_internal.h's narrow interface (credits,
+ * timers, lookups) and hands a tensor it completed back from rx().
  */
 #include "dataplane/engine/worker_internal.h"
 
@@ -68,21 +72,23 @@ static void write_dst(struct tly_worker *w, struct wtensor *t, uint32_t c)
 	t->done++;
 }
 
+/* the ready queue: one entry per chunk at most, plus one so full != empty */
+#define QUEUE_LEN(t)	((t)->n_chunks + 1)
+
 static void enqueue(struct wtensor *t, uint32_t c)
 {
-	/* one entry per chunk at most, plus one so full != empty */
 	t->queue[t->q_tail] = c;
-	t->q_tail = (t->q_tail + 1) % (t->n_chunks + 1);
+	t->q_tail = (t->q_tail + 1) % QUEUE_LEN(t);
 }
 
-int ring_setup(struct tly_worker *w, struct wtensor *t)
+static int ring_setup(struct tly_worker *w, struct wtensor *t)
 {
 	uint32_t n = w->cfg.n_workers, c;
 	size_t i;
 
 	t->acc = malloc((size_t)t->n_chunks * w->cfg.k * 4);
 	t->chunks = calloc(t->n_chunks, sizeof(*t->chunks));
-	t->queue = malloc((t->n_chunks + 1) * sizeof(*t->queue));
+	t->queue = malloc(QUEUE_LEN(t) * sizeof(*t->queue));
 	if (!t->acc || !t->chunks || !t->queue)
 		return -ENOMEM;
 	if (n == 1) {
@@ -110,12 +116,13 @@ int ring_setup(struct tly_worker *w, struct wtensor *t)
 	return 0;
 }
 
-int ring_next(struct wtensor *t, uint32_t *c)
+static int ring_next(struct tly_worker *w, struct wtensor *t, uint32_t *c)
 {
+	(void)w;
 	while (t->q_head != t->q_tail) {
 		uint32_t x = t->queue[t->q_head];
 
-		t->q_head = (t->q_head + 1) % (t->n_chunks + 1);
+		t->q_head = (t->q_head + 1) % QUEUE_LEN(t);
 		if (t->chunks[x].state == C_READY) {
 			*c = x;
 			return 1;
@@ -124,7 +131,46 @@ int ring_next(struct wtensor *t, uint32_t *c)
 	return 0;
 }
 
-void ring_send(struct tly_worker *w, struct wtensor *t, uint32_t c,
+/* put back @c, which ring_next() just returned: its entry is still there */
+static void ring_unget(struct wtensor *t, uint32_t c)
+{
+	t->q_head = (t->q_head + QUEUE_LEN(t) - 1) % QUEUE_LEN(t);
+	t->queue[t->q_head] = c;
+}
+
+/* every hop of ours goes to the next rank */
+static uint16_t ring_dest(const struct tly_worker *w, const struct wtensor *t,
+			  uint32_t c)
+{
+	(void)t;
+	(void)c;
+	return (uint16_t)((w->cfg.rank + 1) % w->cfg.n_workers);
+}
+
+/* hops arrive in any order: every chunk can hold a timer */
+static void ring_span(struct wtensor *t, uint32_t *p0, uint32_t *p1)
+{
+	*p0 = 0;
+	*p1 = t->n_chunks;
+}
+
+static uint32_t ring_at(const struct wtensor *t, uint32_t pos)
+{
+	(void)t;
+	return pos;
+}
+
+/* an idle chunk waits for a hop in, any other for our hop's ACK */
+static uint16_t ring_peer(const struct tly_worker *w, const struct wtensor *t,
+			  uint32_t c)
+{
+	uint16_t n = w->cfg.n_workers, me = w->cfg.rank;
+
+	return t->chunks[c].state == C_IDLE ? (uint16_t)((me + n - 1) % n) :
+					      (uint16_t)((me + 1) % n);
+}
+
+static void ring_send(struct tly_worker *w, struct wtensor *t, uint32_t c,
 	       uint8_t flags)
 {
 	struct wchunk *ch = &t->chunks[c];
@@ -135,13 +181,12 @@ void ring_send(struct tly_worker *w, struct wtensor *t, uint32_t c,
 		.slot = ch->hop, .tensor = t->d.id, .chunk = (uint16_t)c,
 	};
 	struct tly_out o;
-	uint16_t next = (uint16_t)((w->cfg.rank + 1) % w->cfg.n_workers);
 
 	h.flags = flags & TLY_F_RETX;
 	if (t->d.dtype == TLY_DT_I32)
 		h.flags |= TLY_F_INT;
 	if (tly_out_begin(&o, &w->cfg.ops, &w->cfg.net, &w->c, w->cfg.rank,
-			  next, prio_dscp(t->d.prio),
+			  ring_dest(w, t, c), prio_dscp(t->d.prio),
 			  TLY_HDR_LEN + 4u * w->cfg.k))
 		return;
 	tly_hdr_write(o.pkt, &h);
@@ -177,7 +222,7 @@ static void ring_ack_send(struct tly_worker *w, uint16_t dst,
 		w->c.acks++;
 }
 
-void ring_ack_flush(struct tly_worker *w)
+static void ring_ack_flush(struct tly_worker *w)
 {
 	struct ring_ack_range *p = &w->ack;
 
@@ -235,25 +280,37 @@ static int retired(const struct tly_worker *w, uint32_t id)
 	return 0;
 }
 
-static void ring_maybe_finish(struct tly_worker *w, struct wtensor *t)
+static void ring_flush(struct tly_worker *w, uint64_t now)
 {
-	if (t->done == t->n_chunks && !t->ring_unacked)
-		worker_finish(w, t);
+	(void)now;
+	ring_ack_flush(w);
 }
 
-/* our hop @ch->hop is known received: free its credit */
-static void hop_acked(struct tly_worker *w, struct wtensor *t,
-		      struct wchunk *ch)
+/* remember a finished tensor's id: its late hops are ACKed, not refused */
+static void ring_retire(struct tly_worker *w, const struct wtensor *t)
 {
-	if (ch->state == C_INFLIGHT)
-		w->inflight--;
+	w->retired[w->retired_pos] = t->d.id;
+	w->retired_pos = (w->retired_pos + 1) % RETIRED;
+	if (w->retired_n < RETIRED)
+		w->retired_n++;
+}
+
+/* our hop on chunk @c is known received: free its credit.  @answered:
+ * by its RING_ACK (an RTT sample), not proven by a later hop */
+static void hop_acked(struct tly_worker *w, struct wtensor *t, uint32_t c,
+		      int answered, uint64_t now)
+{
+	struct wchunk *ch = &t->chunks[c];
+
+	credit_release(w, t, c, answered, now);
 	ch->state = ch->hop + 3 <= w->cfg.n_workers ? C_IDLE : C_DONE;
 	ch->retries = 0;
 	t->ring_unacked--;
 }
 
-void ring_rx(struct tly_worker *w, const struct tly_hdr *h,
-	     const uint8_t *pkt)
+static struct wtensor *ring_rx_hop(struct tly_worker *w,
+				   const struct tly_hdr *h,
+				   const uint8_t *pkt, uint64_t now)
 {
 	struct wtensor *t = worker_find(w, h->tensor);
 	uint32_t n = w->cfg.n_workers, p = h->slot, j, c = h->chunk, i;
@@ -266,30 +323,30 @@ void ring_rx(struct tly_worker *w, const struct tly_hdr *h,
 		/* finished: the hop was taken before; not yet submitted:
 		 * refuse so the sender's credit is not held meanwhile */
 		ring_ack(w, h, !retired(w, h->tensor));
-		return;
+		return NULL;
 	}
-	if (t->d.algo != TLY_ALGO_RING || c >= t->n_chunks ||
+	if (t->algo != &worker_ring_algo || c >= t->n_chunks ||
 	    !!(h->flags & TLY_F_INT) != (t->d.dtype == TLY_DT_I32)) {
 		w->c.drops[TLY_E_STALE]++;
-		return;
+		return NULL;
 	}
 	j = seg_of(w, t, c);
 	if ((j + p) % n != h->rank || (j + p + 1) % n != w->cfg.rank) {
 		w->c.drops[TLY_E_MISMATCH]++;
-		return;
+		return NULL;
 	}
 	ch = &t->chunks[c];
 	flag = p < n - 1 ? R_RS_IN : R_AG_IN;
 	if (ch->rflags & flag) {
 		w->c.dups++;
 		ring_ack(w, h, 0);
-		return;
+		return NULL;
 	}
 	/* an all-gather hop proves our reduce-scatter hop went through */
 	if (flag == R_AG_IN && ch->hop + n - 1 == p &&
 	    (ch->state == C_INFLIGHT || ch->state == C_ACKED ||
 	     ch->state == C_DEFER))
-		hop_acked(w, t, ch);
+		hop_acked(w, t, c, 0, now);
 	ch->rflags |= flag;
 	m = chunk_elems(t, c, w->cfg.k);
 	off = (size_t)c * w->cfg.k;
@@ -315,7 +372,7 @@ void ring_rx(struct tly_worker *w, const struct tly_hdr *h,
 		ch->retries = 0;
 		enqueue(t, c);
 	}
-	ring_maybe_finish(w, t);
+	return tensor_complete(t) ? t : NULL;
 }
 
 static void ring_ack_one(struct tly_worker *w, struct wtensor *t,
@@ -330,8 +387,7 @@ static void ring_ack_one(struct tly_worker *w, struct wtensor *t,
 	}
 	if (h->flags & TLY_F_REFUSE) {
 		w->c.busy++;
-		if (ch->state == C_INFLIGHT)
-			w->inflight--;
+		credit_release(w, t, c, 0, now);
 		ch->state = C_DEFER;
 		if (ch->retries < 6)
 			ch->retries++;
@@ -339,22 +395,44 @@ static void ring_ack_one(struct tly_worker *w, struct wtensor *t,
 		return;
 	}
 	w->c.acks++;
-	hop_acked(w, t, ch);
+	hop_acked(w, t, c, 1, now);
 }
 
-void ring_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
-		 uint64_t now)
+static struct wtensor *ring_rx_ack(struct tly_worker *w,
+				   const struct tly_hdr *h, uint64_t now)
 {
 	struct wtensor *t = worker_find(w, h->tensor);
 	uint32_t c, last = (uint32_t)h->chunk + h->aux;
 
-	if (!t || t->d.algo != TLY_ALGO_RING || last >= t->n_chunks ||
+	if (!t || t->algo != &worker_ring_algo || last >= t->n_chunks ||
 	    h->rank != (w->cfg.rank + 1) % w->cfg.n_workers ||
 	    ((h->flags & TLY_F_REFUSE) && h->aux)) {
 		w->c.drops[TLY_E_STALE]++;
-		return;
+		return NULL;
 	}
 	for (c = h->chunk; c <= last; c++)
 		ring_ack_one(w, t, h, c, now);
-	ring_maybe_finish(w, t);
+	return tensor_complete(t) ? t : NULL;
 }
+
+static struct wtensor *ring_rx(struct tly_worker *w, const struct tly_hdr *h,
+			       const uint8_t *pkt, uint64_t now)
+{
+	if (h->type == TLY_T_RING)
+		return ring_rx_hop(w, h, pkt, now);
+	return ring_rx_ack(w, h, now);
+}
+
+const struct worker_algo worker_ring_algo = {
+	.setup = ring_setup,
+	.next = ring_next,
+	.unget = ring_unget,
+	.send = ring_send,
+	.dest = ring_dest,
+	.span = ring_span,
+	.at = ring_at,
+	.peer = ring_peer,
+	.rx = ring_rx,
+	.flush = ring_flush,
+	.retire = ring_retire,
+};

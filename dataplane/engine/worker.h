@@ -17,6 +17,10 @@
  * RING and RING_ACK, and tly_worker_poll() regularly: it fires timers
  * (retransmission with back-off) and fills the window, highest priority
  * (lowest prio value) first.
+ *
+ * The window is cfg.window packets in total and, per destination node, a
+ * congestion window within [cc_min_window, window] that adapts to RTT and
+ * loss (cc.h; docs/protocol.md, "Congestion control"), unless cc_off.
  */
 #ifndef TALLY_DATAPLANE_ENGINE_WORKER_H
 #define TALLY_DATAPLANE_ENGINE_WORKER_H
@@ -58,6 +62,13 @@ struct tly_worker_cfg {
 	uint64_t confirm_ns;		/* send receipts at most this late */
 	uint32_t confirm_batch;		/* ... or when this many are due */
 	uint32_t chunk_rotate;		/* first chunk sent: rank * rotate */
+	/* congestion control; fields left at zero take the defaults of
+	 * dataplane/engine/cc.h */
+	uint8_t cc_off;			/* 1: a fixed window, as before */
+	uint32_t cc_min_window;		/* packets (8) */
+	uint32_t cc_init_window;	/* packets at start (16) */
+	uint64_t cc_target_ns;		/* queueing delay above base (50 us) */
+	uint64_t cc_base_ns;		/* base RTT: min over this (100 ms) */
 	struct tly_net net;
 	struct tly_tx_ops ops;
 	tly_tensor_done_fn *done;
@@ -77,6 +88,9 @@ void tly_worker_poll(struct tly_worker *w, uint64_t now_ns);
 uint32_t tly_worker_inflight(const struct tly_worker *w);
 uint32_t tly_worker_active(const struct tly_worker *w);
 const struct tly_counters *tly_worker_counters(const struct tly_worker *w);
+/* the congestion window towards @node, in packets (cfg.window when
+ * cc_off or @node is no destination of this worker) */
+uint32_t tly_worker_cwnd(const struct tly_worker *w, uint16_t node);
 
 /* What an unfinished tensor waits for (the daemon's stuck-tensor reports).
  * by_state counts its data chunks and exponent groups per chunk state

@@ -1,14 +1,25 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * worker_internal.h - the worker's state, shared by worker.c (tensors,
- * window, timers, aggregation) and ring.c (ring all-reduce).
+ * worker_internal.h - the worker's state, shared by worker.c (tensors, the
+ * poll loop, dispatch), worker_credit.c (credits, congestion windows and
+ * retransmission timers), and the two algorithms behind one ops table:
+ * worker_agg.c (through aggregators) and ring.c (ring all-reduce).
+ *
+ * Layering: worker.c calls an algorithm only through its struct
+ * worker_algo; an algorithm never calls worker.c.  What an algorithm may
+ * use of the common machinery is the narrow interface at the end of this
+ * file: the inline lookups and timer helpers, and worker_credit.c's
+ * credit_*() calls.  A tensor an algorithm's rx() completes is handed
+ * back to worker.c as the return value, never finished from below.
  */
 #ifndef TALLY_DATAPLANE_ENGINE_WORKER_INTERNAL_H
 #define TALLY_DATAPLANE_ENGINE_WORKER_INTERNAL_H
 
-#include "dataplane/engine/worker.h"
+#include "dataplane/engine/cc.h"
 #include "dataplane/engine/frame.h"
+#include "dataplane/engine/worker.h"
 
+#define NEVER		UINT64_MAX
 #define CONFIRM_RANGES	64	/* ranges per CONFIRM packet we send */
 #define RETIRED		1024	/* ring: completed tensor ids remembered */
 
@@ -29,15 +40,20 @@ enum chunk_state {
 
 struct wchunk {
 	uint64_t deadline;
+	uint64_t sent;		/* first transmission of its credit */
 	uint8_t state;
 	uint8_t retries;
 	int8_t shift;		/* AGG float: the agreed block shift */
 	uint8_t rflags;		/* ring */
 	uint16_t hop;		/* ring: the hop this chunk sends next */
+	uint8_t timed;		/* sent once since @sent: an RTT sample (Karn) */
 };
+
+struct worker_algo;
 
 struct wtensor {
 	struct tly_tensor_desc d;
+	const struct worker_algo *algo;	/* chosen at submit */
 	uint64_t seq;
 	uint64_t next_deadline;	/* earliest INFLIGHT/ACKED timer */
 	uint64_t defer_deadline;	/* earliest DEFER timer */
@@ -56,6 +72,47 @@ struct wtensor {
 	uint32_t *acc;		/* ring: running sums, n_chunks * k words */
 	uint8_t active;
 };
+
+/*
+ * One algorithm.  Chunk indexes run over the data chunks and then the
+ * n_groups exponent groups; "positions" are the order the algorithm visits
+ * data chunks in, which is what its live span is expressed in.
+ */
+struct worker_algo {
+	/* allocate and initialise @t's chunks; 0 or -errno */
+	int (*setup)(struct tly_worker *w, struct wtensor *t);
+	/* the next chunk to send for the first time, taken off the
+	 * algorithm's queue; 0 when none is ready */
+	int (*next)(struct tly_worker *w, struct wtensor *t, uint32_t *idx);
+	/* put back the chunk next() just returned: its destination has no
+	 * room, it comes first again at the next poll */
+	void (*unget)(struct wtensor *t, uint32_t idx);
+	/* build and send chunk @idx's packet */
+	void (*send)(struct tly_worker *w, struct wtensor *t, uint32_t idx,
+		     uint8_t flags);
+	/* the node chunk @idx's packet goes to (whose window it uses) */
+	uint16_t (*dest)(const struct tly_worker *w, const struct wtensor *t,
+			 uint32_t idx);
+	/* positions [p0, p1) of data chunks that can hold a timer */
+	void (*span)(struct wtensor *t, uint32_t *p0, uint32_t *p1);
+	/* the data chunk at visit position @pos */
+	uint32_t (*at)(const struct wtensor *t, uint32_t pos);
+	/* the node an unfinished data chunk waits on (worker_status.c) */
+	uint16_t (*peer)(const struct tly_worker *w, const struct wtensor *t,
+			 uint32_t c);
+	/* a frame of this algorithm's types; returns a tensor it completed */
+	struct wtensor *(*rx)(struct tly_worker *w, const struct tly_hdr *h,
+			      const uint8_t *pkt, uint64_t now);
+	/* once per poll, before anything is sent: flush batched replies */
+	void (*flush)(struct tly_worker *w, uint64_t now);
+	/* once per poll, after sending: the due receipts */
+	void (*flush_late)(struct tly_worker *w, uint64_t now);
+	/* @t completed: forget it the algorithm's way (may be NULL) */
+	void (*retire)(struct tly_worker *w, const struct wtensor *t);
+};
+
+extern const struct worker_algo worker_agg_algo;	/* worker_agg.c */
+extern const struct worker_algo worker_ring_algo;	/* ring.c */
 
 struct confirm_batch {
 	uint64_t oldest;
@@ -78,9 +135,18 @@ struct ring_ack_range {
 	uint16_t count;
 };
 
+/* what the worker keeps per destination node (worker_credit.c) */
+struct wdest {
+	struct tly_cc cc;
+	uint32_t inflight;	/* credits held by packets to this node */
+	uint64_t answered;	/* latest first-send time that got an answer */
+	uint8_t any_answer;
+};
+
 struct tly_worker {
 	struct tly_worker_cfg cfg;
 	struct tly_wire_limits lim;
+	struct tly_cc_params ccp;
 	struct tly_counters c;
 	uint32_t inflight;
 	uint32_t n_active;
@@ -89,11 +155,15 @@ struct tly_worker {
 	struct wtensor **order;		/* active ones, by (prio, seq) */
 	struct confirm_batch *cb;	/* one per aggregator */
 	uint16_t *aggs;
+	struct wdest *dests;		/* n_dests entries, by node id */
+	uint16_t n_dests;
 	uint32_t retired[RETIRED];	/* ring: ids of finished tensors */
 	uint32_t retired_pos;		/* next entry to overwrite */
 	uint32_t retired_n;		/* entries filled, up to RETIRED */
 	struct ring_ack_range ack;
 };
+
+/* ---- the narrow interface the algorithms use ---- */
 
 static inline size_t chunk_elems(const struct wtensor *t, uint32_t c,
 				 uint16_t k)
@@ -114,19 +184,59 @@ static inline uint8_t prio_dscp(uint8_t prio)
 	return (uint8_t)((prio < 5 ? 5 - prio : 0) << 3);
 }
 
-void worker_arm(struct wtensor *t, struct wchunk *ch, uint64_t deadline);
-void worker_finish(struct tly_worker *w, struct wtensor *t);
-struct wtensor *worker_find(struct tly_worker *w, uint32_t id);
+/* the tensor in progress with id @id, or NULL */
+static inline struct wtensor *worker_find(struct tly_worker *w, uint32_t id)
+{
+	uint32_t i;
 
-/* ring.c */
-int ring_setup(struct tly_worker *w, struct wtensor *t);
-int ring_next(struct wtensor *t, uint32_t *c);
-void ring_send(struct tly_worker *w, struct wtensor *t, uint32_t c,
-	       uint8_t flags);
-void ring_rx(struct tly_worker *w, const struct tly_hdr *h,
-	     const uint8_t *pkt);
-void ring_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
+	for (i = 0; i < w->n_active; i++)
+		if (w->order[i]->d.id == id)
+			return w->order[i];
+	return NULL;
+}
+
+/* set @ch's timer and keep the tensor's earliest deadlines */
+static inline void worker_arm(struct wtensor *t, struct wchunk *ch,
+			      uint64_t deadline)
+{
+	ch->deadline = deadline;
+	if (ch->state == C_DEFER) {
+		if (deadline < t->defer_deadline)
+			t->defer_deadline = deadline;
+	} else if (deadline < t->next_deadline) {
+		t->next_deadline = deadline;
+	}
+}
+
+/* whether every chunk of @t is placed and every ring hop acknowledged */
+static inline int tensor_complete(const struct wtensor *t)
+{
+	return t->done == t->n_chunks && !t->ring_unacked;
+}
+
+/* worker_credit.c: the window, per destination and in total */
+
+/* create the per-destination state; 0 or -ENOMEM */
+int credit_init(struct tly_worker *w);
+void credit_fini(struct tly_worker *w);
+/* whether a fresh packet to @dst may take a credit now */
+int credit_room(const struct tly_worker *w, uint16_t dst);
+/* chunk @idx is sent for the first time in this credit: take one */
+void credit_take(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 		 uint64_t now);
-void ring_ack_flush(struct tly_worker *w);
+/*
+ * Chunk @idx's credit returns, if it holds one (C_INFLIGHT; otherwise
+ * nothing happens).  @answered: the peer answered the packet (RESULT,
+ * ACK): an RTT sample (if it was sent only once) and a window increase.
+ * 0: a refusal (BUSY, REFUSE), which says nothing about the path.  The
+ * caller sets the chunk's new state.
+ */
+void credit_release(struct tly_worker *w, struct wtensor *t, uint32_t idx,
+		    int answered, uint64_t now);
+/* INFLIGHT chunk @idx timed out and is being sent again */
+void credit_timeout(struct tly_worker *w, struct wtensor *t, uint32_t idx,
+		    uint64_t now);
+/* the retransmission timeout after @retries tries */
+uint64_t credit_rto(const struct tly_worker *w, uint8_t retries);
 
 #endif /* TALLY_DATAPLANE_ENGINE_WORKER_INTERNAL_H */

@@ -30,21 +30,6 @@ const char *tly_chunk_state_name(unsigned int state)
 	return state_names[state];
 }
 
-/* The node a not-done chunk waits on. */
-static uint16_t chunk_peer(const struct tly_worker *w,
-			   const struct wtensor *t, uint32_t c)
-{
-	uint16_t n = w->cfg.n_workers, me = w->cfg.rank;
-
-	if (t->d.algo == TLY_ALGO_RING)	/* a hop in, or our hop's ACK */
-		return t->chunks[c].state == C_IDLE ?
-		       (uint16_t)((me + n - 1) % n) : (uint16_t)((me + 1) % n);
-	if (t->chunks[c].state == C_WAIT)	/* its exponent group's */
-		return w->aggs[tly_shard_of(t->d.id, (uint16_t)(c / w->cfg.k),
-					    1, w->cfg.n_aggs)];
-	return w->aggs[tly_shard_of(t->d.id, (uint16_t)c, 0, w->cfg.n_aggs)];
-}
-
 int tly_worker_tensor_wait(const struct tly_worker *w, uint32_t id,
 			   struct tly_tensor_wait *out)
 {
@@ -67,7 +52,7 @@ int tly_worker_tensor_wait(const struct tly_worker *w, uint32_t id,
 		if (c < t->n_chunks && s != C_DONE && out->first == UINT32_MAX) {
 			out->first = c;
 			out->first_state = s;
-			out->peer = chunk_peer(w, t, c);
+			out->peer = t->algo->peer(w, t, c);
 		}
 	}
 	return 0;

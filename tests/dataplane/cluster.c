@@ -41,6 +41,7 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 	struct cluster *cl = calloc(1, sizeof(*cl));
 	uint16_t n = cfg->n_workers, n_aggs = 0, i;
 	uint16_t agg_nodes[TLY_MAX_NODES];
+	uint64_t rto = cfg->rto_ns ? cfg->rto_ns : 20000;
 
 	if (!cl)
 		return NULL;
@@ -89,8 +90,9 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 				.window = cfg->window,
 				.max_tensors = cfg->max_tensors ?
 					       cfg->max_tensors : 8,
-				.rto_ns = 20000, .rto_max_ns = 200000,
-				.acked_ns = 100000, .busy_ns = 10000,
+				.rto_ns = rto, .rto_max_ns = 10 * rto,
+				.acked_ns = 5 * rto, .busy_ns = rto / 2,
+				.cc_off = cfg->cc_off,
 				.confirm_ns = 5000,
 				.confirm_batch = cfg->confirm_batch ?
 						 cfg->confirm_batch : 64,
@@ -111,7 +113,8 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 				.k = cfg->k, .n_workers = n,
 				.self = i, .n_slots = cfg->n_slots,
 				.n_fallback = cfg->n_fallback,
-				.evict_ns = 5000000, .probe_ns = 50000,
+				.evict_ns = 250 * rto,
+				.probe_ns = rto * 5 / 2,
 				.net = net,
 				.ops = fab_ops(cl->fab, i, cfg->multicast,
 					       cl->addrs),

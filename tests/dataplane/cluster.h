@@ -25,6 +25,11 @@ struct cl_cfg {
 	uint32_t chunk_rotate;
 	uint32_t confirm_batch;	/* 0: 64 */
 	uint32_t max_tensors;	/* per worker; 0: 8 */
+	/* the workers' first rto; the other timers scale with it (acked 5x,
+	 * busy 1/2, rto_max 10x; the aggregators' probe 2.5x, evict 250x).
+	 * 0: 20 us */
+	uint64_t rto_ns;
+	uint8_t cc_off;		/* the workers' fixed window */
 	/* called on every completed tensor, after it is counted */
 	void (*on_done)(void *ctx, uint16_t rank,
 			const struct tly_tensor_desc *d);

@@ -24,7 +24,10 @@ struct fab_port {
 struct fab {
 	struct fab_cfg cfg;
 	uint64_t rng, now, seq;
-	uint64_t sent, dropped, duplicated;
+	uint64_t sent, dropped, duplicated, queue_drops;
+	uint64_t *nic_busy;		/* sender NIC serializing until */
+	uint64_t *port_busy;		/* switch port to the node, until */
+	uint64_t *port_max;		/* deepest that port's queue was */
 	uint16_t n_nodes;
 	struct fab_port *ports;
 	uint64_t *tx_bytes, *rx_bytes;	/* between different nodes */
@@ -63,8 +66,11 @@ struct fab *fab_create(uint16_t n_nodes, const struct fab_cfg *cfg)
 	f->rx_ctx = calloc(n_nodes, sizeof(*f->rx_ctx));
 	f->tx_bytes = calloc(n_nodes, sizeof(*f->tx_bytes));
 	f->rx_bytes = calloc(n_nodes, sizeof(*f->rx_bytes));
+	f->nic_busy = calloc(n_nodes, sizeof(*f->nic_busy));
+	f->port_busy = calloc(n_nodes, sizeof(*f->port_busy));
+	f->port_max = calloc(n_nodes, sizeof(*f->port_max));
 	if (!f->ports || !f->rx || !f->rx_ctx || !f->tx_bytes ||
-	    !f->rx_bytes) {
+	    !f->rx_bytes || !f->nic_busy || !f->port_busy || !f->port_max) {
 		fab_destroy(f);
 		return NULL;
 	}
@@ -89,6 +95,9 @@ void fab_destroy(struct fab *f)
 	free(f->rx_ctx);
 	free(f->tx_bytes);
 	free(f->rx_bytes);
+	free(f->nic_busy);
+	free(f->port_busy);
+	free(f->port_max);
 	free(f);
 }
 
@@ -144,13 +153,53 @@ static struct fab_frame heap_pop(struct fab *f)
 	return top;
 }
 
+static uint64_t wire_ns(const struct fab *f, size_t len)
+{
+	return ((uint64_t)len * 8 * 1000000000ull + f->cfg.rate_bps - 1) /
+	       f->cfg.rate_bps;
+}
+
+/*
+ * When a frame sent now reaches @dst through the links and the switch,
+ * or 0 when the switch's queue to @dst is full.  Frames enter the switch
+ * queue in the order they are sent, which is its arrival order but for
+ * frames whose senders' NICs were backed up: those queue a little late.
+ */
+static uint64_t link_arrival(struct fab *f, uint16_t src, uint16_t dst,
+			     size_t len)
+{
+	uint64_t t = f->now > f->nic_busy[src] ? f->now : f->nic_busy[src];
+	uint64_t at_switch, backlog;
+
+	f->nic_busy[src] = t + wire_ns(f, len);
+	at_switch = f->nic_busy[src] + f->cfg.delay_ns;
+	backlog = f->port_busy[dst] > at_switch ?
+		  (f->port_busy[dst] - at_switch) * f->cfg.rate_bps /
+		  8000000000ull : 0;
+	if (f->cfg.queue_bytes && backlog + len > f->cfg.queue_bytes) {
+		f->queue_drops++;
+		return 0;
+	}
+	if (backlog + len > f->port_max[dst])
+		f->port_max[dst] = backlog + len;
+	t = f->port_busy[dst] > at_switch ? f->port_busy[dst] : at_switch;
+	f->port_busy[dst] = t + wire_ns(f, len);
+	return f->port_busy[dst];
+}
+
 static void enqueue(struct fab *f, uint16_t src, uint16_t dst,
 		    const uint8_t *data, size_t len)
 {
 	struct fab_frame fr = { .src = src, .dst = dst, .len = len,
 				.seq = f->seq++ };
 
-	fr.at = f->now + f->cfg.delay_ns;
+	if (f->cfg.rate_bps && src != dst) {
+		fr.at = link_arrival(f, src, dst, len);
+		if (!fr.at)
+			return;
+	} else {
+		fr.at = f->now + f->cfg.delay_ns;
+	}
 	if (f->cfg.reorder_ns)
 		fr.at += fab_rand(&f->rng) % (f->cfg.reorder_ns + 1);
 	fr.data = malloc(len);
@@ -271,4 +320,14 @@ uint64_t fab_dropped(const struct fab *f)
 uint64_t fab_duplicated(const struct fab *f)
 {
 	return f->duplicated;
+}
+
+uint64_t fab_queue_drops(const struct fab *f)
+{
+	return f->queue_drops;
+}
+
+uint64_t fab_queue_max(const struct fab *f, uint16_t node)
+{
+	return f->port_max[node];
 }

@@ -3,6 +3,13 @@
  * fabric.h - an in-memory network for engine tests: frames between nodes of
  * one process on a virtual clock, with seeded faults (loss, duplication,
  * delay, and reordering through random extra delay within a window).
+ *
+ * With rate_bps set, every node hangs off one switch by a link of that
+ * rate: a frame is serialized by its sender's NIC (an unbounded host
+ * queue), travels delay_ns, and waits in the switch's output queue to
+ * its receiver, which holds at most queue_bytes (tail drop; 0: no
+ * limit) and drains at the same rate.  Without rate_bps links are
+ * infinitely fast, as before.
  */
 #ifndef TALLY_TESTS_DATAPLANE_FABRIC_H
 #define TALLY_TESTS_DATAPLANE_FABRIC_H
@@ -18,6 +25,8 @@ struct fab_cfg {
 	double dup;		/* probability a frame is delivered twice */
 	uint64_t delay_ns;	/* base one-way delay */
 	uint64_t reorder_ns;	/* extra uniform delay: reorders frames */
+	uint64_t rate_bps;	/* every node's link; 0: unlimited */
+	uint64_t queue_bytes;	/* switch output queue per node; 0: unbounded */
 };
 
 typedef void fab_rx_fn(void *ctx, const uint8_t *frame, size_t len,
@@ -41,6 +50,10 @@ void fab_node_bytes(const struct fab *f, uint16_t node, uint64_t *tx,
 		    uint64_t *rx);
 uint64_t fab_dropped(const struct fab *f);
 uint64_t fab_duplicated(const struct fab *f);
+/* frames the switch's full output queues dropped (rate_bps only) */
+uint64_t fab_queue_drops(const struct fab *f);
+/* the most bytes the switch's output queue to @node held (rate_bps) */
+uint64_t fab_queue_max(const struct fab *f, uint16_t node);
 /* the PRNG the fabric uses, for test data */
 uint64_t fab_rand(uint64_t *state);
 

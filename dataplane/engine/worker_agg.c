@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * worker_agg.c - the worker's side of aggregation: chunks to aggregators
+ * (chunk -> aggregator by hash), the exponent round of float tensors,
+ * results placed into the tensor, receipts (CONFIRM) batched per
+ * aggregator.  Reached through worker_agg_algo only.
+ */
+#include "dataplane/engine/worker_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataplane/engine/quant.h"
+
+static uint32_t agg_index(const struct tly_worker *w, uint32_t tensor,
+			  uint16_t chunk, uint8_t exp)
+{
+	return tly_shard_of(tensor, chunk, exp, w->cfg.n_aggs);
+}
+
+/* local block exponents, one per chunk, for the exponent round */
+static void agg_local_exps(struct tly_worker *w, struct wtensor *t)
+{
+	uint16_t k = w->cfg.k;
+	uint32_t c;
+
+	for (c = 0; c < t->n_chunks; c++) {
+		size_t n = chunk_elems(t, c, k), off = (size_t)c * k;
+
+		switch (t->d.dtype) {
+		case TLY_DT_F32:
+			t->exp[c] = tly_block_exp_f32(
+				(const float *)t->d.src + off, n);
+			break;
+		case TLY_DT_F16:
+			t->exp[c] = tly_block_exp_f16(
+				(const uint16_t *)t->d.src + off, n);
+			break;
+		default:
+			t->exp[c] = tly_block_exp_bf16(
+				(const uint16_t *)t->d.src + off, n);
+			break;
+		}
+	}
+}
+
+static int agg_setup(struct tly_worker *w, struct wtensor *t)
+{
+	uint32_t c;
+
+	if (!w->cfg.n_aggs)
+		return -EINVAL;
+	if (t->d.dtype != TLY_DT_I32) {
+		t->n_groups = (t->n_chunks + w->cfg.k - 1) / w->cfg.k;
+		t->exp = malloc(t->n_chunks * sizeof(*t->exp));
+		if (!t->exp)
+			return -ENOMEM;
+		agg_local_exps(w, t);
+	}
+	t->chunks = calloc(t->n_chunks + t->n_groups, sizeof(*t->chunks));
+	if (!t->chunks)
+		return -ENOMEM;
+	for (c = 0; c < t->n_chunks + t->n_groups; c++)
+		t->chunks[c].state = c < t->n_chunks && t->n_groups ?
+				     C_WAIT : C_READY;
+	t->start = (uint32_t)(((uint64_t)w->cfg.rank * w->cfg.chunk_rotate) %
+			      t->n_chunks);
+	return 0;
+}
+
+/* ---- receipts (CONFIRM) ---- */
+
+static void confirm_flush(struct tly_worker *w, uint32_t a)
+{
+	struct confirm_batch *b = &w->cb[a];
+	struct tly_hdr h = {
+		.type = TLY_T_CONFIRM, .job = w->cfg.job,
+		.cookie = w->cfg.cookie, .rank = w->cfg.rank,
+		.aux = (uint8_t)b->n_ranges,
+	};
+	struct tly_out o;
+	uint8_t *p;
+	uint32_t i;
+
+	if (!b->n_ranges)
+		return;
+	if (tly_out_begin(&o, &w->cfg.ops, &w->cfg.net, &w->c, w->cfg.rank,
+			  w->aggs[a], 0, TLY_HDR_LEN + 8 * b->n_ranges))
+		return;		/* keep the batch, try again next poll */
+	tly_hdr_write(o.pkt, &h);
+	p = o.pkt + TLY_HDR_LEN;
+	for (i = 0; i < b->n_ranges; i++, p += 8) {
+		uint32_t t = b->r[i].tensor;
+
+		p[0] = (uint8_t)(t >> 24);
+		p[1] = (uint8_t)(t >> 16);
+		p[2] = (uint8_t)(t >> 8);
+		p[3] = (uint8_t)t;
+		p[4] = (uint8_t)(b->r[i].first >> 8);
+		p[5] = (uint8_t)b->r[i].first;
+		p[6] = (uint8_t)(b->r[i].exp << 7);
+		p[7] = (uint8_t)(b->r[i].count - 1);
+	}
+	tly_out_send(&o, &w->cfg.ops, &w->cfg.net, &w->c);
+	w->c.confirms += b->n_chunks;
+	b->n_ranges = 0;
+	b->n_chunks = 0;
+}
+
+static void confirm_add(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
+			uint8_t exp, uint64_t now)
+{
+	uint32_t a = agg_index(w, tensor, chunk, exp);
+	struct confirm_batch *b = &w->cb[a];
+
+	if (b->n_ranges) {
+		__typeof__(b->r[0]) *r = &b->r[b->n_ranges - 1];
+		uint32_t end = (uint32_t)r->first + r->count, c;
+
+		/* extend over chunks other aggregators own: an aggregator
+		 * applies a range to its own chunks only */
+		if (r->tensor == tensor && r->exp == exp && chunk >= end &&
+		    chunk - r->first < TLY_CONFIRM_RANGE_MAX) {
+			for (c = end; c < chunk; c++)
+				if (agg_index(w, tensor, (uint16_t)c, exp) == a)
+					break;
+			if (c == chunk) {
+				r->count = (uint16_t)(chunk - r->first + 1);
+				goto added;
+			}
+		}
+	}
+	if (b->n_ranges == CONFIRM_RANGES)
+		confirm_flush(w, a);
+	if (b->n_ranges == CONFIRM_RANGES)
+		return;		/* no buffer: the aggregator will probe */
+	if (!b->n_ranges)
+		b->oldest = now;
+	b->r[b->n_ranges].tensor = tensor;
+	b->r[b->n_ranges].first = chunk;
+	b->r[b->n_ranges].count = 1;
+	b->r[b->n_ranges].exp = exp;
+	b->n_ranges++;
+added:
+	b->n_chunks++;
+	if (b->n_chunks >= w->cfg.confirm_batch)
+		confirm_flush(w, a);
+}
+
+static void agg_flush_late(struct tly_worker *w, uint64_t now)
+{
+	uint32_t a;
+
+	for (a = 0; a < w->cfg.n_aggs; a++)
+		if (w->cb[a].n_ranges &&
+		    now - w->cb[a].oldest >= w->cfg.confirm_ns)
+			confirm_flush(w, a);
+}
+
+/* ---- sending ---- */
+
+static void agg_fill_payload(struct tly_worker *w, struct wtensor *t,
+			     uint32_t idx, uint8_t *pl)
+{
+	uint16_t k = w->cfg.k;
+
+	if (idx >= t->n_chunks) {		/* exponent group */
+		uint32_t g = idx - t->n_chunks, i, first = g * k;
+		uint8_t *p = pl;
+
+		for (i = 0; i < k; i++, p += 4) {
+			uint32_t e = first + i < t->n_chunks ?
+				     (uint32_t)t->exp[first + i] :
+				     (uint32_t)TLY_EXP_NONE;
+
+			p[0] = (uint8_t)(e >> 24);
+			p[1] = (uint8_t)(e >> 16);
+			p[2] = (uint8_t)(e >> 8);
+			p[3] = (uint8_t)e;
+		}
+		return;
+	}
+	size_t n = chunk_elems(t, idx, k), off = (size_t)idx * k;
+	int s = t->chunks[idx].shift;
+
+	switch (t->d.dtype) {
+	case TLY_DT_F32:
+		tly_quantize_f32(pl, (const float *)t->d.src + off, n, k, s);
+		break;
+	case TLY_DT_F16:
+		tly_quantize_f16(pl, (const uint16_t *)t->d.src + off, n, k, s);
+		break;
+	case TLY_DT_BF16:
+		tly_quantize_bf16(pl, (const uint16_t *)t->d.src + off, n, k,
+				  s);
+		break;
+	case TLY_DT_I32:
+		tly_pack_u32(pl, (const uint32_t *)t->d.src + off, n, k);
+		break;
+	}
+}
+
+static uint16_t agg_dest(const struct tly_worker *w, const struct wtensor *t,
+			 uint32_t idx)
+{
+	uint8_t exp = idx >= t->n_chunks;
+	uint16_t chunk = (uint16_t)(exp ? idx - t->n_chunks : idx);
+
+	return w->aggs[agg_index(w, t->d.id, chunk, exp)];
+}
+
+static void agg_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
+		     uint8_t flags)
+{
+	struct wchunk *ch = &t->chunks[idx];
+	uint8_t exp = idx >= t->n_chunks;
+	uint16_t chunk = (uint16_t)(exp ? idx - t->n_chunks : idx);
+	struct tly_hdr h = {
+		.type = TLY_T_DATA, .job = w->cfg.job,
+		.cookie = w->cfg.cookie, .rank = w->cfg.rank,
+		.tensor = t->d.id, .chunk = chunk,
+	};
+	struct tly_out o;
+
+	h.flags = flags | (exp ? TLY_F_EXP : 0) |
+		  (t->d.dtype == TLY_DT_I32 ? TLY_F_INT : 0);
+	h.slot = (uint16_t)tly_slot_of(t->d.id, chunk, exp, w->cfg.n_slots);
+	h.shift = exp || t->d.dtype == TLY_DT_I32 ? 0 : ch->shift;
+	if (tly_out_begin(&o, &w->cfg.ops, &w->cfg.net, &w->c, w->cfg.rank,
+			  agg_dest(w, t, idx), prio_dscp(t->d.prio),
+			  TLY_HDR_LEN + 4u * w->cfg.k))
+		return;		/* the timer tries again */
+	tly_hdr_write(o.pkt, &h);
+	agg_fill_payload(w, t, idx, o.pkt + TLY_HDR_LEN);
+	tly_out_send(&o, &w->cfg.ops, &w->cfg.net, &w->c);
+}
+
+/* the next chunk of @t to send for the first time, if any */
+static int agg_next(struct tly_worker *w, struct wtensor *t, uint32_t *idx)
+{
+	(void)w;
+	if (t->gcursor < t->n_groups) {
+		*idx = t->n_chunks + t->gcursor++;
+		return 1;
+	}
+	while (t->cursor < t->n_chunks) {
+		uint32_t c = (t->start + t->cursor) % t->n_chunks;
+
+		if (t->chunks[c].state == C_WAIT)
+			return 0;
+		t->cursor++;
+		if (t->chunks[c].state == C_READY) {
+			*idx = c;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* put back @idx, which agg_next() just returned */
+static void agg_unget(struct wtensor *t, uint32_t idx)
+{
+	if (idx >= t->n_chunks)
+		t->gcursor--;
+	else
+		t->cursor--;
+}
+
+/*
+ * Data chunks go in visit order, so only the positions from the oldest
+ * unfinished one up to the cursor can hold a timer (the exponent groups
+ * are scanned apart).
+ */
+static void agg_span(struct wtensor *t, uint32_t *p0, uint32_t *p1)
+{
+	while (t->lo < t->cursor &&
+	       t->chunks[(t->start + t->lo) % t->n_chunks].state == C_DONE)
+		t->lo++;
+	*p0 = t->lo;
+	*p1 = t->cursor;
+}
+
+static uint32_t agg_at(const struct wtensor *t, uint32_t pos)
+{
+	return (t->start + pos) % t->n_chunks;
+}
+
+/* an unfinished data chunk waits on its aggregator, or its group's */
+static uint16_t agg_peer(const struct tly_worker *w, const struct wtensor *t,
+			 uint32_t c)
+{
+	if (t->chunks[c].state == C_WAIT)
+		return agg_dest(w, t, t->n_chunks + c / w->cfg.k);
+	return agg_dest(w, t, c);
+}
+
+/* ---- receiving ---- */
+
+static int32_t exp_word(const uint8_t *pl, uint32_t i)
+{
+	const uint8_t *p = pl + 4 * i;
+
+	return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+			 ((uint32_t)p[2] << 8) | p[3]);
+}
+
+/*
+ * The agreed block exponents.  A max over all workers can be neither
+ * below ours nor outside what tly_block_exp_*() produce; a packet that
+ * claims so is not trusted (counted as a mismatch, state untouched).
+ */
+static int agg_exp_result(struct tly_worker *w, struct wtensor *t,
+			  uint32_t g, const uint8_t *pl)
+{
+	uint32_t i, first = g * w->cfg.k;
+
+	for (i = 0; i < w->cfg.k && first + i < t->n_chunks; i++) {
+		int32_t e = exp_word(pl, i);
+
+		if (e < t->exp[first + i] ||
+		    (e != TLY_EXP_NONE && (e < -148 || e > 129)))
+			return -1;
+	}
+	for (i = 0; i < w->cfg.k && first + i < t->n_chunks; i++) {
+		struct wchunk *ch = &t->chunks[first + i];
+
+		ch->shift = (int8_t)tly_quant_shift(exp_word(pl, i),
+						    w->cfg.n_workers);
+		if (ch->state == C_WAIT)
+			ch->state = C_READY;
+	}
+	return 0;
+}
+
+static void agg_data_result(struct tly_worker *w, struct wtensor *t,
+			    uint32_t c, const uint8_t *pl)
+{
+	size_t n = chunk_elems(t, c, w->cfg.k), off = (size_t)c * w->cfg.k;
+	int s = t->chunks[c].shift;
+
+	switch (t->d.dtype) {
+	case TLY_DT_F32:
+		tly_dequantize_f32((float *)t->d.dst + off, pl, n, s);
+		break;
+	case TLY_DT_F16:
+		tly_dequantize_f16((uint16_t *)t->d.dst + off, pl, n, s);
+		break;
+	case TLY_DT_BF16:
+		tly_dequantize_bf16((uint16_t *)t->d.dst + off, pl, n, s);
+		break;
+	case TLY_DT_I32:
+		tly_unpack_u32((uint32_t *)t->d.dst + off, pl, n);
+		break;
+	}
+}
+
+/* the chunk a RESULT/ACK/BUSY names, or NULL (counted as stale) */
+static struct wchunk *agg_chunk_of(struct tly_worker *w, struct wtensor *t,
+				   const struct tly_hdr *h, uint32_t *idx)
+{
+	uint8_t exp = !!(h->flags & TLY_F_EXP);
+
+	if (!t || t->algo != &worker_agg_algo ||
+	    (exp ? h->chunk >= t->n_groups : h->chunk >= t->n_chunks) ||
+	    !!(h->flags & TLY_F_INT) != (t->d.dtype == TLY_DT_I32)) {
+		w->c.drops[TLY_E_STALE]++;
+		return NULL;
+	}
+	*idx = exp ? t->n_chunks + h->chunk : h->chunk;
+	return &t->chunks[*idx];
+}
+
+static struct wtensor *agg_rx_result(struct tly_worker *w,
+				     const struct tly_hdr *h,
+				     const uint8_t *pkt, uint64_t now)
+{
+	struct wtensor *t = worker_find(w, h->tensor);
+	uint8_t exp = !!(h->flags & TLY_F_EXP);
+	struct wchunk *ch;
+	uint32_t idx;
+
+	if (!t) {
+		/* finished (or foreign): receipt again so the slot frees */
+		w->c.dups++;
+		confirm_add(w, h->tensor, h->chunk, exp, now);
+		return NULL;
+	}
+	ch = agg_chunk_of(w, t, h, &idx);
+	if (!ch)
+		return NULL;
+	if (ch->state == C_DONE) {
+		w->c.dups++;
+		confirm_add(w, h->tensor, h->chunk, exp, now);
+		return NULL;
+	}
+	if (!exp && t->d.dtype != TLY_DT_I32 &&
+	    (ch->state == C_WAIT || h->shift != ch->shift)) {
+		w->c.drops[TLY_E_MISMATCH]++;
+		return NULL;
+	}
+	if (exp && agg_exp_result(w, t, h->chunk, pkt + TLY_HDR_LEN)) {
+		w->c.drops[TLY_E_MISMATCH]++;
+		return NULL;
+	}
+	credit_release(w, t, idx, 1, now);
+	ch->state = C_DONE;
+	if (!exp) {
+		agg_data_result(w, t, h->chunk, pkt + TLY_HDR_LEN);
+		t->done++;
+	}
+	confirm_add(w, h->tensor, h->chunk, exp, now);
+	return tensor_complete(t) ? t : NULL;
+}
+
+static void agg_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
+		       uint64_t now)
+{
+	struct wtensor *t = worker_find(w, h->tensor);
+	struct wchunk *ch;
+	uint32_t idx;
+
+	ch = agg_chunk_of(w, t, h, &idx);
+	if (!ch)
+		return;
+	if (h->type == TLY_T_ACK) {
+		w->c.acks++;
+		if (ch->state == C_INFLIGHT) {
+			credit_release(w, t, idx, 1, now);
+			ch->state = C_ACKED;
+			ch->retries = 0;
+		}
+		if (ch->state == C_ACKED)
+			worker_arm(t, ch, now + w->cfg.acked_ns);
+		return;
+	}
+	w->c.busy++;
+	if (ch->state != C_INFLIGHT && ch->state != C_ACKED)
+		return;
+	credit_release(w, t, idx, 0, now);
+	ch->state = C_DEFER;
+	if (ch->retries < 16)
+		ch->retries++;
+	worker_arm(t, ch, now + (w->cfg.busy_ns << (ch->retries < 6 ?
+						      ch->retries : 6)));
+}
+
+static struct wtensor *agg_rx(struct tly_worker *w, const struct tly_hdr *h,
+			      const uint8_t *pkt, uint64_t now)
+{
+	if (h->rank != w->cfg.rank || !w->cfg.n_aggs) {
+		w->c.drops[TLY_E_RANK]++;
+		return NULL;
+	}
+	if (h->type == TLY_T_RESULT)
+		return agg_rx_result(w, h, pkt, now);
+	agg_rx_ack(w, h, now);
+	return NULL;
+}
+
+const struct worker_algo worker_agg_algo = {
+	.setup = agg_setup,
+	.next = agg_next,
+	.unget = agg_unget,
+	.send = agg_send,
+	.dest = agg_dest,
+	.span = agg_span,
+	.at = agg_at,
+	.peer = agg_peer,
+	.rx = agg_rx,
+	.flush_late = agg_flush_late,
+};

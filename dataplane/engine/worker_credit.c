@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * worker_credit.c - the worker's window: one credit per packet in flight,
+ * at most cfg.window in total and, per destination node, at most that
+ * node's congestion window (cc.c), fed with RTT samples and loss signals.
+ *
+ * Why per destination: congestion is a property of the path to a node,
+ * and every tensor's packets to that node share it; a window per tensor
+ * stream would multiply the load on a path by the tensors in progress and
+ * leave priority, which is the scheduler's business, to the network.
+ */
+#include "dataplane/engine/worker_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+int credit_init(struct tly_worker *w)
+{
+	uint16_t n = w->cfg.n_workers, i;
+
+	for (i = 0; i < w->cfg.n_aggs; i++)
+		if (w->aggs[i] >= n)
+			n = (uint16_t)(w->aggs[i] + 1);
+	w->ccp = (struct tly_cc_params){
+		.min_window = w->cfg.cc_min_window,
+		.max_window = w->cfg.window,
+		.init_window = w->cfg.cc_init_window,
+		.target_ns = w->cfg.cc_target_ns,
+		.base_win_ns = w->cfg.cc_base_ns,
+	};
+	tly_cc_params_fill(&w->ccp);
+	w->dests = calloc(n, sizeof(*w->dests));
+	if (!w->dests)
+		return -ENOMEM;
+	w->n_dests = n;
+	for (i = 0; i < n; i++)
+		tly_cc_init(&w->dests[i].cc, &w->ccp, 0);
+	return 0;
+}
+
+void credit_fini(struct tly_worker *w)
+{
+	free(w->dests);
+	w->dests = NULL;
+}
+
+int credit_room(const struct tly_worker *w, uint16_t dst)
+{
+	if (w->inflight >= w->cfg.window)
+		return 0;
+	if (w->cfg.cc_off || dst >= w->n_dests)
+		return 1;
+	return w->dests[dst].inflight < tly_cc_window(&w->dests[dst].cc,
+						      &w->ccp);
+}
+
+uint64_t credit_rto(const struct tly_worker *w, uint8_t retries)
+{
+	uint64_t rto = w->cfg.rto_ns << (retries < 16 ? retries : 16);
+
+	return rto < w->cfg.rto_max_ns ? rto : w->cfg.rto_max_ns;
+}
+
+static struct wdest *dest_of(struct tly_worker *w, const struct wtensor *t,
+			     uint32_t idx)
+{
+	uint16_t dst = t->algo->dest(w, t, idx);
+
+	return dst < w->n_dests ? &w->dests[dst] : NULL;
+}
+
+void credit_take(struct tly_worker *w, struct wtensor *t, uint32_t idx,
+		 uint64_t now)
+{
+	struct wchunk *ch = &t->chunks[idx];
+	struct wdest *d = dest_of(w, t, idx);
+
+	ch->state = C_INFLIGHT;
+	ch->sent = now;
+	/* a fresh transmission (the first, or after a refusal, which
+	 * answered the one before): its answer is a clean sample */
+	ch->timed = 1;
+	w->inflight++;
+	if (d)
+		d->inflight++;
+}
+
+void credit_release(struct tly_worker *w, struct wtensor *t, uint32_t idx,
+		    int answered, uint64_t now)
+{
+	struct wchunk *ch = &t->chunks[idx];
+	struct wdest *d;
+
+	if (ch->state != C_INFLIGHT)
+		return;
+	w->inflight--;
+	d = dest_of(w, t, idx);
+	if (!d)
+		return;
+	d->inflight--;
+	if (!answered)
+		return;
+	if (!d->any_answer || ch->sent > d->answered)
+		d->answered = ch->sent;
+	d->any_answer = 1;
+	if (!w->cfg.cc_off)
+		tly_cc_on_ack(&d->cc, &w->ccp,
+			      ch->timed && now > ch->sent ? now - ch->sent : 0,
+			      now);
+}
+
+/*
+ * A timeout is a loss signal only when the destination has answered a
+ * packet sent after this one: then the path works and this packet (or
+ * its answer) is missing, a gap.  A destination that answered nothing
+ * since is waiting, not losing: an aggregator holds our contribution
+ * until the other workers' arrive, a ring peer refuses until it has the
+ * tensor, so the first timeouts of a worker ahead of the others must not
+ * shrink its window.
+ */
+void credit_timeout(struct tly_worker *w, struct wtensor *t, uint32_t idx,
+		    uint64_t now)
+{
+	struct wchunk *ch = &t->chunks[idx];
+	struct wdest *d = dest_of(w, t, idx);
+
+	ch->timed = 0;				/* Karn */
+	if (!d || w->cfg.cc_off)
+		return;
+	if (d->any_answer && d->answered > ch->sent)
+		tly_cc_on_loss(&d->cc, &w->ccp, now);
+}
