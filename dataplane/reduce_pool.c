@@ -84,6 +84,7 @@ struct reduce_pool {
 	_Atomic size_t split_polling;
 	_Atomic size_t split_sleeping;
 	struct reduce_pool_calibration cal;
+	bool last_big;			/* the last job was >= split_polling */
 	unsigned int threads;
 	struct helper helper[REDUCE_POOL_MAX_THREADS];
 };
@@ -303,21 +304,34 @@ static uint64_t run_split(struct reduce_pool *pool,
 	return wake;
 }
 
+/*
+ * Split @a?  Polling helpers: from split_polling on.  A helper asleep:
+ * from split_sleeping on, which pays the wake-up syscall within the job;
+ * or from split_polling on when the job before was as large too (a
+ * stream of them): the wake-up is paid once, the helpers then poll
+ * between the jobs and the ones after split at the polling price.
+ */
+static bool should_split(struct reduce_pool *pool, const struct reduce_args *a)
+{
+	size_t bytes = reduce_job_bytes(a);
+	bool big = bytes >= atomic_load_explicit(&pool->split_polling,
+						 memory_order_relaxed);
+	bool stream = big && pool->last_big;
+
+	pool->last_big = big;
+	if (pool->threads == 1 || a->count <= REDUCE_BLOCK_ELEMS || !big)
+		return false;
+	if (!atomic_load_explicit(&pool->sleepers, memory_order_relaxed))
+		return true;
+	return stream || bytes >= atomic_load_explicit(&pool->split_sleeping,
+						       memory_order_relaxed);
+}
+
 void reduce_pool_run(struct reduce_pool *pool, const struct reduce_args *a)
 {
-	size_t limit;
-
-	if (pool->threads > 1 && a->count > REDUCE_BLOCK_ELEMS) {
-		limit = atomic_load_explicit(&pool->sleepers,
-					     memory_order_relaxed) ?
-			atomic_load_explicit(&pool->split_sleeping,
-					     memory_order_relaxed) :
-			atomic_load_explicit(&pool->split_polling,
-					     memory_order_relaxed);
-		if (reduce_job_bytes(a) >= limit) {
-			run_split(pool, a);
-			return;
-		}
+	if (should_split(pool, a)) {
+		run_split(pool, a);
+		return;
 	}
 	reduce_range(a, 0, a->count);
 	atomic_fetch_add_explicit(&pool->jobs_inline, 1, memory_order_relaxed);

@@ -18,8 +18,11 @@
  * handoff: the pool measures at creation how fast one thread reduces and
  * what a handoff costs, to a polling helper and to a sleeping one (the
  * wake-up syscall), and splits a job when its predicted single-thread time,
- * times (threads - 1) / threads, is over twice that cost.  Sizes are
- * counted in bytes touched: count x element size x (inputs + outputs).
+ * times (threads - 1) / threads, is over twice that cost.  A job between
+ * the two points finds a helper asleep: it runs inline, unless the job
+ * before was as large (a stream: the one wake-up then pays for the jobs
+ * that follow while the helpers poll).  Sizes are counted in bytes
+ * touched: count x element size x (inputs + outputs).
  *
  * Helpers are named REDUCE_POOL_THREAD_NAME (/proc/PID/task/TID/comm).
  */
