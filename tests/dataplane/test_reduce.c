@@ -1091,6 +1091,49 @@ static void test_reduce_pool_wakes_sleeping_helper(void **state)
 	reduce_pool_destroy(pool);
 }
 
+/* With the helper asleep: a job under split_polling runs inline; one
+ * between the split points runs inline unless the job before was as large
+ * (a stream); one from split_sleeping on splits and wakes it. */
+static void test_reduce_pool_split_policy(void **state)
+{
+	struct reduce_pool *pool = reduce_pool_create(2);
+	struct reduce_pool_stats st;
+	/* 4 in, 4 out of float32: 32 bytes touched per element */
+	size_t small = 2 * REDUCE_BLOCK_ELEMS, mid = 8 * REDUCE_BLOCK_ELEMS,
+	       big = 32 * REDUCE_BLOCK_ELEMS;
+	static const struct {
+		int which;	/* 0 small, 1 mid, 2 big */
+		bool split;
+	} steps[] = {
+		{ 1, false }, { 1, true }, { 0, false }, { 1, false },
+		{ 2, true }, { 1, true }, { 0, false }, { 0, false },
+	};
+
+	(void)state;
+	assert_non_null(pool);
+	reduce_pool_set_spin_ns(pool, 0);
+	reduce_pool_set_split(pool, 4 * REDUCE_BLOCK_ELEMS * 32,
+			      16 * REDUCE_BLOCK_ELEMS * 32);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		size_t count = steps[i].which == 0 ? small :
+			       steps[i].which == 1 ? mid : big;
+		struct reduce_pool_stats before;
+
+		assert_true(wait_pool(pool, one_asleep));
+		reduce_pool_stats(pool, &before);
+		check_pool_job(pool, TALLY_FLOAT32, TALLY_SUM, count, 4, 4,
+			       true);
+		reduce_pool_stats(pool, &st);
+		assert_int_equal(st.jobs_split - before.jobs_split,
+				 steps[i].split);
+		assert_int_equal(st.jobs_inline - before.jobs_inline,
+				 !steps[i].split);
+		assert_int_equal(st.wakeups - before.wakeups,
+				 steps[i].split);
+	}
+	reduce_pool_destroy(pool);
+}
+
 /* Helpers that poll take jobs without a single wake-up syscall. */
 static void test_reduce_pool_polling_helper_needs_no_wakeup(void **state)
 {
@@ -1548,6 +1591,7 @@ int main(void)
 		cmocka_unit_test(test_reduce_pool_create_destroy_repeatedly),
 		cmocka_unit_test(test_reduce_pool_rejects_bad_thread_count),
 		cmocka_unit_test(test_reduce_pool_wakes_sleeping_helper),
+		cmocka_unit_test(test_reduce_pool_split_policy),
 		cmocka_unit_test(test_reduce_pool_polling_helper_needs_no_wakeup),
 		cmocka_unit_test(test_reduce_pool_no_lost_wakeup_stress),
 		cmocka_unit_test(test_reduce_pool_calibration_sane),
