@@ -60,7 +60,7 @@ struct helper {
 struct reduce_pool {
 	/* the job, written by the caller before it publishes claim */
 	_Alignas(CACHELINE) _Atomic(const struct reduce_args *) job;
-	_Atomic size_t chunk;		/* elements per chunk, whole blocks */
+	_Atomic size_t chunk;	/* elements per chunk, whole blocks */
 	_Atomic uint32_t nchunks;
 
 	_Alignas(CACHELINE) _Atomic uint64_t claim;
@@ -84,7 +84,7 @@ struct reduce_pool {
 	_Atomic size_t split_polling;
 	_Atomic size_t split_sleeping;
 	struct reduce_pool_calibration cal;
-	bool last_big;			/* the last job was >= split_polling */
+	bool last_big;		/* the last job was >= split_polling */
 	unsigned int threads;
 	struct helper helper[REDUCE_POOL_MAX_THREADS];
 };
@@ -190,7 +190,8 @@ static uint32_t wait_for_job(struct reduce_pool *pool, uint32_t seen)
 						    memory_order_relaxed)))
 			break;
 	}
-	atomic_fetch_add(&pool->sleepers, 1);	/* announce, then re-check */
+	/* announce, then re-check */
+	atomic_fetch_add(&pool->sleepers, 1);
 	while ((s = atomic_load(&pool->seq)) == seen &&
 	       !atomic_load(&pool->stop))
 		futex_wait(&pool->seq, seen);

@@ -61,7 +61,7 @@ struct reduce_pool_stats {
 	uint64_t jobs_inline;	/* run by the caller alone */
 	uint64_t jobs_split;
 	uint64_t wakeups;	/* wake-up syscalls the caller issued */
-	uint64_t helper_wakes;	/* times a sleeping helper woke to a job */
+	uint64_t helper_wakes;	/* a sleeping helper woke to a job */
 	uint64_t helper_chunks;	/* chunks helpers reduced */
 };
 

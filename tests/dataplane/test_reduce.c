@@ -1202,13 +1202,14 @@ static void test_reduce_pool_no_lost_wakeup_stress(void **state)
 						 i, k, e, buf[k][e]);
 	}
 	for (int i = 0; i < 20000; i++) {
+		float at = i % COUNT == COUNT - 1 ? 6.0f : 4.0f;
+
 		for (int k = 0; k < N; k++)
 			buf[k][i % COUNT] = 1.0f;
 		for (int k = 0; k < N; k++)
 			buf[k][COUNT - 1] = (float)k;
 		reduce_pool_run(pool, &ra);
-		if (buf[N - 1][i % COUNT] != (i % COUNT == COUNT - 1 ? 6.0f :
-					      4.0f) || buf[0][COUNT - 1] != 6.0f)
+		if (buf[N - 1][i % COUNT] != at || buf[0][COUNT - 1] != 6.0f)
 			fail_msg("job %d: wrong sum", i);
 	}
 	assert_true(wait_pool(pool, reduce_pool_helpers_caught_up));
