@@ -446,6 +446,12 @@ void reduce_pool_calibrate(struct reduce_pool *pool)
 	uint64_t inline_ns, split_ns, floor_ns;
 	bool ok = true;
 
+	if (pool->threads == 1) {	/* never splits: nothing to measure */
+		c->split_polling = c->split_sleeping = SIZE_MAX;
+		atomic_store(&pool->split_polling, SIZE_MAX);
+		atomic_store(&pool->split_sleeping, SIZE_MAX);
+		return;
+	}
 	for (int i = 0; i < CAL_BUFFERS; i++) {
 		buf[i] = calloc(CAL_COUNT, sizeof(float));
 		ok = ok && buf[i];
@@ -461,12 +467,6 @@ void reduce_pool_calibrate(struct reduce_pool *pool)
 	}
 	inline_ns = time_job(pool, &a, false);
 	c->ns_per_byte = (double)inline_ns / (double)reduce_job_bytes(&a);
-	if (pool->threads == 1) {
-		c->split_polling = c->split_sleeping = SIZE_MAX;
-		atomic_store(&pool->split_polling, SIZE_MAX);
-		atomic_store(&pool->split_sleeping, SIZE_MAX);
-		goto out;
-	}
 	/* polling helpers: the split's time over a perfect split's */
 	split_ns = time_job(pool, &a, true);
 	floor_ns = inline_ns / pool->threads;

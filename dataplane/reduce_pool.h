@@ -49,7 +49,7 @@ struct reduce_pool;
 
 /* What the calibration measured and what it decided. */
 struct reduce_pool_calibration {
-	double ns_per_byte;	/* one thread, per byte touched */
+	double ns_per_byte;	/* one thread, per byte touched (0: none) */
 	uint64_t handoff_ns;	/* split overhead, helpers polling */
 	uint64_t wake_ns;	/* the submitter's wake-up syscall */
 	uint64_t wake_latency_ns; /* wake-up until a helper takes a chunk */
@@ -65,8 +65,9 @@ struct reduce_pool_stats {
 	uint64_t helper_chunks;	/* chunks helpers reduced */
 };
 
-/* @threads in all, the caller included; 1 makes a pool without helpers.
- * Calibrates the split points (a few milliseconds).  NULL on failure. */
+/* @threads in all, the caller included; 1 makes a pool without helpers
+ * (which never splits, and measures nothing).  With helpers, calibrates
+ * the split points (a few milliseconds).  NULL on failure. */
 struct reduce_pool *reduce_pool_create(unsigned int threads);
 void reduce_pool_destroy(struct reduce_pool *pool);
 
