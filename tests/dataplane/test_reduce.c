@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -852,71 +853,168 @@ static void test_reduce_streamed_output(void **state)
 
 /* ---- reduce_pool ---- */
 
+/* Seconds a test waits for a helper before it fails (instead of hanging). */
+#define POOL_WAIT_S 20
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Wait until @cond(@pool) holds; false after POOL_WAIT_S seconds. */
+static bool wait_pool(const struct reduce_pool *pool,
+		      bool (*cond)(const struct reduce_pool *))
+{
+	uint64_t end = mono_ns() + POOL_WAIT_S * 1000000000ull;
+
+	while (!cond(pool)) {
+		if (mono_ns() > end)
+			return false;
+		usleep(20);
+	}
+	return true;
+}
+
+static bool one_asleep(const struct reduce_pool *pool)
+{
+	return reduce_pool_sleepers(pool) == 1;
+}
+
+static bool none_asleep(const struct reduce_pool *pool)
+{
+	return reduce_pool_sleepers(pool) == 0;
+}
+
+/*
+ * Reduce @count elements of @dt over @pool and check every element of
+ * every output against the scalar reference.  In place: the outputs are
+ * the inputs (the local path's shape); otherwise @n_out fresh buffers.
+ */
+static void check_pool_job(struct reduce_pool *pool, enum tally_dtype dt,
+			   enum tally_op op, size_t count, unsigned int n_in,
+			   unsigned int n_out, bool inplace)
+{
+	size_t bytes = count * (size_t)esize(dt);
+	void *in_buf[MAX_IN], *out_buf[MAX_OUT], *want;
+	const void *in[MAX_IN];
+	void *out[MAX_OUT];
+	struct reduce_args ra;
+	char what[96];
+
+	if (inplace)
+		n_out = n_in;
+	want = malloc(bytes ? bytes : 1);
+	assert_non_null(want);
+	for (unsigned int k = 0; k < n_in; k++) {
+		in_buf[k] = malloc(bytes ? bytes : 1);
+		assert_non_null(in_buf[k]);
+		fill_random(dt, in_buf[k], count);
+		in[k] = in_buf[k];
+	}
+	for (size_t i = 0; i < count; i++)
+		ref_reduce_elem(dt, op, in, n_in, i, n_in,
+				(char *)want + i * (size_t)esize(dt));
+	for (unsigned int j = 0; j < n_out; j++) {
+		if (inplace) {
+			out[j] = in_buf[j];
+			continue;
+		}
+		out_buf[j] = malloc(bytes ? bytes : 1);
+		assert_non_null(out_buf[j]);
+		memset(out_buf[j], 0xcd, bytes);
+		out[j] = out_buf[j];
+	}
+	assert_int_equal(reduce_prepare(&ra, dt, op, in, n_in, out, n_out,
+					count, n_in), 0);
+	reduce_pool_run(pool, &ra);
+	for (unsigned int j = 0; j < n_out; j++) {
+		snprintf(what, sizeof(what), "pool %s count %zu %u->%u out %u",
+			 dt_name(dt), count, n_in, n_out, j);
+		assert_buffer_matches(dt, out[j], want, count, what);
+	}
+	for (unsigned int k = 0; k < n_in; k++)
+		free(in_buf[k]);
+	for (unsigned int j = 0; !inplace && j < n_out; j++)
+		free(out_buf[j]);
+	free(want);
+}
+
 static void check_pool_matches(struct reduce_pool *pool,
 			       enum tally_dtype dt, enum tally_op op,
 			       size_t count, unsigned int n_in,
 			       unsigned int n_out)
 {
-	size_t bytes = count * (size_t)esize(dt);
-	void *in_buf[MAX_IN];
-	const void *in[MAX_IN];
-	void *serial[MAX_OUT], *par[MAX_OUT];
-	struct reduce_args ra;
-
-	for (unsigned int k = 0; k < n_in; k++) {
-		in_buf[k] = malloc(bytes);
-		assert_non_null(in_buf[k]);
-		fill_random(dt, in_buf[k], count);
-		in[k] = in_buf[k];
-	}
-	for (unsigned int j = 0; j < n_out; j++) {
-		serial[j] = malloc(bytes);
-		par[j] = malloc(bytes);
-		assert_non_null(serial[j]);
-		assert_non_null(par[j]);
-		memset(par[j], 0xcd, bytes);
-	}
-	assert_int_equal(reduce_buffers(dt, op, in, n_in, serial, n_out, count,
-					n_in), 0);
-	assert_int_equal(reduce_prepare(&ra, dt, op, in, n_in, par, n_out,
-					count, n_in), 0);
-	reduce_pool_run(pool, &ra);
-	for (unsigned int j = 0; j < n_out; j++)
-		assert_memory_equal(serial[j], par[j], bytes);
-	for (unsigned int k = 0; k < n_in; k++)
-		free(in_buf[k]);
-	for (unsigned int j = 0; j < n_out; j++) {
-		free(serial[j]);
-		free(par[j]);
-	}
+	check_pool_job(pool, dt, op, count, n_in, n_out, false);
 }
 
+/* Element counts of @dt whose job (@n_in in, @n_out out) is just under,
+ * at and just over @split bytes touched. */
+static void counts_around(size_t split, enum tally_dtype dt,
+			  unsigned int n_in, unsigned int n_out, size_t c[3])
+{
+	size_t per = (size_t)esize(dt) * (n_in + n_out);
+	size_t at = (split + per - 1) / per;
+
+	c[0] = at > 1 ? at - 1 : 1;
+	c[1] = at;
+	c[2] = at + 1;
+}
+
+static const enum tally_dtype pool_types[] = {
+	TALLY_FLOAT32, TALLY_INT32, TALLY_FLOAT16, TALLY_BFLOAT16,
+};
+
+/* 1, 2 and 3 threads; every type; sizes around the calibrated split
+ * point, odd sizes, whole blocks; in place and not; then with the split
+ * forced on every job and on none. */
 static void test_reduce_pool_matches_serial(void **state)
 {
-	static const size_t sizes[] = {
-		1, 4097, REDUCE_PARALLEL_MIN_BYTES / 4 - 1,
-		REDUCE_PARALLEL_MIN_BYTES / 4 + 1,
-		(3u << 20) / 4,			/* 3 MiB of float32 */
+	static const size_t odd[] = {
+		1, 7, REDUCE_BLOCK_ELEMS - 1, REDUCE_BLOCK_ELEMS + 1,
+		2 * REDUCE_BLOCK_ELEMS, 3 * REDUCE_BLOCK_ELEMS + 17,
 		(3u << 20) / 4 + 4096 * 3 + 17,
 	};
 
 	(void)state;
 	for (unsigned int threads = 1; threads <= 3; threads++) {
 		struct reduce_pool *pool = reduce_pool_create(threads);
+		struct reduce_pool_calibration cal;
 
 		assert_non_null(pool);
-		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
-			check_pool_matches(pool, TALLY_FLOAT32, TALLY_SUM,
-					   sizes[s], 3, 2);
-		/* the other types: over the parallel threshold and small */
-		check_pool_matches(pool, TALLY_INT32, TALLY_AVG,
-				   REDUCE_PARALLEL_MIN_BYTES / 4 * 3 + 9, 2, 1);
-		check_pool_matches(pool, TALLY_INT32, TALLY_SUM, 4097, 2, 1);
-		check_pool_matches(pool, TALLY_FLOAT16, TALLY_AVG,
-				   REDUCE_PARALLEL_MIN_BYTES + 5, 4, 1);
-		check_pool_matches(pool, TALLY_BFLOAT16, TALLY_SUM,
-				   REDUCE_PARALLEL_MIN_BYTES, 2, 3);
-		check_pool_matches(pool, TALLY_FLOAT16, TALLY_SUM, 7, 2, 1);
+		reduce_pool_calibration(pool, &cal);
+		for (size_t t = 0; t < 4; t++) {
+			enum tally_dtype dt = pool_types[t];
+			enum tally_op op = t & 1 ? TALLY_AVG : TALLY_SUM;
+			size_t c[3];
+
+			if (threads > 1) {
+				counts_around(cal.split_polling, dt, 4, 4, c);
+				for (int i = 0; i < 3; i++)
+					check_pool_job(pool, dt, op, c[i], 4,
+						       4, true);
+				counts_around(cal.split_sleeping, dt, 3, 2, c);
+				for (int i = 0; i < 3; i++)
+					check_pool_job(pool, dt, TALLY_SUM,
+						       c[i], 3, 2, false);
+			}
+			for (size_t s = 0; s < sizeof(odd) / sizeof(odd[0]);
+			     s++)
+				check_pool_job(pool, dt, op, odd[s], 3, 2,
+					       s & 1);
+		}
+		/* every job that has two blocks split; then none */
+		reduce_pool_set_split(pool, 0, 0);
+		for (size_t t = 0; t < 4; t++)
+			for (size_t s = 0; s < sizeof(odd) / sizeof(odd[0]);
+			     s++)
+				check_pool_job(pool, pool_types[t], TALLY_SUM,
+					       odd[s], 4, 4, s & 1);
+		reduce_pool_set_split(pool, SIZE_MAX, SIZE_MAX);
+		check_pool_job(pool, TALLY_FLOAT32, TALLY_SUM,
+			       odd[6], 4, 4, true);
 		reduce_pool_destroy(pool);
 	}
 }
@@ -927,9 +1025,10 @@ static void test_reduce_pool_many_jobs_one_pool(void **state)
 
 	(void)state;
 	assert_non_null(pool);
+	reduce_pool_set_split(pool, 0, 0);
 	for (int i = 0; i < 30; i++)
 		check_pool_matches(pool, TALLY_FLOAT32, TALLY_AVG,
-				   REDUCE_PARALLEL_MIN_BYTES / 4 +
+				   (size_t)REDUCE_BLOCK_ELEMS * (2 + i % 5) +
 				   (size_t)i * 1000, 2, 1);
 	reduce_pool_destroy(pool);
 }
@@ -941,10 +1040,10 @@ static void test_reduce_pool_create_destroy_repeatedly(void **state)
 		struct reduce_pool *pool = reduce_pool_create(1 + i % 4);
 
 		assert_non_null(pool);
+		reduce_pool_set_split(pool, 0, 0);
 		if (i % 3 == 0)		/* some used once, some never */
 			check_pool_matches(pool, TALLY_FLOAT32, TALLY_SUM,
-					   REDUCE_PARALLEL_MIN_BYTES / 4 * 2,
-					   2, 1);
+					   4 * REDUCE_BLOCK_ELEMS + 3, 2, 1);
 		reduce_pool_destroy(pool);
 	}
 	reduce_pool_destroy(NULL);
@@ -959,8 +1058,208 @@ static void test_reduce_pool_rejects_bad_thread_count(void **state)
 	assert_null(reduce_pool_create(REDUCE_POOL_MAX_THREADS + 1));
 	pool = reduce_pool_create(REDUCE_POOL_MAX_THREADS);
 	assert_non_null(pool);
+	reduce_pool_set_split(pool, 0, 0);
 	check_pool_matches(pool, TALLY_FLOAT32, TALLY_SUM, (1u << 20), 2, 1);
 	reduce_pool_destroy(pool);
+}
+
+/* A helper that announced sleep is woken by the next job: one wake-up
+ * syscall, and the helper sees the job. */
+static void test_reduce_pool_wakes_sleeping_helper(void **state)
+{
+	struct reduce_pool *pool = reduce_pool_create(2);
+	struct reduce_pool_stats before, after;
+
+	(void)state;
+	assert_non_null(pool);
+	reduce_pool_set_spin_ns(pool, 0);	/* sleep at once */
+	reduce_pool_set_split(pool, 0, 0);
+	for (int round = 0; round < 5; round++) {
+		assert_true(wait_pool(pool, one_asleep));
+		reduce_pool_stats(pool, &before);
+		check_pool_job(pool, TALLY_FLOAT32, TALLY_SUM,
+			       8 * REDUCE_BLOCK_ELEMS, 4, 4, true);
+		reduce_pool_stats(pool, &after);
+		assert_int_equal(after.jobs_split, before.jobs_split + 1);
+		assert_int_equal(after.wakeups, before.wakeups + 1);
+		/* woken: it comes to see the job and goes back to sleep */
+		assert_true(wait_pool(pool, reduce_pool_helpers_caught_up));
+		assert_true(wait_pool(pool, one_asleep));
+		reduce_pool_stats(pool, &after);
+		assert_true(after.helper_wakes >= before.helper_wakes + 1);
+	}
+	reduce_pool_destroy(pool);
+}
+
+/* With the helper asleep: a job under split_polling runs inline; one
+ * between the split points runs inline unless the job before was as large
+ * (a stream); one from split_sleeping on splits and wakes it. */
+static void test_reduce_pool_split_policy(void **state)
+{
+	struct reduce_pool *pool = reduce_pool_create(2);
+	struct reduce_pool_stats st;
+	/* 4 in, 4 out of float32: 32 bytes touched per element */
+	size_t small = 2 * REDUCE_BLOCK_ELEMS, mid = 8 * REDUCE_BLOCK_ELEMS,
+	       big = 32 * REDUCE_BLOCK_ELEMS;
+	static const struct {
+		int which;	/* 0 small, 1 mid, 2 big */
+		bool split;
+	} steps[] = {
+		{ 1, false }, { 1, true }, { 0, false }, { 1, false },
+		{ 2, true }, { 1, true }, { 0, false }, { 0, false },
+	};
+
+	(void)state;
+	assert_non_null(pool);
+	reduce_pool_set_spin_ns(pool, 0);
+	reduce_pool_set_split(pool, 4 * REDUCE_BLOCK_ELEMS * 32,
+			      16 * REDUCE_BLOCK_ELEMS * 32);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		size_t count = steps[i].which == 0 ? small :
+			       steps[i].which == 1 ? mid : big;
+		struct reduce_pool_stats before;
+
+		assert_true(wait_pool(pool, one_asleep));
+		reduce_pool_stats(pool, &before);
+		check_pool_job(pool, TALLY_FLOAT32, TALLY_SUM, count, 4, 4,
+			       true);
+		reduce_pool_stats(pool, &st);
+		assert_int_equal(st.jobs_split - before.jobs_split,
+				 steps[i].split);
+		assert_int_equal(st.jobs_inline - before.jobs_inline,
+				 !steps[i].split);
+		assert_int_equal(st.wakeups - before.wakeups,
+				 steps[i].split);
+	}
+	reduce_pool_destroy(pool);
+}
+
+/* Helpers that poll take jobs without a single wake-up syscall. */
+static void test_reduce_pool_polling_helper_needs_no_wakeup(void **state)
+{
+	struct reduce_pool *pool = reduce_pool_create(3);
+	struct reduce_pool_stats before, after;
+
+	(void)state;
+	assert_non_null(pool);
+	reduce_pool_set_spin_ns(pool, 60ull * 1000000000ull);
+	reduce_pool_set_split(pool, 0, 0);
+	/* the first job wakes any helper that slept since the creation */
+	check_pool_job(pool, TALLY_FLOAT32, TALLY_SUM,
+		       4 * REDUCE_BLOCK_ELEMS, 2, 1, false);
+	assert_true(wait_pool(pool, none_asleep));
+	assert_true(wait_pool(pool, reduce_pool_helpers_caught_up));
+	reduce_pool_stats(pool, &before);
+	for (int i = 0; i < 300; i++)
+		check_pool_job(pool, TALLY_FLOAT32, TALLY_SUM,
+			       (size_t)(2 + i % 7) * REDUCE_BLOCK_ELEMS + 5,
+			       4, 4, true);
+	assert_true(wait_pool(pool, reduce_pool_helpers_caught_up));
+	reduce_pool_stats(pool, &after);
+	assert_int_equal(after.jobs_split, before.jobs_split + 300);
+	assert_int_equal(after.wakeups, before.wakeups);
+	assert_int_equal(reduce_pool_sleepers(pool), 0);
+	reduce_pool_destroy(pool);
+}
+
+/* Many small jobs while the helpers keep falling asleep: after every job
+ * each helper must come to see it (a lost wake-up leaves one asleep with
+ * an old job, and the bounded wait fails); then a stretch without the
+ * pause, for the caller's side, with every result checked. */
+static void test_reduce_pool_no_lost_wakeup_stress(void **state)
+{
+	struct reduce_pool *pool = reduce_pool_create(3);
+	struct reduce_pool_stats st;
+	enum { N = 4, COUNT = 3 * REDUCE_BLOCK_ELEMS + 1 };
+	float *buf[N], want;
+	struct reduce_args ra;
+
+	(void)state;
+	assert_non_null(pool);
+	reduce_pool_set_split(pool, 0, 0);
+	for (int k = 0; k < N; k++) {
+		buf[k] = malloc(COUNT * sizeof(float));
+		assert_non_null(buf[k]);
+	}
+	assert_int_equal(reduce_prepare(&ra, TALLY_FLOAT32, TALLY_SUM,
+					(const void *const *)buf, N,
+					(void *const *)buf, N, COUNT, N), 0);
+	for (int i = 0; i < 6000; i++) {
+		/* vary the race window: sleep at once, or after a little */
+		reduce_pool_set_spin_ns(pool, (uint64_t)(i % 3) * 1000);
+		for (int k = 0; k < N; k++)
+			for (size_t e = 0; e < COUNT; e++)
+				buf[k][e] = (float)(k + 1 + (i & 7));
+		reduce_pool_run(pool, &ra);
+		if (!wait_pool(pool, reduce_pool_helpers_caught_up))
+			fail_msg("job %d: a helper never saw it (lost "
+				 "wake-up)", i);
+		want = (float)(10 + 4 * (i & 7));
+		for (int k = 0; k < N; k++)
+			for (size_t e = 0; e < COUNT; e += 97)
+				if (buf[k][e] != want)
+					fail_msg("job %d buf %d elem %zu: %g",
+						 i, k, e, buf[k][e]);
+	}
+	for (int i = 0; i < 20000; i++) {
+		float at = i % COUNT == COUNT - 1 ? 6.0f : 4.0f;
+
+		for (int k = 0; k < N; k++)
+			buf[k][i % COUNT] = 1.0f;
+		for (int k = 0; k < N; k++)
+			buf[k][COUNT - 1] = (float)k;
+		reduce_pool_run(pool, &ra);
+		if (buf[N - 1][i % COUNT] != at || buf[0][COUNT - 1] != 6.0f)
+			fail_msg("job %d: wrong sum", i);
+	}
+	assert_true(wait_pool(pool, reduce_pool_helpers_caught_up));
+	reduce_pool_stats(pool, &st);
+	assert_int_equal(st.jobs_split, 26000);
+	for (int k = 0; k < N; k++)
+		free(buf[k]);
+	reduce_pool_destroy(pool);
+}
+
+/* The calibration's numbers are measurements (positive, bounded) and its
+ * split points follow from them: polling helpers split no later than
+ * sleeping ones, within the clamp; one thread never splits. */
+static void test_reduce_pool_calibration_sane(void **state)
+{
+	(void)state;
+	for (unsigned int threads = 1; threads <= 4; threads++) {
+		struct reduce_pool *pool = reduce_pool_create(threads);
+		struct reduce_pool_calibration c;
+		double gain = (double)(threads - 1) / threads, want;
+
+		assert_non_null(pool);
+		reduce_pool_calibration(pool, &c);
+		if (threads == 1) {
+			assert_int_equal(c.split_polling, SIZE_MAX);
+			assert_int_equal(c.split_sleeping, SIZE_MAX);
+			reduce_pool_destroy(pool);
+			continue;
+		}
+		/* between 10 MB/s and 10 TB/s per thread */
+		assert_true(c.ns_per_byte > 1e-4 && c.ns_per_byte < 100.0);
+		assert_true(c.handoff_ns > 0 && c.handoff_ns < 1000000000ull);
+		assert_true(c.wake_ns > 0 && c.wake_ns < 1000000000ull);
+		assert_true(c.split_polling >= REDUCE_POOL_SPLIT_MIN);
+		assert_true(c.split_sleeping <= REDUCE_POOL_SPLIT_MAX);
+		assert_true(c.split_polling <= c.split_sleeping);
+		want = 2.0 * (double)c.handoff_ns / (c.ns_per_byte * gain);
+		if (want > REDUCE_POOL_SPLIT_MIN &&
+		    want < REDUCE_POOL_SPLIT_MAX)
+			assert_true(fabs((double)c.split_polling - want) <=
+				    1.0 + want * 1e-9);
+		/* measuring again gives a split point too, and jobs work */
+		reduce_pool_calibrate(pool);
+		reduce_pool_calibration(pool, &c);
+		assert_true(c.split_polling >= REDUCE_POOL_SPLIT_MIN &&
+			    c.split_polling <= c.split_sleeping);
+		check_pool_job(pool, TALLY_FLOAT32, TALLY_SUM,
+			       c.split_polling / 32 + 3, 4, 4, true);
+		reduce_pool_destroy(pool);
+	}
 }
 
 /* ---- placement: reduce_pool_pin, dataplane/placement.c ---- */
@@ -1082,8 +1381,9 @@ static void test_reduce_pool_pin_cpus(void **state)
 		assert_int_equal(helpers_on(want, &mismatch), 2);
 		assert_int_equal(mismatch, 0);
 		/* pinned helpers still reduce their shares */
+		reduce_pool_set_split(pool, 0, 0);
 		check_pool_matches(pool, TALLY_FLOAT32, TALLY_SUM,
-				   REDUCE_PARALLEL_MIN_BYTES, 2, 1);
+				   64 * REDUCE_BLOCK_ELEMS + 1, 2, 1);
 		reduce_pool_destroy(pool);
 	}
 	assert_int_equal(helpers_on("", &mismatch), 0);	/* all joined */
@@ -1291,6 +1591,11 @@ int main(void)
 		cmocka_unit_test(test_reduce_pool_many_jobs_one_pool),
 		cmocka_unit_test(test_reduce_pool_create_destroy_repeatedly),
 		cmocka_unit_test(test_reduce_pool_rejects_bad_thread_count),
+		cmocka_unit_test(test_reduce_pool_wakes_sleeping_helper),
+		cmocka_unit_test(test_reduce_pool_split_policy),
+		cmocka_unit_test(test_reduce_pool_polling_helper_needs_no_wakeup),
+		cmocka_unit_test(test_reduce_pool_no_lost_wakeup_stress),
+		cmocka_unit_test(test_reduce_pool_calibration_sane),
 		cmocka_unit_test(test_cpuset_format),
 		cmocka_unit_test(test_reduce_pool_pin_cpus),
 		cmocka_unit_test(test_placement_numa_node),
