@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ctrl/auth.h"
+#include "dataplane/engine/wire.h"
 
 #define KDF_CONTEXT "tallyjob"	/* crypto_kdf_CONTEXTBYTES characters */
 #define KDF_ID_CTRL 1
@@ -185,6 +186,5 @@ uint32_t auth_cookie(const struct auth_keys *k, uint32_t job_key,
 	}
 	crypto_generichash(out, sizeof(out), in, sizeof(in), k->data,
 			   sizeof(k->data));
-	return (uint32_t)out[0] << 24 | (uint32_t)out[1] << 16 |
-	       (uint32_t)out[2] << 8 | out[3];
+	return tly_get32(out);
 }

@@ -16,42 +16,14 @@
  *   CHALLENGE (16): coordinator's nonce[16]
  *   then every message: MAC tag[32] (auth.h)
  */
-#include <arpa/inet.h>
 #include <string.h>
 #include <strings.h>
 
 #include "ctrl/bootstrap.h"
+#include "dataplane/engine/wire.h"
 
 #define REGISTER_LEN 40
 #define PEER_LEN 4
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	v = htons(v);
-	memcpy(p, &v, 2);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htonl(v);
-	memcpy(p, &v, 4);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return ntohs(v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return ntohl(v);
-}
 
 static int role_ok(int role)
 {
@@ -66,22 +38,22 @@ static int algo_ok(int a)
 static void put_entry(uint8_t *p, const struct boot_member *e)
 {
 	memset(p, 0, BOOT_ENTRY_LEN);
-	put16(p, e->rank);
+	tly_put16(p, e->rank);
 	p[2] = e->role;
 	p[3] = e->local_size;
 	memcpy(p + 4, e->mac, 6);
-	put16(p + 10, e->port);
-	put32(p + 12, e->ip);
+	tly_put16(p + 10, e->port);
+	tly_put32(p + 12, e->ip);
 }
 
 static int get_entry(const uint8_t *p, struct boot_member *e)
 {
-	e->rank = get16(p);
+	e->rank = tly_get16(p);
 	e->role = p[2];
 	e->local_size = p[3];
 	memcpy(e->mac, p + 4, 6);
-	e->port = get16(p + 10);
-	e->ip = get32(p + 12);
+	e->port = tly_get16(p + 10);
+	e->ip = tly_get32(p + 12);
 	return role_ok(e->role) && e->port != 0 && e->ip != 0 ? 0 : -1;
 }
 
@@ -114,37 +86,37 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 					m->roster.n > BOOT_MAX_MEMBERS)))
 		return -1;
 	memset(buf, 0, BOOT_HDR_LEN + len + BOOT_TAG_LEN);
-	put32(buf, BOOT_MAGIC);
-	put16(buf + 4, BOOT_VERSION);
-	put16(buf + 6, m->type);
-	put32(buf + 8, (uint32_t)len);
-	put32(buf + 12, m->epoch);
+	tly_put32(buf, BOOT_MAGIC);
+	tly_put16(buf + 4, BOOT_VERSION);
+	tly_put16(buf + 6, m->type);
+	tly_put32(buf + 8, (uint32_t)len);
+	tly_put32(buf + 12, m->epoch);
 	switch (m->type) {
 	case BOOT_REGISTER:
 		put_entry(p, &m->reg.self);
-		put32(p + 16, m->reg.job_key);
-		put16(p + 20, m->reg.world);
+		tly_put32(p + 16, m->reg.job_key);
+		tly_put16(p + 20, m->reg.world);
 		p[22] = m->reg.algorithm;
 		memcpy(p + 24, m->reg.nonce, AUTH_NONCE_LEN);
 		break;
 	case BOOT_ROSTER:
-		put32(p, m->roster.job_key);
-		put32(p + 4, m->roster.pool_slots);
-		put16(p + 8, m->roster.k);
-		put16(p + 10, m->roster.n);
+		tly_put32(p, m->roster.job_key);
+		tly_put32(p + 4, m->roster.pool_slots);
+		tly_put16(p + 8, m->roster.k);
+		tly_put16(p + 10, m->roster.n);
 		p[12] = m->roster.algorithm;
 		for (unsigned int i = 0; i < m->roster.n; i++)
 			put_entry(p + BOOT_ROSTER_FIXED + i * BOOT_ENTRY_LEN,
 				  &m->roster.m[i]);
 		break;
 	case BOOT_REFUSE:
-		put16(p, m->refuse.reason);
+		tly_put16(p, m->refuse.reason);
 		break;
 	case BOOT_CHALLENGE:
 		memcpy(p, m->challenge.nonce, AUTH_NONCE_LEN);
 		break;
 	default:
-		put16(p, m->peer.rank);
+		tly_put16(p, m->peer.rank);
 		break;
 	}
 	return (int)(BOOT_HDR_LEN + len + BOOT_TAG_LEN);
@@ -154,10 +126,10 @@ static int decode_roster(const uint8_t *p, uint32_t len, struct boot_msg *m)
 {
 	uint8_t seen[BOOT_MAX_MEMBERS] = { 0 };
 
-	m->roster.job_key = get32(p);
-	m->roster.pool_slots = get32(p + 4);
-	m->roster.k = get16(p + 8);
-	m->roster.n = get16(p + 10);
+	m->roster.job_key = tly_get32(p);
+	m->roster.pool_slots = tly_get32(p + 4);
+	m->roster.k = tly_get16(p + 8);
+	m->roster.n = tly_get16(p + 10);
 	m->roster.algorithm = p[12];
 	if (m->roster.n == 0 || m->roster.n > BOOT_MAX_MEMBERS ||
 	    len != BOOT_ROSTER_FIXED + (uint32_t)m->roster.n * BOOT_ENTRY_LEN)
@@ -181,16 +153,16 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 	const uint8_t *p = buf + BOOT_HDR_LEN;
 	int ret = 0;
 
-	if (len >= 4 && get32(buf) != BOOT_MAGIC)
+	if (len >= 4 && tly_get32(buf) != BOOT_MAGIC)
 		return BOOT_E_MAGIC;
 	if (len < BOOT_HDR_LEN)
 		return 0;
-	if (get16(buf + 4) != BOOT_VERSION)
+	if (tly_get16(buf + 4) != BOOT_VERSION)
 		return BOOT_E_VERSION;
 	memset(m, 0, sizeof(*m));
-	m->type = get16(buf + 6);
-	plen = get32(buf + 8);
-	m->epoch = get32(buf + 12);
+	m->type = tly_get16(buf + 6);
+	plen = tly_get32(buf + 8);
+	m->epoch = tly_get32(buf + 12);
 	switch (m->type) {
 	case BOOT_REGISTER:
 		if (plen != REGISTER_LEN)
@@ -222,8 +194,8 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 	case BOOT_REGISTER:
 		if (get_entry(p, &m->reg.self))
 			return BOOT_E_FIELD;
-		m->reg.job_key = get32(p + 16);
-		m->reg.world = get16(p + 20);
+		m->reg.job_key = tly_get32(p + 16);
+		m->reg.world = tly_get16(p + 20);
 		m->reg.algorithm = p[22];
 		memcpy(m->reg.nonce, p + 24, AUTH_NONCE_LEN);
 		if (m->reg.world == 0 || m->reg.world > BOOT_MAX_MEMBERS ||
@@ -235,13 +207,13 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 		ret = decode_roster(p, plen, m);
 		break;
 	case BOOT_REFUSE:
-		m->refuse.reason = get16(p);
+		m->refuse.reason = tly_get16(p);
 		break;
 	case BOOT_CHALLENGE:
 		memcpy(m->challenge.nonce, p, AUTH_NONCE_LEN);
 		break;
 	default:
-		m->peer.rank = get16(p);
+		m->peer.rank = tly_get16(p);
 		if (m->peer.rank >= BOOT_MAX_MEMBERS)
 			return BOOT_E_FIELD;
 		break;

@@ -351,9 +351,7 @@ static struct wtensor *ring_rx_hop(struct tly_worker *w,
 	m = chunk_elems(t, c, w->cfg.k);
 	off = (size_t)c * w->cfg.k;
 	for (i = 0; i < m; i++) {
-		const uint8_t *q = pl + 4 * i;
-		uint32_t v = ((uint32_t)q[0] << 24) | (q[1] << 16) |
-			     (q[2] << 8) | q[3];
+		uint32_t v = tly_get32(pl + 4 * i);
 
 		if (flag == R_AG_IN)
 			t->acc[off + i] = v;

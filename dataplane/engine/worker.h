@@ -37,7 +37,7 @@ struct tly_tensor_desc {
 	const void *src;
 	void *dst;		/* may be src: each chunk is read before its
 				 * result is written */
-	size_t count;		/* elements; at most 65536 * K */
+	size_t count;		/* elements; at most TLY_MAX_CHUNKS * K */
 	uint8_t prio;		/* 0 most urgent .. 7 least; also the DSCP */
 	void *user;
 };

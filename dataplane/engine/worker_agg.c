@@ -93,10 +93,7 @@ static void confirm_flush(struct tly_worker *w, uint32_t a)
 	for (i = 0; i < b->n_ranges; i++, p += 8) {
 		uint32_t t = b->r[i].tensor;
 
-		p[0] = (uint8_t)(t >> 24);
-		p[1] = (uint8_t)(t >> 16);
-		p[2] = (uint8_t)(t >> 8);
-		p[3] = (uint8_t)t;
+		tly_put32(p, t);
 		p[4] = (uint8_t)(b->r[i].first >> 8);
 		p[5] = (uint8_t)b->r[i].first;
 		p[6] = (uint8_t)(b->r[i].exp << 7);
@@ -174,10 +171,7 @@ static void agg_fill_payload(struct tly_worker *w, struct wtensor *t,
 				     (uint32_t)t->exp[first + i] :
 				     (uint32_t)TLY_EXP_NONE;
 
-			p[0] = (uint8_t)(e >> 24);
-			p[1] = (uint8_t)(e >> 16);
-			p[2] = (uint8_t)(e >> 8);
-			p[3] = (uint8_t)e;
+			tly_put32(p, e);
 		}
 		return;
 	}
@@ -299,10 +293,7 @@ static uint16_t agg_peer(const struct tly_worker *w, const struct wtensor *t,
 
 static int32_t exp_word(const uint8_t *pl, uint32_t i)
 {
-	const uint8_t *p = pl + 4 * i;
-
-	return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-			 ((uint32_t)p[2] << 8) | p[3]);
+	return (int32_t)tly_get32(pl + 4 * i);
 }
 
 /*

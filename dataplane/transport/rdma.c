@@ -141,10 +141,7 @@ static void gid_from_ip(union ibv_gid *g, uint32_t ip)
 	memset(g, 0, sizeof(*g));
 	g->raw[10] = 0xff;
 	g->raw[11] = 0xff;
-	g->raw[12] = (uint8_t)(ip >> 24);
-	g->raw[13] = (uint8_t)(ip >> 16);
-	g->raw[14] = (uint8_t)(ip >> 8);
-	g->raw[15] = (uint8_t)ip;
+	tly_put32(g->raw + 12, ip);
 }
 
 static void rdma_close(struct transport *tp)
