@@ -28,19 +28,12 @@
 #include "ctrl/daemon.h"
 #include "ctrl/job.h"
 #include "ctrl/watchdog.h"
+#include "dataplane/clock.h"
 #include "dataplane/engine/wire.h"
 
 #ifndef TALLY_VERSION_STRING	/* meson defines it (ctrl/meson.build) */
 #define TALLY_VERSION_STRING "unknown"
 #endif
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- filling the registry --------------------------------------------- */
 
@@ -124,7 +117,7 @@ static void collect_daemon(struct fill *f, struct tallyd *d)
 	fam(f, "tally_uptime_seconds", METRICS_GAUGE, "Seconds since the "
 	    "daemon started.");
 	f->err |= metrics_set(f->m, "tally_uptime_seconds", none,
-			      (double)(mono_ns() - d->start_ns) * 1e-9);
+			      (double)(tly_now_ns() - d->start_ns) * 1e-9);
 	fam(f, "tally_jobs", METRICS_GAUGE, "Jobs this daemon serves now "
 	    "(an ended job lingers service.job_linger_ms).");
 	f->err |= metrics_set(f->m, "tally_jobs", none, d->jobs.n_used);

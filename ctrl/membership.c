@@ -18,14 +18,7 @@
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
 #include "ctrl/membership.h"
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+#include "dataplane/clock.h"
 
 static void conn_close(struct membership *m, struct mb_conn *c)
 {
@@ -703,7 +696,7 @@ int membership_start(struct membership *m, const struct membership_cfg *cfg,
 		m->conn[i].rank = -1;
 	}
 	m->coordinator = cfg->self.rank == 0;
-	m->start_ms = mono_ms();
+	m->start_ms = tly_now_ms();
 	if (!m->coordinator) {
 		int err = member_connect(m, m->start_ms);
 
@@ -717,7 +710,7 @@ int membership_start(struct membership *m, const struct membership_cfg *cfg,
 	m->reg[0] = cfg->self;
 	m->present[0] = true;
 	if (cfg->world == 1)
-		send_roster(m, mono_ms());
+		send_roster(m, tly_now_ms());
 	return 0;
 }
 
@@ -841,8 +834,8 @@ void membership_abort(struct membership *m)
 	a.peer.rank = m->cfg.self.rank;
 	if (m->coordinator) {
 		if (m->formed)
-			send_roster(m, mono_ms());
+			send_roster(m, tly_now_ms());
 	} else if (m->conn[0].fd >= 0 && m->join == MB_JOIN_REGISTERED) {
-		conn_send(&m->conn[0], &a, mono_ms());
+		conn_send(&m->conn[0], &a, tly_now_ms());
 	}
 }

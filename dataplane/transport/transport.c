@@ -15,15 +15,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "dataplane/clock.h"
 #include "dataplane/transport/link_emu.h"
 #include "dataplane/transport/transport.h"
 
 uint64_t transport_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return tly_now_ns();
 }
 
 static const struct transport_ops *transport_find(const char *kind)
