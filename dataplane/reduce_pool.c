@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dataplane/clock.h"
 #include "dataplane/reduce_pool.h"
 
 #define CACHELINE 64
@@ -89,14 +90,6 @@ struct reduce_pool {
 	struct helper helper[REDUCE_POOL_MAX_THREADS];
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -127,8 +120,8 @@ static bool poll_step(uint64_t *start, unsigned int *turn, uint64_t limit)
 		return true;
 	}
 	if (!*start)
-		*start = now_ns();
-	elapsed = now_ns() - *start;
+		*start = tly_now_ns();
+	elapsed = tly_now_ns() - *start;
 	if (elapsed >= limit)
 		return false;
 	if (elapsed >= PAUSE_NS) {
@@ -219,7 +212,7 @@ static void *helper_main(void *p)
 			uint64_t zero = 0;
 
 			atomic_compare_exchange_strong(&pool->probe_ns, &zero,
-						       now_ns());
+						       tly_now_ns());
 		}
 		n = work(pool);
 		if (n)
@@ -258,10 +251,10 @@ static uint64_t publish(struct reduce_pool *pool, const struct reduce_args *a,
 	atomic_store(&pool->seq, s);
 	if (!atomic_load(&pool->sleepers))
 		return 0;
-	t0 = now_ns();
+	t0 = tly_now_ns();
 	futex_wake(&pool->seq, INT_MAX);
 	atomic_fetch_add_explicit(&pool->wakeups, 1, memory_order_relaxed);
-	return now_ns() - t0 + 1;
+	return tly_now_ns() - t0 + 1;
 }
 
 /* The caller, its own chunks done: wait for the ones helpers took. */
@@ -360,13 +353,13 @@ static uint64_t time_job(struct reduce_pool *pool,
 	uint64_t best = UINT64_MAX;
 
 	for (int i = -3; i < CAL_RUNS; i++) {
-		uint64_t t0 = now_ns(), t;
+		uint64_t t0 = tly_now_ns(), t;
 
 		if (split)
 			run_split(pool, a);
 		else
 			reduce_range(a, 0, a->count);
-		t = now_ns() - t0;
+		t = tly_now_ns() - t0;
 		if (i >= 0 && t < best)
 			best = t;
 	}
@@ -376,10 +369,10 @@ static uint64_t time_job(struct reduce_pool *pool,
 /* Wait (bounded) until every helper announced sleep. */
 static bool helpers_asleep(struct reduce_pool *pool)
 {
-	uint64_t end = now_ns() + CAL_WAIT_NS;
+	uint64_t end = tly_now_ns() + CAL_WAIT_NS;
 
 	while (atomic_load(&pool->sleepers) != pool->threads - 1) {
-		if (now_ns() > end)
+		if (tly_now_ns() > end)
 			return false;
 		usleep(50);
 	}
@@ -404,10 +397,10 @@ static bool time_wake(struct reduce_pool *pool, const struct reduce_args *a,
 			break;
 		atomic_store(&pool->probe_ns, 0);
 		atomic_store(&pool->probe_armed, 1);
-		t0 = now_ns();
+		t0 = tly_now_ns();
 		w = run_split(pool, a);
-		end = now_ns() + CAL_WAIT_NS;
-		while (!atomic_load(&pool->probe_ns) && now_ns() < end)
+		end = tly_now_ns() + CAL_WAIT_NS;
+		while (!atomic_load(&pool->probe_ns) && tly_now_ns() < end)
 			usleep(10);
 		atomic_store(&pool->probe_armed, 0);
 		if (!w || !atomic_load(&pool->probe_ns))
