@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ctrl/log.h"
+#include "dataplane/dp_log.h"
 
 /* set by the main thread (a reload), read by every thread that logs */
 static _Atomic int current = LOG_INFO;
@@ -41,3 +42,18 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	fprintf(stderr, "<%d>tallyd: %s: %s\n", syslog_prio[level],
 		names[level], line);
 }
+
+/* The dataplane's log lines, through the same levels and prefixes. */
+static void dataplane_line(enum dp_log_level level, const char *line)
+{
+	log_msg((enum log_level)level, "%s", line);
+}
+
+void log_take_dataplane(void)
+{
+	dp_log_set_sink(dataplane_line);
+}
+
+_Static_assert((int)DP_LOG_ERR == (int)LOG_ERR &&
+	       (int)DP_LOG_DEBUG == (int)LOG_DEBUG,
+	       "the dataplane's log levels are the daemon's");

@@ -13,6 +13,9 @@ int log_level_parse(const char *name);
 void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* From now on the dataplane (dataplane/dp_log.h) logs through us too. */
+void log_take_dataplane(void);
+
 #define log_err(...) log_msg(LOG_ERR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)

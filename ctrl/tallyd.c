@@ -228,6 +228,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_set_level((enum log_level)d->cfg.log_level);
+	log_take_dataplane();
 	/* Jobs come and go, each allocating and freeing MBs (engine slots,
 	 * staging).  glibc raises its mmap threshold past the first such
 	 * free, and later ones land in the heap, where fragmentation kept a

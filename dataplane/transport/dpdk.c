@@ -38,6 +38,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "dataplane/dp_log.h"
 #include "dataplane/transport/transport.h"
 
 #define DPDK_TXQ	512	/* mbufs queued between flushes */
@@ -97,11 +98,11 @@ static int eal_start(const char *args)
 	int argc = 0, ret;
 
 	if (eal_state == EAL_UP) {
-		fprintf(stderr, "transport dpdk: a DPDK transport is already open in this process (one per process)\n");
+		dp_err("transport dpdk: a DPDK transport is already open in this process (one per process)");
 		return -EBUSY;
 	}
 	if (eal_state == EAL_GONE) {
-		fprintf(stderr, "transport dpdk: the EAL was shut down and cannot be initialised twice in one process\n");
+		dp_err("transport dpdk: the EAL was shut down and cannot be initialised twice in one process");
 		return -EALREADY;
 	}
 	eal_argbuf = strdup(args ? args : "");
@@ -111,7 +112,7 @@ static int eal_start(const char *args)
 	for (tok = strtok_r(eal_argbuf, " \t", &save); tok;
 	     tok = strtok_r(NULL, " \t", &save)) {
 		if (argc == DPDK_MAX_ARGS) {
-			fprintf(stderr, "transport dpdk: more than %d EAL arguments\n",
+			dp_err("transport dpdk: more than %d EAL arguments",
 				DPDK_MAX_ARGS - 1);
 			return -E2BIG;
 		}
@@ -120,7 +121,7 @@ static int eal_start(const char *args)
 	eal_argv[argc] = NULL;
 	ret = rte_eal_init(argc, eal_argv);
 	if (ret < 0) {
-		fprintf(stderr, "transport dpdk: rte_eal_init(\"%s\"): %s\n",
+		dp_err("transport dpdk: rte_eal_init(\"%s\"): %s",
 			args ? args : "", rte_strerror(rte_errno));
 		/* a failed init cannot be retried either */
 		eal_state = EAL_GONE;
@@ -144,7 +145,7 @@ static int port_start(struct dpdk_priv *d, uint16_t port, uint32_t mtu)
 	if (ret)
 		return ret;
 	if (info.max_rx_pktlen && d->max_frame > info.max_rx_pktlen) {
-		fprintf(stderr, "transport dpdk: port %u takes frames up to %u bytes, not %u: larger ones are refused\n",
+		dp_warn("transport dpdk: port %u takes frames up to %u bytes, not %u: larger ones are refused",
 			port, info.max_rx_pktlen, d->max_frame);
 		d->max_frame = info.max_rx_pktlen;
 	}
@@ -238,14 +239,14 @@ static void memif_supervise(struct dpdk_priv *d, struct dpdk_port *pt,
 		if (rte_eth_link_get_nowait(pt->id, &link) ||
 		    link.link_status == RTE_ETH_LINK_UP)
 			return;
-		fprintf(stderr, "transport dpdk: port %u: memif link down, connecting again\n",
+		dp_info("transport dpdk: port %u: memif link down, connecting again",
 			pt->id);
 		port_down(d, pt);
 	}
 	if (access(pt->memif_socket, F_OK))
 		return;
 	if (port_up(d, pt))
-		fprintf(stderr, "transport dpdk: port %u: memif client does not start\n",
+		dp_err("transport dpdk: port %u: memif client does not start",
 			pt->id);
 }
 
@@ -265,7 +266,7 @@ static void port_mac_note(const struct dpdk_priv *d, uint16_t port)
 
 	if (d->n_ports == 1 && !rte_eth_macaddr_get(port, &ea) &&
 	    memcmp(ea.addr_bytes, d->mac, 6))
-		fprintf(stderr, "transport dpdk: port %u has MAC %02x:%02x:%02x:%02x:%02x:%02x, the address table another\n",
+		dp_warn("transport dpdk: port %u has MAC %02x:%02x:%02x:%02x:%02x:%02x, the address table another",
 			port, ea.addr_bytes[0], ea.addr_bytes[1],
 			ea.addr_bytes[2], ea.addr_bytes[3], ea.addr_bytes[4],
 			ea.addr_bytes[5]);
@@ -358,7 +359,7 @@ static int ports_find(struct dpdk_priv *d, uint16_t first)
 	uint16_t id;
 
 	if (!rte_eth_dev_is_valid_port(first)) {
-		fprintf(stderr, "transport dpdk: no port %u (%u ports; missing --vdev?)\n",
+		dp_err("transport dpdk: no port %u (%u ports; missing --vdev?)",
 			first, rte_eth_dev_count_avail());
 		return -ENODEV;
 	}
@@ -366,7 +367,7 @@ static int ports_find(struct dpdk_priv *d, uint16_t first)
 		if (id < first)
 			continue;
 		if (d->n_ports == DPDK_MAX_PORTS) {
-			fprintf(stderr, "transport dpdk: more than %d ports\n",
+			dp_err("transport dpdk: more than %d ports",
 				DPDK_MAX_PORTS);
 			return -E2BIG;
 		}
@@ -409,7 +410,7 @@ static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
 					  (cfg->mtu > 2048 ? cfg->mtu : 2048)),
 					  rte_eth_dev_socket_id(d->ports[0].id));
 	if (!d->pool) {
-		fprintf(stderr, "transport dpdk: mbuf pool of %u: %s\n",
+		dp_err("transport dpdk: mbuf pool of %u: %s",
 			n_mbufs, rte_strerror(rte_errno));
 		ret = -ENOMEM;
 		goto fail;
@@ -425,7 +426,7 @@ static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
 			ret = port_up(d, &d->ports[p]);
 		}
 		if (ret) {
-			fprintf(stderr, "transport dpdk: port %u setup: %s\n",
+			dp_err("transport dpdk: port %u setup: %s",
 				d->ports[p].id, rte_strerror(-ret));
 			d->n_ports = p;	/* close only what started */
 			goto fail;
@@ -433,7 +434,7 @@ static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
 		port_mac_note(d, d->ports[p].id);
 	}
 	if (d->n_ports > 1)
-		fprintf(stderr, "transport dpdk: %u ports, forwarding by learned source MACs\n",
+		dp_info("transport dpdk: %u ports, forwarding by learned source MACs",
 			d->n_ports);
 	return 0;
 fail:

@@ -33,6 +33,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "dataplane/dp_log.h"
 #include "dataplane/transport/transport.h"
 
 #define RDMA_TX_BUFS	1024
@@ -120,7 +121,7 @@ static void rdma_verr(struct transport *tp, const char *call, int err)
 
 	if (r && r->err_logs++ >= RDMA_ERR_LOGS)
 		return;
-	fprintf(stderr, "transport rdma: %s failed: %s\n", call,
+	dp_err("transport rdma: %s failed: %s", call,
 		strerror(err));
 }
 
@@ -131,7 +132,7 @@ static void rdma_wc_err(struct transport *tp, const char *what,
 
 	if (r->err_logs++ >= RDMA_ERR_LOGS)
 		return;
-	fprintf(stderr, "transport rdma: ibv_poll_cq (%s) wr %llu: %s (vendor 0x%x)\n",
+	dp_err("transport rdma: ibv_poll_cq (%s) wr %llu: %s (vendor 0x%x)",
 		what, (unsigned long long)wc->wr_id,
 		ibv_wc_status_str(wc->status), wc->vendor_err);
 }
@@ -192,7 +193,7 @@ static struct ibv_context *open_device(const char *name)
 
 	list = ibv_get_device_list(&n);
 	if (!list) {
-		fprintf(stderr, "transport rdma: ibv_get_device_list failed: %s\n",
+		dp_err("transport rdma: ibv_get_device_list failed: %s",
 			strerror(errno));
 		return NULL;
 	}
@@ -202,12 +203,12 @@ static struct ibv_context *open_device(const char *name)
 			continue;
 		ctx = ibv_open_device(list[i]);
 		if (!ctx)
-			fprintf(stderr, "transport rdma: ibv_open_device(%s) failed: %s\n",
+			dp_err("transport rdma: ibv_open_device(%s) failed: %s",
 				ibv_get_device_name(list[i]), strerror(errno));
 		break;
 	}
 	if (i == n)
-		fprintf(stderr, "transport rdma: no verbs device%s%s (%d found)\n",
+		dp_err("transport rdma: no verbs device%s%s (%d found)",
 			name && name[0] ? " named " : "",
 			name && name[0] ? name : "", n);
 	ibv_free_device_list(list);
@@ -282,7 +283,7 @@ static struct ibv_ah *ah_get(struct transport *tp, uint32_t ip, uint16_t lid)
 		if (r->ahs[i].ip == ip && r->ahs[i].lid == lid)
 			return r->ahs[i].ah;
 	if (r->n_ahs == RDMA_MAX_AH) {
-		fprintf(stderr, "transport rdma: more than %d peer addresses\n",
+		dp_err("transport rdma: more than %d peer addresses",
 			RDMA_MAX_AH);
 		return NULL;
 	}
@@ -312,7 +313,7 @@ static int rdma_set_nodes(struct transport *tp)
 	uint32_t qpn, i, missing = 0;
 
 	if (cfg->addrs[cfg->self].ip != r->self_ip) {
-		fprintf(stderr, "transport rdma: our address changed: reopen the transport\n");
+		dp_err("transport rdma: our address changed: reopen the transport");
 		return -EADDRNOTAVAIL;
 	}
 	for (i = 0; i < cfg->n_nodes; i++) {
@@ -329,7 +330,7 @@ static int rdma_set_nodes(struct transport *tp)
 		peers[i].qpn = qpn;
 	}
 	if (missing)
-		fprintf(stderr, "transport rdma: %u of %u nodes have no verbs address (not on the rdma transport?): frames to them are dropped\n",
+		dp_err("transport rdma: %u of %u nodes have no verbs address (not on the rdma transport?): frames to them are dropped",
 			missing, cfg->n_nodes);
 	memcpy(r->peers, peers, sizeof(peers));
 	return 0;
@@ -350,11 +351,11 @@ static int port_setup(struct transport *tp, const struct transport_config *cfg)
 		return -err;
 	}
 	if (pa.state != IBV_PORT_ACTIVE)
-		fprintf(stderr, "transport rdma: %s port %u is %s, not active\n",
+		dp_err("transport rdma: %s port %u is %s, not active",
 			ibv_get_device_name(r->ctx->device), r->port,
 			ibv_port_state_str(pa.state));
 	if ((size_t)(128u << pa.active_mtu) < pkt) {
-		fprintf(stderr, "transport rdma: packets of %u bytes exceed %s's active MTU %u (raise the netdev's MTU, or lower k)\n",
+		dp_err("transport rdma: packets of %u bytes exceed %s's active MTU %u (raise the netdev's MTU, or lower k)",
 			pkt, ibv_get_device_name(r->ctx->device),
 			128u << pa.active_mtu);
 		return -EMSGSIZE;
@@ -373,7 +374,7 @@ static int port_setup(struct transport *tp, const struct transport_config *cfg)
 		char s[INET6_ADDRSTRLEN] = "?";
 
 		inet_ntop(AF_INET6, gid.raw, s, sizeof(s));
-		fprintf(stderr, "transport rdma: GID %d of %s port %u is %s, not this daemon's address %u.%u.%u.%u mapped (::ffff:a.b.c.d): set dataplane.address to the RoCE interface's IPv4, and rdma_gid_index to its RoCEv2 GID (ibv_devinfo -v, show_gids)\n",
+		dp_err("transport rdma: GID %d of %s port %u is %s, not this daemon's address %u.%u.%u.%u mapped (::ffff:a.b.c.d): set dataplane.address to the RoCE interface's IPv4, and rdma_gid_index to its RoCEv2 GID (ibv_devinfo -v, show_gids)",
 			r->gid_index, ibv_get_device_name(r->ctx->device),
 			r->port, s, ip >> 24, (ip >> 16) & 0xff,
 			(ip >> 8) & 0xff, ip & 0xff);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include "dataplane/dp_log.h"
 #include "dataplane/transport/transport.h"
 
 static int rdma_none_open(struct transport *tp,
@@ -13,7 +14,7 @@ static int rdma_none_open(struct transport *tp,
 {
 	(void)tp;
 	(void)cfg;
-	fprintf(stderr, "transport rdma: this build has no RDMA (libibverbs not found at configure time)\n");
+	dp_err("transport rdma: this build has no RDMA (libibverbs not found at configure time)");
 	return -ENOTSUP;
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dataplane/dp_log.h"
 #include "dataplane/clock.h"
 #include "dataplane/transport/link_emu.h"
 #include "dataplane/transport/transport.h"
@@ -39,7 +40,7 @@ static int check_table(uint16_t self, uint16_t n_nodes,
 		       const struct tly_addr *addrs)
 {
 	if (!addrs || self >= n_nodes || n_nodes > TRANSPORT_MAX_NODES) {
-		fprintf(stderr, "transport: bad address table (self %u of %u)\n",
+		dp_err("transport: bad address table (self %u of %u)",
 			self, n_nodes);
 		return -EINVAL;
 	}
@@ -54,7 +55,7 @@ int transport_open(struct transport *tp, const struct transport_config *cfg)
 
 	memset(tp, 0, sizeof(*tp));
 	if (!ops) {
-		fprintf(stderr, "transport: unknown kind '%s' (udp, dpdk, rdma)\n",
+		dp_err("transport: unknown kind '%s' (udp, dpdk, rdma)",
 			cfg->kind);
 		return -EINVAL;
 	}
@@ -78,7 +79,7 @@ int transport_open(struct transport *tp, const struct transport_config *cfg)
 		tp->emu = link_emu_create(&cfg->emu, TRANSPORT_EMU_BUFS, mtu,
 					  extra);
 		if (!tp->emu) {
-			fprintf(stderr, "transport: no memory for the link emulator\n");
+			dp_err("transport: no memory for the link emulator");
 			ops->close(tp);
 			tp->ops = NULL;
 			return -ENOMEM;

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dataplane/dp_log.h"
 #include "dataplane/transport/transport.h"
 #include "dataplane/transport/udp.h"
 
@@ -55,7 +56,7 @@ static int offload_wanted(void)
 		return UDP_OFFLOAD_TX;
 	if (!strcmp(v, "rx"))
 		return UDP_OFFLOAD_RX;
-	fprintf(stderr, "transport udp: %s=%s: expected off, tx, rx or on; using on\n",
+	dp_warn("transport udp: %s=%s: expected off, tx, rx or on; using on",
 		UDP_OFFLOAD_ENV, v);
 	return UDP_OFFLOAD_TX | UDP_OFFLOAD_RX;
 }
@@ -73,13 +74,13 @@ static void offload_setup(struct udp_priv *u)
 	    !setsockopt(u->fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof(zero)))
 		u->gso = true;
 	else if (want & UDP_OFFLOAD_TX)
-		fprintf(stderr, "transport udp: no UDP_SEGMENT (%s): one datagram per send\n",
+		dp_warn("transport udp: no UDP_SEGMENT (%s): one datagram per send",
 			strerror(errno));
 	if ((want & UDP_OFFLOAD_RX) &&
 	    !setsockopt(u->fd, SOL_UDP, UDP_GRO, &one, sizeof(one)))
 		u->gro = true;
 	else if (want & UDP_OFFLOAD_RX)
-		fprintf(stderr, "transport udp: no UDP_GRO (%s): one datagram per receive\n",
+		dp_warn("transport udp: no UDP_GRO (%s): one datagram per receive",
 			strerror(errno));
 }
 
@@ -112,14 +113,14 @@ static int bind_socket(struct transport *tp, const struct transport_config *cfg)
 	sa.sin_addr.s_addr = htonl(me->ip);
 	if (cfg->bind_ip && inet_pton(AF_INET, cfg->bind_ip,
 				      &sa.sin_addr) != 1) {
-		fprintf(stderr, "transport udp: bad bind_ip '%s'\n",
+		dp_err("transport udp: bad bind_ip '%s'",
 			cfg->bind_ip);
 		return -EINVAL;
 	}
 	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (u->fd < 0 || bind(u->fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		err = errno;
-		fprintf(stderr, "transport udp: bind %s:%u: %s\n",
+		dp_err("transport udp: bind %s:%u: %s",
 			inet_ntoa(sa.sin_addr), me->port, strerror(err));
 		return -err;
 	}
@@ -188,7 +189,7 @@ static int udp_set_nodes(struct transport *tp)
 	/* with bind_ip the table's address of ours is not what we bound */
 	if ((!cfg->bind_ip && ntohl(u->bound.sin_addr.s_addr) != me->ip) ||
 	    ntohs(u->bound.sin_port) != me->port) {
-		fprintf(stderr, "transport udp: our address changed to %u.%u.%u.%u:%u: reopen the transport\n",
+		dp_err("transport udp: our address changed to %u.%u.%u.%u:%u: reopen the transport",
 			me->ip >> 24, (me->ip >> 16) & 0xff,
 			(me->ip >> 8) & 0xff, me->ip & 0xff, me->port);
 		return -EADDRNOTAVAIL;

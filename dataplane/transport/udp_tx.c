@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "dataplane/dp_log.h"
 #include "dataplane/transport/udp.h"
 
 /* the cmsg of one super-datagram: its segment size */
@@ -112,7 +113,7 @@ static void gso_off(struct udp_priv *u, int err)
 {
 	u->gso = false;
 	u->gso_suspect = 0;
-	fprintf(stderr, "transport udp: UDP_SEGMENT refused (%s): one datagram per send from now on\n",
+	dp_warn("transport udp: UDP_SEGMENT refused (%s): one datagram per send from now on",
 		strerror(err));
 }
 
