@@ -35,40 +35,15 @@ static uint32_t seg_of(const struct tly_worker *w, const struct wtensor *t,
 /* own element i of the tensor, as the bits of the ring's sum type */
 static uint32_t own_word(const struct wtensor *t, size_t i)
 {
-	switch (t->d.dtype) {
-	case TLY_DT_F32:
-		return f32_bits(((const float *)t->d.src)[i]);
-	case TLY_DT_F16:
-		return f32_bits(half_to_float(((const uint16_t *)t->d.src)[i]));
-	case TLY_DT_BF16:
-		return f32_bits(bf16_to_float(((const uint16_t *)t->d.src)[i]));
-	default:
-		return ((const uint32_t *)t->d.src)[i];
-	}
+	return tly_dtype(t->d.dtype)->word(t->d.src, i);
 }
 
 static void write_dst(struct tly_worker *w, struct wtensor *t, uint32_t c)
 {
 	size_t n = chunk_elems(t, c, w->cfg.k), off = (size_t)c * w->cfg.k;
-	const uint32_t *acc = t->acc + off;
-	size_t i;
+	const struct tly_dtype_info *dt = tly_dtype(t->d.dtype);
 
-	switch (t->d.dtype) {
-	case TLY_DT_F32:
-	case TLY_DT_I32:
-		memcpy((uint32_t *)t->d.dst + off, acc, n * 4);
-		break;
-	case TLY_DT_F16:
-		for (i = 0; i < n; i++)
-			((uint16_t *)t->d.dst)[off + i] =
-				float_to_half(f32_from_bits(acc[i]));
-		break;
-	case TLY_DT_BF16:
-		for (i = 0; i < n; i++)
-			((uint16_t *)t->d.dst)[off + i] =
-				float_to_bf16(f32_from_bits(acc[i]));
-		break;
-	}
+	dt->from_words((uint8_t *)t->d.dst + off * dt->size, t->acc + off, n);
 	t->done++;
 }
 
@@ -183,7 +158,7 @@ static void ring_send(struct tly_worker *w, struct wtensor *t, uint32_t c,
 	struct tly_out o;
 
 	h.flags = flags & TLY_F_RETX;
-	if (t->d.dtype == TLY_DT_I32)
+	if (tly_dtype(t->d.dtype)->exact)
 		h.flags |= TLY_F_INT;
 	if (tly_out_begin(&o, &w->cfg.ops, &w->cfg.net, &w->c, w->cfg.rank,
 			  ring_dest(w, t, c), prio_dscp(t->d.prio),
@@ -326,7 +301,7 @@ static struct wtensor *ring_rx_hop(struct tly_worker *w,
 		return NULL;
 	}
 	if (t->algo != &worker_ring_algo || c >= t->n_chunks ||
-	    !!(h->flags & TLY_F_INT) != (t->d.dtype == TLY_DT_I32)) {
+	    !!(h->flags & TLY_F_INT) != (tly_dtype(t->d.dtype)->exact)) {
 		w->c.drops[TLY_E_STALE]++;
 		return NULL;
 	}
@@ -355,7 +330,7 @@ static struct wtensor *ring_rx_hop(struct tly_worker *w,
 
 		if (flag == R_AG_IN)
 			t->acc[off + i] = v;
-		else if (t->d.dtype == TLY_DT_I32)
+		else if (tly_dtype(t->d.dtype)->exact)
 			t->acc[off + i] = v + own_word(t, off + i);
 		else
 			t->acc[off + i] = f32_bits(f32_from_bits(v) +

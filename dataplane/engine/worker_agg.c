@@ -25,23 +25,13 @@ static void agg_local_exps(struct tly_worker *w, struct wtensor *t)
 	uint16_t k = w->cfg.k;
 	uint32_t c;
 
+	const struct tly_dtype_info *dt = tly_dtype(t->d.dtype);
+
 	for (c = 0; c < t->n_chunks; c++) {
 		size_t n = chunk_elems(t, c, k), off = (size_t)c * k;
 
-		switch (t->d.dtype) {
-		case TLY_DT_F32:
-			t->exp[c] = tly_block_exp_f32(
-				(const float *)t->d.src + off, n);
-			break;
-		case TLY_DT_F16:
-			t->exp[c] = tly_block_exp_f16(
-				(const uint16_t *)t->d.src + off, n);
-			break;
-		default:
-			t->exp[c] = tly_block_exp_bf16(
-				(const uint16_t *)t->d.src + off, n);
-			break;
-		}
+		t->exp[c] = dt->block_exp((const uint8_t *)t->d.src +
+					  off * dt->size, n);
 	}
 }
 
@@ -51,7 +41,7 @@ static int agg_setup(struct tly_worker *w, struct wtensor *t)
 
 	if (!w->cfg.n_aggs)
 		return -EINVAL;
-	if (t->d.dtype != TLY_DT_I32) {
+	if (!tly_dtype(t->d.dtype)->exact) {
 		t->n_groups = (t->n_chunks + w->cfg.k - 1) / w->cfg.k;
 		t->exp = malloc(t->n_chunks * sizeof(*t->exp));
 		if (!t->exp)
@@ -176,23 +166,10 @@ static void agg_fill_payload(struct tly_worker *w, struct wtensor *t,
 		return;
 	}
 	size_t n = chunk_elems(t, idx, k), off = (size_t)idx * k;
-	int s = t->chunks[idx].shift;
+	const struct tly_dtype_info *dt = tly_dtype(t->d.dtype);
 
-	switch (t->d.dtype) {
-	case TLY_DT_F32:
-		tly_quantize_f32(pl, (const float *)t->d.src + off, n, k, s);
-		break;
-	case TLY_DT_F16:
-		tly_quantize_f16(pl, (const uint16_t *)t->d.src + off, n, k, s);
-		break;
-	case TLY_DT_BF16:
-		tly_quantize_bf16(pl, (const uint16_t *)t->d.src + off, n, k,
-				  s);
-		break;
-	case TLY_DT_I32:
-		tly_pack_u32(pl, (const uint32_t *)t->d.src + off, n, k);
-		break;
-	}
+	dt->quantize(pl, (const uint8_t *)t->d.src + off * dt->size, n, k,
+		     t->chunks[idx].shift);
 }
 
 static uint16_t agg_dest(const struct tly_worker *w, const struct wtensor *t,
@@ -218,9 +195,9 @@ static void agg_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	struct tly_out o;
 
 	h.flags = flags | (exp ? TLY_F_EXP : 0) |
-		  (t->d.dtype == TLY_DT_I32 ? TLY_F_INT : 0);
+		  (tly_dtype(t->d.dtype)->exact ? TLY_F_INT : 0);
 	h.slot = (uint16_t)tly_slot_of(t->d.id, chunk, exp, w->cfg.n_slots);
-	h.shift = exp || t->d.dtype == TLY_DT_I32 ? 0 : ch->shift;
+	h.shift = exp || tly_dtype(t->d.dtype)->exact ? 0 : ch->shift;
 	if (tly_out_begin(&o, &w->cfg.ops, &w->cfg.net, &w->c, w->cfg.rank,
 			  agg_dest(w, t, idx), prio_dscp(t->d.prio),
 			  TLY_HDR_LEN + 4u * w->cfg.k))
@@ -328,22 +305,10 @@ static void agg_data_result(struct tly_worker *w, struct wtensor *t,
 			    uint32_t c, const uint8_t *pl)
 {
 	size_t n = chunk_elems(t, c, w->cfg.k), off = (size_t)c * w->cfg.k;
-	int s = t->chunks[c].shift;
+	const struct tly_dtype_info *dt = tly_dtype(t->d.dtype);
 
-	switch (t->d.dtype) {
-	case TLY_DT_F32:
-		tly_dequantize_f32((float *)t->d.dst + off, pl, n, s);
-		break;
-	case TLY_DT_F16:
-		tly_dequantize_f16((uint16_t *)t->d.dst + off, pl, n, s);
-		break;
-	case TLY_DT_BF16:
-		tly_dequantize_bf16((uint16_t *)t->d.dst + off, pl, n, s);
-		break;
-	case TLY_DT_I32:
-		tly_unpack_u32((uint32_t *)t->d.dst + off, pl, n);
-		break;
-	}
+	dt->dequantize((uint8_t *)t->d.dst + off * dt->size, pl, n,
+		       t->chunks[c].shift);
 }
 
 /* the chunk a RESULT/ACK/BUSY names, or NULL (counted as stale) */
@@ -354,7 +319,7 @@ static struct wchunk *agg_chunk_of(struct tly_worker *w, struct wtensor *t,
 
 	if (!t || t->algo != &worker_agg_algo ||
 	    (exp ? h->chunk >= t->n_groups : h->chunk >= t->n_chunks) ||
-	    !!(h->flags & TLY_F_INT) != (t->d.dtype == TLY_DT_I32)) {
+	    !!(h->flags & TLY_F_INT) != (tly_dtype(t->d.dtype)->exact)) {
 		w->c.drops[TLY_E_STALE]++;
 		return NULL;
 	}
@@ -385,7 +350,7 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 		confirm_add(w, h->tensor, h->chunk, exp, now);
 		return NULL;
 	}
-	if (!exp && t->d.dtype != TLY_DT_I32 &&
+	if (!exp && !tly_dtype(t->d.dtype)->exact &&
 	    (ch->state == C_WAIT || h->shift != ch->shift)) {
 		w->c.drops[TLY_E_MISMATCH]++;
 		return NULL;

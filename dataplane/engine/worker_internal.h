@@ -16,6 +16,7 @@
 #define TALLY_DATAPLANE_ENGINE_WORKER_INTERNAL_H
 
 #include "dataplane/engine/cc.h"
+#include "dataplane/engine/dtype.h"
 #include "dataplane/engine/frame.h"
 #include "dataplane/engine/worker.h"
 
@@ -175,7 +176,7 @@ static inline size_t chunk_elems(const struct wtensor *t, uint32_t c,
 
 static inline size_t dtype_size(enum tly_dtype dt)
 {
-	return dt == TLY_DT_F16 || dt == TLY_DT_BF16 ? 2 : 4;
+	return tly_dtype(dt)->size;
 }
 
 static inline uint8_t prio_dscp(uint8_t prio)
