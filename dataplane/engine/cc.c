@@ -7,6 +7,16 @@
  * The delay decrease looks at the smallest RTT of each round, so only a
  * queue that persists for a round cuts; a single late sample only holds
  * growth back.
+ *
+ * A delay target alone gives a link away to a loss-based flow (TCP) that
+ * keeps the bottleneck's queue full: the window falls to its minimum and
+ * stays there.  So when the queue stays above the target for
+ * TLY_CC_COMPETE_ROUNDS rounds while we already send the minimum window,
+ * the queue is not ours: the window turns loss-based (slow start to the
+ * first loss, then one packet per RTT whatever the delay, halving on
+ * loss, as TCP Reno does) until a round
+ * sees the queue below the target again (the competitor left, or backed
+ * off), as Copa's competitive mode does.
  */
 #include "dataplane/engine/cc.h"
 
@@ -83,6 +93,8 @@ static void decrease(struct tly_cc *cc, const struct tly_cc_params *p,
 static void rtt_sample(struct tly_cc *cc, const struct tly_cc_params *p,
 		       uint64_t rtt, uint64_t now)
 {
+	uint64_t dev;
+
 	/* windowed min over two halves: a minimum is forgotten after one
 	 * to two halves, so a longer path is learnt within base_win_ns */
 	if (now - cc->epoch >= p->base_win_ns / 2) {
@@ -92,9 +104,14 @@ static void rtt_sample(struct tly_cc *cc, const struct tly_cc_params *p,
 	} else if (rtt < cc->min_cur) {
 		cc->min_cur = rtt;
 	}
-	if (!cc->srtt)
+	if (!cc->srtt) {
 		cc->srtt = rtt;
-	else if (rtt > cc->srtt)
+		cc->rttvar = rtt / 2;
+		return;
+	}
+	dev = rtt > cc->srtt ? rtt - cc->srtt : cc->srtt - rtt;
+	cc->rttvar = cc->rttvar - cc->rttvar / 4 + dev / 4;
+	if (rtt > cc->srtt)
 		cc->srtt += (rtt - cc->srtt) / 8;
 	else
 		cc->srtt -= (cc->srtt - rtt) / 8;
@@ -118,14 +135,26 @@ void tly_cc_on_ack(struct tly_cc *cc, const struct tly_cc_params *p,
 		m = cc->round_min;
 		cc->round_min = UINT64_MAX;
 		cc->round_start = now;
-		if (m > target && may_decrease(cc, now)) {
+		if (m <= target) {
+			cc->competing = 0;
+			cc->stuck_rounds = 0;
+		} else if (!cc->competing &&
+			   tly_cc_window(cc, p) <= p->min_window &&
+			   ++cc->stuck_rounds >= TLY_CC_COMPETE_ROUNDS) {
+			cc->competing = 1;
+			cc->n_compete++;
+			/* slow start to the competitor's loss point: from the
+			 * minimum, one packet per RTT would take seconds */
+			cc->ssthresh = (uint64_t)p->max_window << TLY_CC_SHIFT;
+		}
+		if (m > target && !cc->competing && may_decrease(cc, now)) {
 			decrease(cc, p, (uint64_t)p->beta * (m - target) / m,
 				 now);
 			cc->n_delay_dec++;
 			return;
 		}
 	}
-	if (rtt > target)
+	if (rtt > target && !cc->competing)
 		return;			/* hold: no growth on a late one */
 	if (cc->cwnd < cc->ssthresh)
 		cc->cwnd += TLY_CC_ONE;		/* doubles per RTT */
@@ -141,6 +170,11 @@ void tly_cc_on_loss(struct tly_cc *cc, const struct tly_cc_params *p,
 		return;
 	decrease(cc, p, p->max_mdf, now);
 	cc->n_loss_dec++;
+}
+
+uint64_t tly_cc_rto(const struct tly_cc *cc)
+{
+	return cc->srtt ? cc->srtt + 4 * cc->rttvar : 0;
 }
 
 uint32_t tly_cc_window(const struct tly_cc *cc,

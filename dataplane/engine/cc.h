@@ -27,6 +27,9 @@
 #define TLY_CC_BASE_WIN_NS	100000000ull	/* min RTT over 100 ms */
 #define TLY_CC_BETA		819		/* 0.8 in 1/1024 */
 #define TLY_CC_MAX_MDF		512		/* at most halve per RTT */
+/* rounds at the minimum window with the queue still above the target
+ * before the queue is taken to be a competitor's (see cc.c) */
+#define TLY_CC_COMPETE_ROUNDS	4
 
 struct tly_cc_params {
 	uint32_t min_window;	/* packets, >= 1 */
@@ -45,12 +48,16 @@ struct tly_cc {
 	uint64_t min_prev;	/* ... and of the previous one */
 	uint64_t epoch;		/* when the current half began */
 	uint64_t srtt;		/* smoothed RTT (gain 1/8); 0: no sample */
+	uint64_t rttvar;	/* its mean deviation (gain 1/4), RFC 6298 */
 	uint64_t round_start;	/* the current round began */
 	uint64_t round_min;	/* its smallest RTT sample */
 	uint64_t last_dec;	/* time of the last decrease */
 	uint8_t decreased;	/* last_dec is valid */
+	uint8_t competing;	/* loss-based: a competitor holds the queue */
+	uint32_t stuck_rounds;	/* rounds at min window, queue above target */
 	uint64_t n_delay_dec;	/* decreases on delay */
 	uint64_t n_loss_dec;	/* decreases on loss */
+	uint64_t n_compete;	/* switches to the loss-based mode */
 };
 
 /* fill the fields of @p left at zero with the defaults above; max_window
@@ -72,6 +79,9 @@ void tly_cc_on_loss(struct tly_cc *cc, const struct tly_cc_params *p,
 /* the window in whole packets, within [min_window, max_window] */
 uint32_t tly_cc_window(const struct tly_cc *cc,
 		       const struct tly_cc_params *p);
+/* srtt + 4 rttvar (RFC 6298): a retransmission timeout shorter than
+ * this fires on a queue, not a loss; 0 before the first sample */
+uint64_t tly_cc_rto(const struct tly_cc *cc);
 /* the base RTT (windowed min), UINT64_MAX before the first sample */
 uint64_t tly_cc_base_rtt(const struct tly_cc *cc);
 

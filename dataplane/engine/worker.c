@@ -179,7 +179,7 @@ static void chunk_launch(struct tly_worker *w, struct wtensor *t,
 	struct wchunk *ch = &t->chunks[idx];
 
 	credit_take(w, t, idx, now);
-	worker_arm(t, ch, now + credit_rto(w, ch->retries));
+	worker_arm(t, ch, now + credit_rto(w, t, idx, ch->retries));
 	t->algo->send(w, t, idx, 0);
 }
 
@@ -196,7 +196,7 @@ static void timer_one(struct tly_worker *w, struct wtensor *t, uint32_t i,
 			ch->retries++;
 			w->c.retx++;
 			t->algo->send(w, t, i, TLY_F_RETX | TLY_F_ACK_REQ);
-			ch->deadline = now + credit_rto(w, ch->retries);
+			ch->deadline = now + credit_rto(w, t, i, ch->retries);
 		}
 		break;
 	case C_ACKED:

@@ -54,19 +54,33 @@ int credit_room(const struct tly_worker *w, uint16_t dst)
 						      &w->ccp);
 }
 
-uint64_t credit_rto(const struct tly_worker *w, uint8_t retries)
-{
-	uint64_t rto = w->cfg.rto_ns << (retries < 16 ? retries : 16);
-
-	return rto < w->cfg.rto_max_ns ? rto : w->cfg.rto_max_ns;
-}
-
 static struct wdest *dest_of(struct tly_worker *w, const struct wtensor *t,
 			     uint32_t idx)
 {
 	uint16_t dst = t->algo->dest(w, t, idx);
 
 	return dst < w->n_dests ? &w->dests[dst] : NULL;
+}
+
+/*
+ * The configured timeout, or the path's srtt + 4 rttvar when that is
+ * longer: a queue a competing TCP flow keeps full (tens of ms behind a
+ * shaper) must not fire timeouts, which would resend what is only late
+ * and read as losses.  Backed off per retry up to rto_max_ns (or the
+ * path's timeout, if longer).
+ */
+uint64_t credit_rto(struct tly_worker *w, const struct wtensor *t,
+		    uint32_t idx, uint8_t retries)
+{
+	uint64_t base = w->cfg.rto_ns, max = w->cfg.rto_max_ns, rto;
+	struct wdest *d = w->cfg.cc_off ? NULL : dest_of(w, t, idx);
+
+	if (d && tly_cc_rto(&d->cc) > base)
+		base = tly_cc_rto(&d->cc);
+	if (base > max)
+		max = base;
+	rto = base << (retries < 16 ? retries : 16);
+	return rto < max ? rto : max;
 }
 
 void credit_take(struct tly_worker *w, struct wtensor *t, uint32_t idx,

@@ -238,6 +238,7 @@ void credit_release(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 void credit_timeout(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 		    uint64_t now);
 /* the retransmission timeout after @retries tries */
-uint64_t credit_rto(const struct tly_worker *w, uint8_t retries);
+uint64_t credit_rto(struct tly_worker *w, const struct wtensor *t,
+		    uint32_t idx, uint8_t retries);
 
 #endif /* TALLY_DATAPLANE_ENGINE_WORKER_INTERNAL_H */
