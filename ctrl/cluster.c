@@ -13,6 +13,7 @@
 #include "ctrl/cluster.h"
 #include "ctrl/cluster_internal.h"
 #include "ctrl/config.h"
+#include "dataplane/placement.h"
 #include "dataplane/reduce_pool.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
@@ -131,13 +132,25 @@ static void network_down(struct cluster *c, int res)
 
 /* ---- rosters ---------------------------------------------------------- */
 
+/* Shard s talks to shard s of every node: on port + s (the roster and the
+ * registration carry the base port). */
+static void shard_addrs(struct cluster *c, struct cluster_shard *sh)
+{
+	unsigned int s = (unsigned int)(sh - c->shards);
+
+	for (uint16_t i = 0; i < c->n_nodes; i++) {
+		sh->addrs[i] = c->addrs[i];
+		sh->addrs[i].port = (uint16_t)(c->addrs[i].port + s);
+	}
+}
+
 static void open_transport(struct cluster *c, struct cluster_shard *sh)
 {
 	struct transport_config tc = {
 		.kind = c->cfg->transport,
 		.self = c->self_node,
 		.n_nodes = c->n_nodes,
-		.addrs = c->addrs,
+		.addrs = sh->addrs,
 		.mtu = (uint32_t)(TLY_L2L4_LEN + TLY_HDR_LEN + 4 * c->cfg->k),
 		.eal_args = c->cfg->eal_args,
 		.mbufs = (uint32_t)c->cfg->mbufs,
@@ -156,21 +169,25 @@ static void open_transport(struct cluster *c, struct cluster_shard *sh)
 		},
 	};
 
+	shard_addrs(c, sh);
 	if (transport_open(&sh->tp, &tc)) {
 		log_err("cannot open the %s transport", c->cfg->transport);
 		return;
 	}
 	sh->tp_open = true;
-	log_info("%s transport open: node %u of %u", sh->tp.ops->name,
-		 c->self_node, c->n_nodes);
+	log_info("%s transport open: node %u of %u, port %u (shard %u)",
+		 sh->tp.ops->name, c->self_node, c->n_nodes,
+		 sh->tp.local_port ? sh->tp.local_port :
+		 sh->addrs[c->self_node].port, (unsigned int)(sh - c->shards));
 }
 
 /* The shard's thread, its completions in the daemon's epoll. */
-static int start_thread(struct cluster *c, struct cluster_shard *sh)
+static int start_thread(struct cluster *c, struct cluster_shard *sh,
+			int cpu)
 {
 	unsigned int s = (unsigned int)(sh - c->shards);
 	struct dp_thread_cfg tc = {
-		.tp = &sh->tp, .index = s, .cpu = -1,
+		.tp = &sh->tp, .index = s, .cpu = cpu,
 		.spin_ns = (uint64_t)c->cfg->idle_spin_us * 1000,
 	};
 	struct epoll_event ev = { .events = EPOLLIN,
@@ -198,9 +215,9 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 				  (c->epoch * 0x85ebca6bu) ^
 				  (c->cfg->job_key >> 16));
 	struct tly_net net = {
-		.addrs = sh->tp.full_frames ? c->addrs : NULL,
+		.addrs = sh->tp.full_frames ? sh->addrs : NULL,
 		.n_nodes = c->n_nodes,
-		.port = c->addrs[c->self_node].port,
+		.port = sh->addrs[c->self_node].port,
 	};
 	struct tly_tx_ops tx = dp_thread_tx_ops(sh->dp);
 	/* the epoch's cookie: packets of a guessed job key or of an earlier
@@ -257,13 +274,15 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 static int apply_roster(struct cluster *c, const struct boot_msg *r,
 			const struct boot_member *me)
 {
-	for_each_shard(c, sh)
+	for_each_shard(c, sh) {
+		shard_addrs(c, sh);
 		if (transport_set_nodes(&sh->tp, c->self_node, c->n_nodes,
-					c->addrs)) {
+					sh->addrs)) {
 			log_err("epoch %u: the %s transport cannot take the "
 				"roster", r->epoch, sh->tp.ops->name);
 			return -1;
 		}
+	}
 	c->agg_slots = 0;
 	for_each_shard(c, sh)
 		if (build_shard(c, sh, me)) {
@@ -540,6 +559,43 @@ void cluster_snapshot(const struct cluster *c, struct cluster_snapshot *s)
 	free(st);
 }
 
+/*
+ * [dataplane] threads and cpus: how many shards, and the CPUs their
+ * threads are pinned to, in order (@cpus[@n_cpus]; 0: not pinned).
+ */
+static int shards_check(struct cluster *c, int *cpus, int *n_cpus)
+{
+	const struct tally_config *cfg = c->cfg;
+	struct tly_placement p;
+	char err[256];
+
+	c->n_shards = (unsigned int)cfg->dp_threads;
+	*n_cpus = 0;
+	if (c->n_shards > 1 && strcmp(cfg->transport, "udp")) {
+		log_err("dataplane.threads = %u: the %s transport drives one "
+			"queue, so one thread; only udp takes more (set "
+			"dataplane.threads = 1)", c->n_shards, cfg->transport);
+		return -1;
+	}
+	if (c->n_shards > 1 && (!cfg->address.port ||
+	    cfg->address.port + c->n_shards - 1 > 65535)) {
+		log_err("dataplane.threads = %u needs a fixed port in "
+			"dataplane.address with room above it: thread s "
+			"uses port + s", c->n_shards);
+		return -1;
+	}
+	if (!cfg->dp_cpus[0])
+		return 0;
+	if (tly_placement_resolve(&p, -1, cfg->dp_cpus, err, sizeof(err))) {
+		log_err("dataplane.cpus: %s", err);
+		return -1;
+	}
+	for (int i = 0; i < CPU_SETSIZE && *n_cpus < CLUSTER_MAX_SHARDS; i++)
+		if (CPU_ISSET(i, &p.cpus))
+			cpus[(*n_cpus)++] = i;
+	return 0;
+}
+
 /* The job's keys: its own secret, else the daemon's secret file or
  * $TALLY_JOB_SECRET. */
 static int load_keys(const struct cluster_env *env, struct auth_keys *k)
@@ -587,7 +643,7 @@ struct cluster *cluster_start(const struct cluster_env *env)
 		.retry_other_job = env->retry_other_job,
 	};
 	struct membership_ops ops = { on_roster, on_peer_down, on_lost, c };
-	int ret;
+	int cpus[CLUSTER_MAX_SHARDS], n_cpus, ret;
 
 	if (!c)
 		return NULL;
@@ -612,15 +668,16 @@ struct cluster *cluster_start(const struct cluster_env *env)
 	memcpy(c->addrs[0].mac, cfg->mac, 6);
 	c->self_node = 0;
 	c->n_nodes = 1;
-	c->n_shards = 1;
-	ret = cluster_ops_init(c);
+	ret = shards_check(c, cpus, &n_cpus) ? -1 : cluster_ops_init(c);
 	for_each_shard(c, sh) {
 		if (!ret)
 			open_transport(c, sh);
 		if (!ret && !sh->tp_open)
 			ret = -1;
 		if (!ret)
-			ret = start_thread(c, sh);
+			ret = start_thread(c, sh, n_cpus ?
+					   cpus[(sh - c->shards) % n_cpus] :
+					   -1);
 	}
 	if (!ret) {
 		struct transport *tp = &c->shards[0].tp;

@@ -52,6 +52,8 @@ struct net_unit {
  * while the thread is paused (or before it starts, after it stops).
  */
 struct cluster_shard {
+	/* the roster's addresses with this shard's ports (udp: port + s) */
+	struct tly_addr addrs[BOOT_MAX_MEMBERS];
 	struct transport tp;
 	bool tp_open;
 	struct dp_thread *dp;

@@ -61,6 +61,7 @@ struct dp_thread {
 	struct tly_addr addrs[TRANSPORT_MAX_NODES];
 	struct dp_stats st;		/* counted here, published below */
 	uint64_t published_ns;
+	bool dirty;			/* worked since the last publish */
 	bool pushed;			/* completions pushed this turn */
 	struct dp_thread_cfg cfg;
 	pthread_t thread;
@@ -97,6 +98,7 @@ static void publish(struct dp_thread *t, uint64_t now)
 		atomic_store_explicit(&t->pub[i], w[i], memory_order_release);
 	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
 	t->published_ns = now;
+	t->dirty = false;
 }
 
 void dp_thread_stats(struct dp_thread *t, struct dp_stats *out)
@@ -249,8 +251,8 @@ static uint64_t sleep_ns(struct dp_thread *t, uint64_t now)
 	/* frames the wire refused are retried soon (transport_idle_wait) */
 	if (transport_tx_pending(t->tp) > 0 && ns > TRANSPORT_TX_RETRY_NS)
 		ns = TRANSPORT_TX_RETRY_NS;
-	/* the published counters age no more than DP_PUBLISH_NS */
-	if (ns > DP_PUBLISH_NS)
+	/* counters that changed are published within DP_PUBLISH_NS */
+	if (t->dirty && ns > DP_PUBLISH_NS)
 		ns = DP_PUBLISH_NS;
 	return ns;
 }
@@ -335,12 +337,13 @@ static void *dp_main(void *arg)
 		t->st.turns++;
 		if (run_once(t, now)) {
 			idle_since = now;
+			t->dirty = true;
 		} else if (now - idle_since < t->cfg.spin_ns) {
 			sched_yield();	/* a peer may need this core */
 		} else {
 			idle_wait(t, now);
 		}
-		if (now - t->published_ns >= DP_PUBLISH_NS)
+		if (t->dirty && now - t->published_ns >= DP_PUBLISH_NS)
 			publish(t, now);
 	}
 	publish(t, transport_now_ns());
