@@ -501,6 +501,17 @@ void cluster_log_counters(const struct cluster *c)
 	if (st.cq_overflow)
 		log_err("dataplane: %llu completions lost (a full ring)",
 			(unsigned long long)st.cq_overflow);
+	for (unsigned int s = 0; s < c->n_shards; s++) {
+		if (!c->shards[s].dp)
+			continue;
+		dp_thread_stats(c->shards[s].dp, &st);
+		log_info("dataplane thread %u: %llu turns, %llu sleeps; "
+			 "frames rx %llu tx %llu", s,
+			 (unsigned long long)st.turns,
+			 (unsigned long long)st.sleeps,
+			 (unsigned long long)st.tp.rx_pkts,
+			 (unsigned long long)st.tp.tx_pkts);
+	}
 }
 
 _Static_assert(BOOT_MAX_MEMBERS == 256, "cluster_snapshot.peers");
