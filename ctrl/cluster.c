@@ -588,11 +588,18 @@ static int shards_check(struct cluster *c, int *cpus, int *n_cpus)
 			"dataplane.threads = 1)", c->n_shards, cfg->transport);
 		return -1;
 	}
-	if (c->n_shards > 1 && (!cfg->address.port ||
-	    cfg->address.port + c->n_shards - 1 > 65535)) {
-		log_err("dataplane.threads = %u needs a fixed port in "
-			"dataplane.address with room above it: thread s "
-			"uses port + s", c->n_shards);
+	if (c->n_shards > 1 && !cfg->address.port) {
+		/* a service job: every host's kernel picks its port, and its
+		 * peers could not know port + s; all of them do the same */
+		log_warn("dataplane.threads = %u: this job's port is chosen by "
+			 "the kernel (a service job), so it runs one dataplane "
+			 "thread", c->n_shards);
+		c->n_shards = 1;
+	}
+	if (cfg->address.port + c->n_shards - 1 > 65535) {
+		log_err("dataplane.threads = %u needs room above the port of "
+			"dataplane.address: thread s uses port + s",
+			c->n_shards);
 		return -1;
 	}
 	if (!cfg->dp_cpus[0])
