@@ -17,7 +17,7 @@ endif
 # DPDK and RDMA tests are left out: docs/fuzzing.md says why.
 TSAN_TESTS ?= test_local_allreduce test_local_faults test_local_peer_loss \
 	dataplane_reduce transport_udp test_wait_ready test_service \
-	test_pipeline_emu
+	test_pipeline_emu dataplane_dp_ring dataplane_dp_thread
 
 .PHONY: all deps build test test-asan test-tsan fuzz fuzz-build fuzz-coverage \
 	bench soak demo clean

@@ -2,6 +2,7 @@
 /*
  * cluster.c - tallyd in a multi-host job (see cluster.h).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -12,22 +13,27 @@
 #include "ctrl/cluster.h"
 #include "ctrl/cluster_internal.h"
 #include "ctrl/config.h"
+#include "dataplane/placement.h"
 #include "dataplane/reduce_pool.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
 
+#define for_each_shard(c, sh) \
+	for (struct cluster_shard *sh = (c)->shards; \
+	     sh < (c)->shards + (c)->n_shards; sh++)
+
 /* What the engine of an epoch did, for the log (and for debugging). */
-static void log_engine(const struct cluster *c)
+static void log_engine(const struct cluster_shard *sh, unsigned int s)
 {
 	for (int i = 0; i < 2; i++) {
 		const struct tly_counters *k = i == 0 ?
-			(c->worker ? tly_worker_counters(c->worker) : NULL) :
-			(c->agg ? tly_agg_counters(c->agg) : NULL);
+			(sh->worker ? tly_worker_counters(sh->worker) : NULL) :
+			(sh->agg ? tly_agg_counters(sh->agg) : NULL);
 
 		if (!k)
 			continue;
-		log_info("%s: rx %llu tx %llu retx %llu dups %llu acks %llu "
-			 "busy %llu", i ? "aggregator" : "worker",
+		log_info("%s (shard %u): rx %llu tx %llu retx %llu dups %llu "
+			 "acks %llu busy %llu", i ? "aggregator" : "worker", s,
 			 (unsigned long long)k->rx_pkts,
 			 (unsigned long long)k->tx_pkts,
 			 (unsigned long long)k->retx,
@@ -55,30 +61,96 @@ static void counters_add(struct tly_counters *sum,
 		a[i] += b[i];
 }
 
+/* ---- the dataplane threads ---------------------------------------------- */
+
+bool cluster_dp_pause(struct cluster *c)
+{
+	bool ok = !c->dp_stuck;
+
+	for_each_shard(c, sh)
+		if (ok && sh->dp &&
+		    dp_thread_pause(sh->dp, CLUSTER_PAUSE_TIMEOUT_NS)) {
+			log_err("dataplane thread %u did not pause within %llu "
+				"ms: its engine is left alone and the job "
+				"fails", (unsigned int)(sh - c->shards),
+				CLUSTER_PAUSE_TIMEOUT_NS / 1000000);
+			c->dp_stuck = true;
+			ok = false;
+		}
+	if (!ok)	/* let the others run on; nothing is changed */
+		cluster_dp_resume(c);
+	return ok;
+}
+
+void cluster_dp_resume(struct cluster *c)
+{
+	for_each_shard(c, sh)
+		if (sh->dp)
+			dp_thread_resume(sh->dp);
+}
+
+/* The engine goes; the threads must be paused (or stopped). */
 static void engine_destroy(struct cluster *c)
 {
-	log_engine(c);
-	if (c->worker) {
-		counters_add(&c->past_worker, tly_worker_counters(c->worker));
-		tly_worker_destroy(c->worker);
+	struct tly_net none = { 0 };
+
+	for_each_shard(c, sh) {
+		log_engine(sh, (unsigned int)(sh - c->shards));
+		if (sh->worker) {
+			counters_add(&c->past_worker,
+				     tly_worker_counters(sh->worker));
+			tly_worker_destroy(sh->worker);
+		}
+		if (sh->agg) {
+			counters_add(&c->past_agg, tly_agg_counters(sh->agg));
+			tly_agg_destroy(sh->agg);
+		}
+		sh->worker = NULL;
+		sh->agg = NULL;
+		sh->tensors_out = 0;
+		if (sh->dp) {
+			dp_thread_set_engine(sh->dp, NULL, NULL, &none);
+			dp_thread_reset_rings(sh->dp);
+		}
 	}
-	if (c->agg) {
-		counters_add(&c->past_agg, tly_agg_counters(c->agg));
-		tly_agg_destroy(c->agg);
+	c->engine_up = false;
+}
+
+/*
+ * Everything in the network fails with @res and the engine goes (when the
+ * threads can be paused: a stuck one keeps it, and the job fails anyway).
+ */
+static void network_down(struct cluster *c, int res)
+{
+	if (cluster_dp_pause(c)) {
+		engine_destroy(c);
+		cluster_dp_resume(c);
 	}
-	c->worker = NULL;
-	c->agg = NULL;
+	cluster_ops_fail_all(c, res);
+	c->have_roster = false;
 }
 
 /* ---- rosters ---------------------------------------------------------- */
 
-static int open_transport(struct cluster *c)
+/* Shard s talks to shard s of every node: on port + s (the roster and the
+ * registration carry the base port). */
+static void shard_addrs(struct cluster *c, struct cluster_shard *sh)
+{
+	unsigned int s = (unsigned int)(sh - c->shards);
+
+	for (uint16_t i = 0; i < c->n_nodes; i++) {
+		sh->addrs[i] = c->addrs[i];
+		sh->addrs[i].port = (uint16_t)(c->addrs[i].port + s);
+	}
+}
+
+static void open_transport(struct cluster *c, struct cluster_shard *sh)
 {
 	struct transport_config tc = {
 		.kind = c->cfg->transport,
 		.self = c->self_node,
 		.n_nodes = c->n_nodes,
-		.addrs = c->addrs,
+		.addrs = sh->addrs,
 		.mtu = (uint32_t)(TLY_L2L4_LEN + TLY_HDR_LEN + 4 * c->cfg->k),
 		.eal_args = c->cfg->eal_args,
 		.mbufs = (uint32_t)c->cfg->mbufs,
@@ -96,58 +168,58 @@ static int open_transport(struct cluster *c)
 			.seed = c->cfg->emu_seed + (uint64_t)c->cfg->rank,
 		},
 	};
-	struct epoll_event ev = { .events = EPOLLIN,
-		.data.u64 = TAG_JOB_SOCK(TAG_NET, c->env.tag_job, 0) };
-	int fd;
 
-	if (transport_open(&c->tp, &tc)) {
+	shard_addrs(c, sh);
+	if (transport_open(&sh->tp, &tc)) {
 		log_err("cannot open the %s transport", c->cfg->transport);
+		return;
+	}
+	sh->tp_open = true;
+	log_info("%s transport open: node %u of %u, port %u (shard %u)",
+		 sh->tp.ops->name, c->self_node, c->n_nodes,
+		 sh->tp.local_port ? sh->tp.local_port :
+		 sh->addrs[c->self_node].port, (unsigned int)(sh - c->shards));
+}
+
+/* The shard's thread, its completions in the daemon's epoll. */
+static int start_thread(struct cluster *c, struct cluster_shard *sh,
+			int cpu)
+{
+	unsigned int s = (unsigned int)(sh - c->shards);
+	struct dp_thread_cfg tc = {
+		.tp = &sh->tp, .index = s, .cpu = cpu,
+		.spin_ns = (uint64_t)c->cfg->idle_spin_us * 1000,
+	};
+	struct epoll_event ev = { .events = EPOLLIN,
+		.data.u64 = TAG_JOB_SOCK(TAG_NET, c->env.tag_job, s) };
+	char err[160];
+
+	sh->dp = dp_thread_start(&tc, err, sizeof(err));
+	if (!sh->dp) {
+		log_err("cannot start dataplane thread %u: %s", s, err);
 		return -1;
 	}
-	c->tp_open = true;
-	c->tp_tx = transport_tx_ops(&c->tp);
-	fd = c->tp.ops->wait_fd ? c->tp.ops->wait_fd(&c->tp) : -1;
-	if (fd >= 0)
-		epoll_ctl(c->env.epoll_fd, EPOLL_CTL_ADD, fd, &ev);
-	log_info("%s transport open: node %u of %u", c->tp.ops->name,
-		 c->self_node, c->n_nodes);
+	if (epoll_ctl(c->env.epoll_fd, EPOLL_CTL_ADD,
+		      dp_thread_completion_fd(sh->dp), &ev)) {
+		log_err("epoll_ctl(dataplane thread %u): %s", s,
+			strerror(errno));
+		return -1;
+	}
 	return 0;
 }
 
-
-/* The engines send through these: per-peer counts, then the transport. */
-static uint8_t *tx_alloc_counted(void *ctx, size_t len)
-{
-	struct cluster *c = ctx;
-
-	return c->tp_tx.alloc(c->tp_tx.ctx, len);
-}
-
-static void tx_send_counted(void *ctx, uint16_t dst, uint8_t *frame,
-			    size_t len)
-{
-	struct cluster *c = ctx;
-
-	if (dst < BOOT_MAX_MEMBERS) {
-		c->peer_tx_pkts[dst]++;
-		c->peer_tx_bytes[dst] += len;
-	}
-	c->tp_tx.send(c->tp_tx.ctx, dst, frame, len);
-}
-
-static int build_engine(struct cluster *c, const struct boot_member *me)
+static int build_shard(struct cluster *c, struct cluster_shard *sh,
+		       const struct boot_member *me)
 {
 	uint16_t job = (uint16_t)((c->cfg->job_key * 0x9e3779b1u) ^
 				  (c->epoch * 0x85ebca6bu) ^
 				  (c->cfg->job_key >> 16));
 	struct tly_net net = {
-		.addrs = c->tp.full_frames ? c->addrs : NULL,
+		.addrs = sh->tp.full_frames ? sh->addrs : NULL,
 		.n_nodes = c->n_nodes,
-		.port = c->addrs[c->self_node].port,
+		.port = sh->addrs[c->self_node].port,
 	};
-	struct tly_tx_ops tx = {
-		.alloc = tx_alloc_counted, .send = tx_send_counted, .ctx = c,
-	};
+	struct tly_tx_ops tx = dp_thread_tx_ops(sh->dp);
 	/* the epoch's cookie: packets of a guessed job key or of an earlier
 	 * epoch fail the receiver's first check */
 	uint32_t cookie = auth_cookie(&c->mb.cfg.keys, c->cfg->job_key,
@@ -163,7 +235,7 @@ static int build_engine(struct cluster *c, const struct boot_member *me)
 			.n_slots = (uint32_t)c->cfg->pool_slots,
 			.n_aggs = c->n_aggs, .agg_nodes = c->agg_nodes,
 			.window = (uint32_t)c->cfg->window,
-			.max_tensors = 1024,
+			.max_tensors = DP_MAX_TENSORS,
 			.rto_ns = (uint64_t)c->cfg->rto_us * 1000,
 			.rto_max_ns = (uint64_t)c->cfg->rto_us * 1000 * 64,
 			.acked_ns = (uint64_t)c->cfg->rto_us * 1000 * 8,
@@ -171,11 +243,11 @@ static int build_engine(struct cluster *c, const struct boot_member *me)
 			.confirm_ns = 200000, .confirm_batch = 64,
 			.chunk_rotate = 0,
 			.net = net, .ops = tx,
-			.done = cluster_ops_tensor_done, .done_ctx = c,
+			.done = dp_thread_tensor_done, .done_ctx = sh->dp,
 		};
 
-		c->worker = tly_worker_create(&w);
-		if (!c->worker)
+		sh->worker = tly_worker_create(&w);
+		if (!sh->worker)
 			return -1;
 	}
 	if (agg_here && c->cfg->algorithm == ALGO_AGGREGATE) {
@@ -189,11 +261,36 @@ static int build_engine(struct cluster *c, const struct boot_member *me)
 			.net = net, .ops = tx,
 		};
 
-		c->agg = tly_agg_create(&a);
-		if (!c->agg)
+		sh->agg = tly_agg_create(&a);
+		if (!sh->agg)
 			return -1;
-		c->agg_slots = a.n_slots + a.n_fallback;
+		c->agg_slots += a.n_slots + a.n_fallback;
 	}
+	dp_thread_set_engine(sh->dp, sh->worker, sh->agg, &net);
+	return 0;
+}
+
+/* A roster in force: the threads are paused. */
+static int apply_roster(struct cluster *c, const struct boot_msg *r,
+			const struct boot_member *me)
+{
+	for_each_shard(c, sh) {
+		shard_addrs(c, sh);
+		if (transport_set_nodes(&sh->tp, c->self_node, c->n_nodes,
+					sh->addrs)) {
+			log_err("epoch %u: the %s transport cannot take the "
+				"roster", r->epoch, sh->tp.ops->name);
+			return -1;
+		}
+	}
+	c->agg_slots = 0;
+	for_each_shard(c, sh)
+		if (build_shard(c, sh, me)) {
+			log_err("cannot build the aggregation engine");
+			engine_destroy(c);
+			return -1;
+		}
+	c->engine_up = true;
 	return 0;
 }
 
@@ -201,13 +298,18 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 {
 	struct cluster *c = ctx;
 	const struct boot_member *me = NULL;
+	bool had = c->have_roster;
 
-	if (c->have_roster) {
-		/* membership changed under running operations */
-		engine_destroy(c);
+	if (!cluster_dp_pause(c)) {
 		cluster_ops_fail_all(c, -TALLY_EPEERLOST);
-		c->env.job_abort(c->env.ctx, "the job's membership changed");
+		c->have_roster = false;
+		c->env.job_abort(c->env.ctx, "a dataplane thread is stuck");
+		return;
 	}
+	if (c->engine_up)
+		engine_destroy(c);
+	if (had)	/* membership changed under running operations */
+		cluster_ops_fail_all(c, -TALLY_EPEERLOST);
 	c->epoch = r->epoch;
 	c->n_nodes = r->roster.n;
 	c->n_workers = c->n_aggs = 0;
@@ -231,28 +333,21 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 						  ALGO_AGGREGATE))
 			c->agg_nodes[c->n_aggs++] = i;
 	}
-	if (!me) {
+	c->have_roster = false;
+	if (!me)
 		log_err("epoch %u: this daemon is not in the roster", r->epoch);
-		c->have_roster = false;
+	else
+		c->have_roster = apply_roster(c, r, me) == 0;
+	cluster_dp_resume(c);
+	if (had)
+		c->env.job_abort(c->env.ctx, "the job's membership changed");
+	if (!c->have_roster)
 		return;
-	}
-	if (transport_set_nodes(&c->tp, c->self_node, c->n_nodes, c->addrs)) {
-		log_err("epoch %u: the %s transport cannot take the roster",
-			r->epoch, c->tp.ops->name);
-		c->have_roster = false;
-		return;
-	}
-	if (build_engine(c, me)) {
-		log_err("cannot build the aggregation engine");
-		engine_destroy(c);
-		c->have_roster = false;
-		return;
-	}
-	c->have_roster = true;
 	cluster_ops_pump(c, transport_now_ns());	/* what waited for the first roster */
 	log_info("epoch %u: %u workers, %u aggregators, %d processes; this "
-		 "daemon is node %u (%s)", c->epoch, c->n_workers, c->n_aggs,
-		 c->total_procs, c->self_node, boot_role_name(me->role));
+		 "daemon is node %u (%s), %u dataplane thread(s)", c->epoch,
+		 c->n_workers, c->n_aggs, c->total_procs, c->self_node,
+		 boot_role_name(me->role), c->n_shards);
 }
 
 static void on_peer_down(void *ctx, int rank, const char *why)
@@ -266,9 +361,7 @@ static void on_lost(void *ctx, const char *why)
 	struct cluster *c = ctx;
 
 	log_err("no job any more: %s", why);
-	engine_destroy(c);
-	cluster_ops_fail_all(c, -TALLY_EPEERLOST);
-	c->have_roster = false;
+	network_down(c, -TALLY_EPEERLOST);
 	c->env.job_abort(c->env.ctx, why);
 }
 
@@ -281,59 +374,65 @@ bool cluster_joined(const struct cluster *c)
 
 bool cluster_dead(const struct cluster *c)
 {
-	return c && c->mb.dead;
+	return c && (c->mb.dead || c->dp_stuck);
 }
 
+void cluster_engine_failed(struct cluster *c, int res, const char *why)
+{
+	log_err("%s: the job's operations fail and its hosts start a new "
+		"epoch", why);
+	network_down(c, res);
+	membership_abort(&c->mb);
+}
+
+/* Take what the threads finished; give the engine what the scheduler
+ * releases. */
 int cluster_poll(struct cluster *c, uint64_t now)
 {
-	struct transport_rx rx[TRANSPORT_RX_BURST];
-	struct tly_net net;
-	int n, work = 0;
+	struct dp_completion e;
+	int work = 0, failed = 0;
 
-	if (!c->tp_open)
-		return 0;
-	net = (struct tly_net){ .addrs = c->tp.full_frames ? c->addrs : NULL,
-				.n_nodes = c->n_nodes,
-				.port = c->addrs[c->self_node].port };
-	n = transport_rx_burst(&c->tp, rx, TRANSPORT_RX_BURST);
-	for (int i = 0; i < n; i++) {
-		int type = tly_frame_type(&net, rx[i].data, rx[i].len);
-
-		if ((type == TLY_T_DATA || type == TLY_T_CONFIRM) && c->agg)
-			tly_agg_rx(c->agg, rx[i].data, rx[i].len, now);
-		else if (type > 0 && c->worker)
-			tly_worker_rx(c->worker, rx[i].data, rx[i].len, now);
+	for_each_shard(c, sh) {
+		if (!sh->dp)
+			continue;
+		dp_thread_completion_awake(sh->dp);
+		while (dp_thread_complete(sh->dp, &e)) {
+			sh->tensors_out--;
+			work++;
+			if (e.status)
+				failed = e.status;
+			else
+				cluster_ops_tensor_done(c, (uint32_t)e.user);
+		}
 	}
-	if (n > 0)
-		transport_rx_release(&c->tp, rx, n);
-	work += n;
-	if (c->worker) {
-		tly_worker_poll(c->worker, now);
+	if (failed) {
+		log_err("the engine refused a tensor: %s", strerror(-failed));
+		cluster_engine_failed(c, -TALLY_EINVAL, "engine refusal");
+		return work;
+	}
+	if (c->engine_up)
 		work += cluster_ops_pump(c, now);
-	}
-	if (c->agg)
-		tly_agg_poll(c->agg, now);
-	work += transport_tx_flush(&c->tp, now);
 	return work;
 }
 
 /* While a member reaches its coordinator, its retries need a finer clock
  * than the heartbeats': a job's first all-reduce waits for them. */
 #define CLUSTER_JOIN_TICK_MS 5
+/* The scheduler's clock while units wait or fly (its stall timer and
+ * credit are counted in ms); the completions themselves wake us. */
+#define CLUSTER_SCHED_TICK_NS 1000000ull
 
 uint64_t cluster_idle_ns(struct cluster *c)
 {
 	uint64_t hb = (uint64_t)c->cfg->heartbeat_ms * 1000000ull / 2;
-	bool busy = (c->worker && tly_worker_active(c->worker)) ||
-		    (c->agg && tly_agg_slots_busy(c->agg));
-	bool has_fd = c->tp_open && c->tp.ops->wait_fd &&
-		      c->tp.ops->wait_fd(&c->tp) >= 0;
 
-	/* Timers of work in flight need us soon; a transport without a
-	 * wakeup fd (DPDK) must be polled; otherwise sleep until a packet,
-	 * a client or the next heartbeat. */
-	if (busy || (!has_fd && c->tp_open))
-		return busy ? 200000 : 1000000;
+	/* announce sleep on the completion rings: a thread that finishes a
+	 * tensor from now on writes the eventfd in our epoll */
+	for_each_shard(c, sh)
+		if (sh->dp && dp_thread_completion_sleep(sh->dp))
+			return 0;
+	if (cluster_ops_busy(c))
+		return CLUSTER_SCHED_TICK_NS;
 	if (c->mb_started && membership_joining(&c->mb))
 		return CLUSTER_JOIN_TICK_MS * 1000000ull;
 	return hb;
@@ -343,6 +442,8 @@ void cluster_event(struct cluster *c, uint64_t tag)
 {
 	struct timespec ts;
 
+	if (TAG_KIND(tag) == TAG_NET)
+		return;		/* completions: cluster_poll takes them */
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	membership_event(&c->mb, tag,
 			 (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec /
@@ -361,38 +462,72 @@ void cluster_tick(struct cluster *c, uint64_t now_ms)
 
 void cluster_local_abort(struct cluster *c)
 {
-
 	/* Nothing may point into client memory once it goes away. */
-	engine_destroy(c);
-	cluster_ops_fail_all(c, -TALLY_EPEERLOST);
-	c->have_roster = false;
+	network_down(c, -TALLY_EPEERLOST);
 	membership_abort(&c->mb);
+}
+
+/* The threads' published counters, summed. */
+static void dp_stats_sum(const struct cluster *c, struct dp_stats *sum)
+{
+	struct dp_stats st;
+
+	memset(sum, 0, sizeof(*sum));
+	for (unsigned int s = 0; s < c->n_shards; s++) {
+		uint64_t *a = (uint64_t *)sum;
+		const uint64_t *b = (const uint64_t *)&st;
+
+		if (!c->shards[s].dp)
+			continue;
+		dp_thread_stats(c->shards[s].dp, &st);
+		for (size_t i = 0; i < sizeof(st) / sizeof(uint64_t); i++)
+			a[i] += b[i];
+	}
 }
 
 void cluster_log_counters(const struct cluster *c)
 {
-	uint64_t sent = c->past_worker.tx_bytes;
-	uint64_t recv = c->past_worker.rx_bytes;
+	struct dp_stats st;
 
-	if (c->worker) {
-		sent += tly_worker_counters(c->worker)->tx_bytes;
-		recv += tly_worker_counters(c->worker)->rx_bytes;
-	}
+	dp_stats_sum(c, &st);
 	log_info("wire: worker sent %llu bytes, received %llu bytes "
-		 "(tally header + payload)", (unsigned long long)sent,
-		 (unsigned long long)recv);
+		 "(tally header + payload)",
+		 (unsigned long long)(c->past_worker.tx_bytes +
+				      st.worker.tx_bytes),
+		 (unsigned long long)(c->past_worker.rx_bytes +
+				      st.worker.rx_bytes));
 	log_info("auth: %llu control messages failed authentication",
 		 (unsigned long long)c->mb.auth_failures);
+	if (st.cq_overflow)
+		log_err("dataplane: %llu completions lost (a full ring)",
+			(unsigned long long)st.cq_overflow);
+	for (unsigned int s = 0; s < c->n_shards; s++) {
+		if (!c->shards[s].dp)
+			continue;
+		dp_thread_stats(c->shards[s].dp, &st);
+		log_info("dataplane thread %u: %llu turns, %llu sleeps; "
+			 "frames rx %llu tx %llu", s,
+			 (unsigned long long)st.turns,
+			 (unsigned long long)st.sleeps,
+			 (unsigned long long)st.tp.rx_pkts,
+			 (unsigned long long)st.tp.tx_pkts);
+	}
 }
 
 _Static_assert(BOOT_MAX_MEMBERS == 256, "cluster_snapshot.peers");
+_Static_assert(TRANSPORT_MAX_NODES >= BOOT_MAX_MEMBERS, "dp_stats.peer_*");
 
 void cluster_snapshot(const struct cluster *c, struct cluster_snapshot *s)
 {
+	struct dp_stats *st;
 
 	memset(s, 0, sizeof(*s));
 	if (!c)
 		return;
+	st = malloc(sizeof(*st));
+	if (!st)
+		return;
+	dp_stats_sum(c, st);
 	s->joined = c->have_roster;
 	s->epoch = c->epoch;
 	s->n_nodes = c->n_nodes;
@@ -401,18 +536,17 @@ void cluster_snapshot(const struct cluster *c, struct cluster_snapshot *s)
 	s->n_aggs = c->n_aggs;
 	s->worker = c->past_worker;
 	s->agg = c->past_agg;
-	s->have_worker = c->worker || c->past_worker.tx_pkts;
-	s->have_agg = c->agg || c->past_agg.rx_pkts;
-	if (c->worker)
-		counters_add(&s->worker, tly_worker_counters(c->worker));
-	if (c->agg) {
-		counters_add(&s->agg, tly_agg_counters(c->agg));
-		s->agg_slots_busy = tly_agg_slots_busy(c->agg);
+	s->have_worker = c->shards[0].worker || c->past_worker.tx_pkts;
+	s->have_agg = c->shards[0].agg || c->past_agg.rx_pkts;
+	counters_add(&s->worker, &st->worker);
+	counters_add(&s->agg, &st->agg);
+	if (c->shards[0].agg) {
+		s->agg_slots_busy = (uint32_t)st->agg_slots_busy;
 		s->agg_slots = c->agg_slots;
 	}
-	if (c->tp_open) {
-		s->tp = c->tp.stats;
-		s->transport = c->tp.ops->name;
+	if (c->shards[0].tp_open) {
+		s->tp = st->tp;
+		s->transport = c->shards[0].tp.ops->name;
 	}
 	if (c->sched) {
 		s->have_sched = true;
@@ -426,13 +560,58 @@ void cluster_snapshot(const struct cluster *c, struct cluster_snapshot *s)
 		s->peers[i].ip = c->addrs[i].ip;
 		s->peers[i].port = c->addrs[i].port;
 		s->peers[i].agg = i >= c->n_workers;
-		s->peers[i].tx_pkts = c->peer_tx_pkts[i];
-		s->peers[i].tx_bytes = c->peer_tx_bytes[i];
+		s->peers[i].tx_pkts = st->peer_tx_pkts[i];
+		s->peers[i].tx_bytes = st->peer_tx_bytes[i];
 		for (uint16_t a = 0; a < c->n_aggs; a++)
 			s->peers[i].agg |= c->agg_nodes[a] == i;
 	}
 	for (int i = 0; i < BOOT_MAX_MEMBERS; i++)
 		s->n_present += c->mb.present[i];
+	free(st);
+}
+
+/*
+ * [dataplane] threads and cpus: how many shards, and the CPUs their
+ * threads are pinned to, in order (@cpus[@n_cpus]; 0: not pinned).
+ */
+static int shards_check(struct cluster *c, int *cpus, int *n_cpus)
+{
+	const struct tally_config *cfg = c->cfg;
+	struct tly_placement p;
+	char err[256];
+
+	c->n_shards = (unsigned int)cfg->dp_threads;
+	*n_cpus = 0;
+	if (c->n_shards > 1 && strcmp(cfg->transport, "udp")) {
+		log_err("dataplane.threads = %u: the %s transport drives one "
+			"queue, so one thread; only udp takes more (set "
+			"dataplane.threads = 1)", c->n_shards, cfg->transport);
+		return -1;
+	}
+	if (c->n_shards > 1 && !cfg->address.port) {
+		/* a service job: every host's kernel picks its port, and its
+		 * peers could not know port + s; all of them do the same */
+		log_warn("dataplane.threads = %u: this job's port is chosen by "
+			 "the kernel (a service job), so it runs one dataplane "
+			 "thread", c->n_shards);
+		c->n_shards = 1;
+	}
+	if (cfg->address.port + c->n_shards - 1 > 65535) {
+		log_err("dataplane.threads = %u needs room above the port of "
+			"dataplane.address: thread s uses port + s",
+			c->n_shards);
+		return -1;
+	}
+	if (!cfg->dp_cpus[0])
+		return 0;
+	if (tly_placement_resolve(&p, -1, cfg->dp_cpus, err, sizeof(err))) {
+		log_err("dataplane.cpus: %s", err);
+		return -1;
+	}
+	for (int i = 0; i < CPU_SETSIZE && *n_cpus < CLUSTER_MAX_SHARDS; i++)
+		if (CPU_ISSET(i, &p.cpus))
+			cpus[(*n_cpus)++] = i;
+	return 0;
 }
 
 /* The job's keys: its own secret, else the daemon's secret file or
@@ -482,7 +661,7 @@ struct cluster *cluster_start(const struct cluster_env *env)
 		.retry_other_job = env->retry_other_job,
 	};
 	struct membership_ops ops = { on_roster, on_peer_down, on_lost, c };
-	int ret;
+	int cpus[CLUSTER_MAX_SHARDS], n_cpus, ret;
 
 	if (!c)
 		return NULL;
@@ -507,12 +686,24 @@ struct cluster *cluster_start(const struct cluster_env *env)
 	memcpy(c->addrs[0].mac, cfg->mac, 6);
 	c->self_node = 0;
 	c->n_nodes = 1;
-	ret = cluster_ops_init(c) ? -1 : open_transport(c);
+	ret = shards_check(c, cpus, &n_cpus) ? -1 : cluster_ops_init(c);
+	for_each_shard(c, sh) {
+		if (!ret)
+			open_transport(c, sh);
+		if (!ret && !sh->tp_open)
+			ret = -1;
+		if (!ret)
+			ret = start_thread(c, sh, n_cpus ?
+					   cpus[(sh - c->shards) % n_cpus] :
+					   -1);
+	}
 	if (!ret) {
-		if (c->tp.has_local_mac)
-			memcpy(mc.self.mac, c->tp.local_mac, 6);
-		if (c->tp.local_port)
-			mc.self.port = c->addrs[0].port = c->tp.local_port;
+		struct transport *tp = &c->shards[0].tp;
+
+		if (tp->has_local_mac)
+			memcpy(mc.self.mac, tp->local_mac, 6);
+		if (tp->local_port)
+			mc.self.port = c->addrs[0].port = tp->local_port;
 		ret = membership_start(&c->mb, &mc, &ops, env->epoll_fd);
 		c->mb_started = ret == 0;
 	}
@@ -529,14 +720,29 @@ void cluster_stop(struct cluster *c)
 	if (!c)
 		return;
 	cluster_log_counters(c);
-	engine_destroy(c);
+	for_each_shard(c, sh)
+		if (sh->dp) {
+			epoll_ctl(c->env.epoll_fd, EPOLL_CTL_DEL,
+				  dp_thread_completion_fd(sh->dp), NULL);
+			dp_thread_stop(sh->dp);
+		}
 	if (c->units)
 		cluster_ops_fail_all(c, -TALLY_EPEERLOST);
 	if (c->mb_started)
 		membership_stop(&c->mb);
-	if (c->tp_open)
-		transport_close(&c->tp);
-	cluster_ops_fini(c);
 	explicit_bzero(&c->mb.cfg.keys, sizeof(c->mb.cfg.keys));
+	if (c->dp_stuck) {
+		/* a thread may still use its transport and engine, which
+		 * live in @c: they are leaked, not freed under it */
+		log_err("a dataplane thread is stuck: its memory is leaked");
+		return;
+	}
+	for_each_shard(c, sh)
+		sh->dp = NULL;
+	engine_destroy(c);
+	for_each_shard(c, sh)
+		if (sh->tp_open)
+			transport_close(&sh->tp);
+	cluster_ops_fini(c);
 	free(c);
 }

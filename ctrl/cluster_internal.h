@@ -11,6 +11,7 @@
 
 #include "ctrl/cluster.h"
 #include "ctrl/membership.h"
+#include "dataplane/dp_thread.h"
 #include "dataplane/engine/agg.h"
 #include "dataplane/engine/worker.h"
 #include "dataplane/sched/sched.h"
@@ -20,6 +21,13 @@
 /* No unit completed for this long: a partition may pass the credit
  * (struct sched_cfg.stall_ns). */
 #define CLUSTER_STALL_NS (50 * 1000000ull)
+
+/* A dataplane thread's answer to a pause may take this long (a turn of
+ * its loop, under load); past it the thread is declared stuck. */
+#define CLUSTER_PAUSE_TIMEOUT_NS (2000 * 1000000ull)
+
+/* dataplane threads per cluster ([dataplane] threads) */
+#define CLUSTER_MAX_SHARDS 16
 
 /* A local group in the network phase; ops[i] belongs to groups.pool[i]. */
 struct net_op {
@@ -38,21 +46,37 @@ struct net_unit {
 	uint32_t next;			/* submission queue link */
 };
 
+/*
+ * A shard of the dataplane: its thread, with its transport and its part
+ * of the engine.  The control thread touches tp, worker and agg only
+ * while the thread is paused (or before it starts, after it stops).
+ */
+struct cluster_shard {
+	/* the roster's addresses with this shard's ports (udp: port + s) */
+	struct tly_addr addrs[BOOT_MAX_MEMBERS];
+	struct transport tp;
+	bool tp_open;
+	struct dp_thread *dp;
+	struct tly_worker *worker;
+	struct tly_agg *agg;
+	uint32_t tensors_out;		/* submitted, completion not popped */
+};
+
 struct cluster {
 	struct cluster_env env;
 	const struct tally_config *cfg;	/* env.cfg */
 	struct membership mb;
 	bool mb_started;
-	struct transport tp;
-	bool tp_open;
 	bool have_roster;
+	bool engine_up;			/* the shards hold an engine */
+	bool dp_stuck;			/* a thread missed a pause: hands off */
 	uint32_t epoch;
 	struct tly_addr addrs[BOOT_MAX_MEMBERS];
 	uint16_t n_nodes, self_node, n_workers, n_aggs;
 	uint16_t agg_nodes[BOOT_MAX_MEMBERS];
 	int total_procs;		/* AVG divides by this */
-	struct tly_worker *worker;
-	struct tly_agg *agg;
+	struct cluster_shard shards[CLUSTER_MAX_SHARDS];
+	unsigned int n_shards;		/* dataplane threads */
 	struct sched *sched;
 	struct net_op *ops;
 	struct net_unit *units;		/* [CLUSTER_MAX_UNITS] */
@@ -60,13 +84,7 @@ struct cluster {
 	uint64_t next_tick_ms;
 	/* the engines' counters over past epochs (an epoch rebuilds them) */
 	struct tly_counters past_worker, past_agg;
-	uint32_t agg_slots;		/* primary + fallback of c->agg */
-	/* frames the engines handed the transport per destination node (of
-	 * the roster in force when sent); the transport's own ops under the
-	 * counting ones the engines get */
-	struct tly_tx_ops tp_tx;
-	uint64_t peer_tx_pkts[BOOT_MAX_MEMBERS];
-	uint64_t peer_tx_bytes[BOOT_MAX_MEMBERS];
+	uint32_t agg_slots;		/* primary + fallback of the agg */
 };
 
 /* cluster_ops.c */
@@ -76,7 +94,16 @@ void cluster_ops_fini(struct cluster *c);
 int cluster_ops_pump(struct cluster *c, uint64_t now_ns);
 /* Fail everything in the network phase (the engine is gone). */
 void cluster_ops_fail_all(struct cluster *c, int res);
-/* The engine's completion callback. */
-void cluster_ops_tensor_done(void *ctx, const struct tly_tensor_desc *t);
+/* A part of unit @ui came back from the engine. */
+void cluster_ops_tensor_done(struct cluster *c, uint32_t ui);
+/* Units queued or in the network. */
+bool cluster_ops_busy(const struct cluster *c);
+
+/* cluster.c: the engine failed (refused a tensor, no memory): the local
+ * job is aborted as by cluster_local_abort(), failing with @res. */
+void cluster_engine_failed(struct cluster *c, int res, const char *why);
+/* Pause the dataplane thread: true when the caller owns the engine. */
+bool cluster_dp_pause(struct cluster *c);
+void cluster_dp_resume(struct cluster *c);
 
 #endif /* TALLY_CTRL_CLUSTER_INTERNAL_H */

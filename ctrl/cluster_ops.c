@@ -84,12 +84,14 @@ static void unit_free(struct net_unit *nu)
 	nu->used = false;
 }
 
-void cluster_ops_tensor_done(void *ctx, const struct tly_tensor_desc *t)
+void cluster_ops_tensor_done(struct cluster *c, uint32_t ui)
 {
-	struct cluster *c = ctx;
-	struct net_unit *nu = &c->units[(uint32_t)(uintptr_t)t->user];
+	struct net_unit *nu;
 	uint64_t off = 0;
 
+	if (ui >= CLUSTER_MAX_UNITS)
+		return;
+	nu = &c->units[ui];
 	if (!nu->used || ++nu->parts_done < nu->parts)
 		return;
 	for (uint32_t s = 0; s < nu->u.n_segments; s++) {
@@ -109,6 +111,32 @@ void cluster_ops_tensor_done(void *ctx, const struct tly_tensor_desc *t)
 	unit_free(nu);
 }
 
+bool cluster_ops_busy(const struct cluster *c)
+{
+	uint32_t pending = 0, units = 0;
+
+	if (c->queue_head != UNIT_NONE)
+		return true;
+	for (unsigned int s = 0; s < c->n_shards; s++)
+		if (c->shards[s].tensors_out)
+			return true;
+	if (c->sched)
+		sched_depth(c->sched, &pending, &units);
+	return pending || units;
+}
+
+/* The shard of engine tensor @id: every host computes it alike, so an
+ * aggregator's shard s sees exactly what its workers' shards s send.  The
+ * id is mixed first: the engine picks slots from its own bits. */
+static unsigned int shard_of(const struct cluster *c, uint32_t id)
+{
+	uint32_t h = (id ^ (id >> 15)) * 0x2c1b3c6du;
+
+	return tly_hash_range(h ^ (h >> 12), c->n_shards);
+}
+
+/* The callers own the engine (threads paused) or it is gone: the rings
+ * are emptied by whoever destroys it. */
 void cluster_ops_fail_all(struct cluster *c, int res)
 {
 
@@ -144,18 +172,23 @@ static int describe_unit(struct cluster *c, const struct net_unit *nu,
 	struct tly_tensor_wait tw;
 
 	if (nu->parts_submitted < nu->parts) {
+		uint32_t active = 0;
+
+		for (unsigned int s = 0; s < c->n_shards; s++)
+			active += c->shards[s].worker ?
+				  tly_worker_active(c->shards[s].worker) : 0;
 		snprintf(buf, len, "%u of %u engine tensors wait for room in "
 			 "the engine (%u in progress)",
-			 nu->parts - nu->parts_submitted, nu->parts,
-			 tly_worker_active(c->worker));
+			 nu->parts - nu->parts_submitted, nu->parts, active);
 		return 0;
 	}
 	for (uint32_t p = 0; p < nu->parts; p++) {
 		uint32_t id = tly_tensor_id(nu->key, (uint32_t)nu->iteration,
 					    (uint32_t)(seg0 +
 						       p * part_elems(c)));
+		struct tly_worker *w = c->shards[shard_of(c, id)].worker;
 
-		if (tly_worker_tensor_wait(c->worker, id, &tw))
+		if (!w || tly_worker_tensor_wait(w, id, &tw))
 			continue;	/* this part is done */
 		snprintf(buf, len, "engine tensor %08x: %u of %u chunks done "
 			 "(exponent %u, ready %u, inflight %u, acked %u, "
@@ -180,9 +213,20 @@ int cluster_describe_op(struct cluster *c, uint32_t idx, char *buf,
 
 	if (!op->used)
 		return -1;
-	for (uint32_t i = 0; i < CLUSTER_MAX_UNITS; i++)
-		if (c->units[i].used && unit_has_op(&c->units[i], idx))
-			return describe_unit(c, &c->units[i], buf, len);
+	for (uint32_t i = 0; i < CLUSTER_MAX_UNITS; i++) {
+		int ret;
+
+		if (!c->units[i].used || !unit_has_op(&c->units[i], idx))
+			continue;
+		/* the engine is the threads': borrow it for a moment */
+		if (!cluster_dp_pause(c)) {
+			snprintf(buf, len, "a dataplane thread is stuck");
+			return 0;
+		}
+		ret = describe_unit(c, &c->units[i], buf, len);
+		cluster_dp_resume(c);
+		return ret;
+	}
 	snprintf(buf, len, "%llu of %llu bytes back; the rest waits in the "
 		 "%s scheduler (%llu bytes in flight, credit %llu)",
 		 (unsigned long long)op->bytes_done,
@@ -254,12 +298,15 @@ static int unit_start(struct cluster *c, const struct sched_unit *u)
 	return 0;
 }
 
-/* Hand queued units' parts to the engine while it takes them. */
-static int submit_parts(struct cluster *c, uint64_t now)
+/* Hand queued units' parts to the shards' threads while they take them
+ * (each holds at most DP_MAX_TENSORS, so its rings never fill). */
+static int submit_parts(struct cluster *c)
 {
+	uint32_t kick = 0;
 	int n = 0;
 
-	while (c->worker && c->queue_head != UNIT_NONE) {
+	_Static_assert(CLUSTER_MAX_SHARDS <= 32, "kick mask");
+	while (c->engine_up && c->queue_head != UNIT_NONE) {
 		uint32_t ui = c->queue_head;
 		struct net_unit *nu = &c->units[ui];
 		size_t esz = tally_dtype_size(nu->dtype);
@@ -281,20 +328,21 @@ static int submit_parts(struct cluster *c, uint64_t now)
 			.prio = nu->u.priority > 7 ? 7 : (uint8_t)nu->u.priority,
 			.user = (void *)(uintptr_t)ui,
 		};
-		int ret = tly_worker_submit(c->worker, &t, now);
+		unsigned int s = shard_of(c, t.id);
+		struct cluster_shard *sh = &c->shards[s];
 
-		if (ret == -EBUSY)
-			break;		/* the engine is full: later */
-		if (ret) {
-			log_err("engine refused tensor key %llu: %d",
-				(unsigned long long)nu->key, ret);
-			cluster_ops_fail_all(c, -TALLY_EINVAL);
-			return n;
-		}
+		if (sh->tensors_out >= DP_MAX_TENSORS ||
+		    dp_thread_submit(sh->dp, &t))
+			break;		/* the shard is full: later */
+		sh->tensors_out++;
+		kick |= 1u << s;
 		n++;
 		if (++nu->parts_submitted == nu->parts)
 			queue_pop(c);
 	}
+	for (unsigned int s = 0; kick; s++, kick >>= 1)
+		if (kick & 1)
+			dp_thread_kick(c->shards[s].dp);
 	return n;
 }
 
@@ -302,18 +350,19 @@ int cluster_ops_pump(struct cluster *c, uint64_t now)
 {
 	struct sched_unit u;
 
-	if (!c->worker)
+	if (!c->engine_up || !c->shards[0].worker)
 		return 0;
 	while (sched_next(c->sched, now, &u) == 1) {
 		int ret = unit_start(c, &u);
 
 		if (ret) {
 			log_err("cannot start a unit: %s", strerror(-ret));
-			cluster_ops_fail_all(c, -TALLY_ENOMEM);
+			cluster_engine_failed(c, -TALLY_ENOMEM,
+					      "no room for a unit");
 			return 0;
 		}
 	}
-	return submit_parts(c, now);
+	return submit_parts(c);
 }
 
 void cluster_submit_group(struct cluster *c, struct lg_group *g)
@@ -340,7 +389,7 @@ void cluster_submit_group(struct cluster *c, struct lg_group *g)
 	/* the local sum, into the first member's receive buffer */
 	res = reduce_prepare(&a, g->op.dtype, TALLY_SUM, in, c->env.groups->size,
 			     out, 1, g->op.count, 1);
-	if (res || c->mb.dead) {
+	if (res || cluster_dead(c)) {
 		release_members(c, g, res ? res : -TALLY_EPEERLOST);
 		return;
 	}

@@ -42,6 +42,7 @@ void config_defaults(struct tally_config *cfg)
 	cfg->credit_kib = 4096;
 	snprintf(cfg->transport, sizeof(cfg->transport), "udp");
 	cfg->mbufs = 8192;
+	cfg->dp_threads = 1;
 	cfg->rdma_port = 1;
 	cfg->rdma_gid_index = 1;
 	cfg->k = 256;
@@ -117,6 +118,9 @@ static const struct key_spec keys[] = {
 	{ "dataplane", "pool_slots", K_INT, F(pool_slots), 1, 65535, 0 },
 	{ "dataplane", "window", K_INT, F(window), 1, 65536, 0 },
 	{ "dataplane", "rto_us", K_INT, F(rto_us), 10, 10000000, 0 },
+	{ "dataplane", "threads", K_INT, F(dp_threads), 1, 16, 0 },
+	{ "dataplane", "cpus", K_CPUS, F(dp_cpus), 0, 0,
+	  sizeof(((struct tally_config *)0)->dp_cpus) },
 	{ "emulator", "rate_bps", K_U64, F(emu_rate_bps), 0,
 	  1000000000000000LL, 0 },
 	{ "emulator", "delay_us", K_INT, F(emu_delay_us), 0, 10000000, 0 },

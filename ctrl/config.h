@@ -65,6 +65,8 @@ struct tally_config {
 	int pool_slots;
 	int window;
 	int rto_us;
+	int dp_threads;			/* dataplane threads per job */
+	char dp_cpus[256];		/* their CPU list; "": unset */
 	/* [emulator]: the link emulator under the transport */
 	uint64_t emu_rate_bps;
 	int emu_delay_us;

@@ -192,7 +192,11 @@ int daemon_run(struct tallyd *d)
 		 * the jobs past their linger even while others keep us busy */
 		if ((++turns & 63) == 0) {
 			work += poll_events(d, 0);
-			job_table_reap(&d->jobs, now, linger_ns(d), false);
+			/* a fresh clock: a client that left in poll_events()
+			 * stamped its job's empty_since_ns after @now, and
+			 * now - empty_since would wrap and end the job at once,
+			 * without its linger */
+			job_table_reap(&d->jobs, now_ns(), linger_ns(d), false);
 		}
 		if (work) {
 			idle_since = now_ns();
@@ -203,7 +207,7 @@ int daemon_run(struct tallyd *d)
 			sched_yield();
 			continue;
 		}
-		job_table_reap(&d->jobs, now, linger_ns(d), false);
+		job_table_reap(&d->jobs, now_ns(), linger_ns(d), false);
 		notify_poll(d);
 		if (!prepare_sleep(d, true))
 			poll_events(d, sleep_ns(d, now));

@@ -33,6 +33,7 @@
 #include <rte_dev.h>
 #include <rte_devargs.h>
 #include <rte_eal.h>
+#include <rte_lcore.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
@@ -666,6 +667,29 @@ static int dpdk_tx_pending(struct transport *tp)
 	return (int)n;
 }
 
+/*
+ * A thread that is not an EAL lcore gets no mempool cache and no lcore
+ * id; under net_af_xdp, driven from such a thread, the port stops
+ * receiving after a while.  Registered, it is an lcore like the main one.
+ */
+static int dpdk_thread_bind(struct transport *tp, bool bind)
+{
+	(void)tp;
+	if (!bind) {
+		if (rte_lcore_id() != rte_get_main_lcore())
+			rte_thread_unregister();
+		return 0;
+	}
+	if (rte_lcore_id() != LCORE_ID_ANY)
+		return 0;	/* already an lcore (the EAL's main thread) */
+	if (rte_thread_register()) {
+		dp_err("transport dpdk: rte_thread_register: %s",
+		       rte_strerror(rte_errno));
+		return -rte_errno;
+	}
+	return 0;
+}
+
 /* the ports stay; the filter follows our (new) entry, routes are learned
  * again */
 static int dpdk_set_nodes(struct transport *tp)
@@ -692,4 +716,5 @@ const struct transport_ops transport_dpdk_ops = {
 	.wait_fd = dpdk_wait_fd,
 	.tx_pending = dpdk_tx_pending,
 	.set_nodes = dpdk_set_nodes,
+	.thread_bind = dpdk_thread_bind,
 };

@@ -247,6 +247,11 @@ void transport_rx_release(struct transport *tp, struct transport_rx *rx,
 		link_emu_free(tp->emu, rx[i].cookie);
 }
 
+int transport_thread_bind(struct transport *tp, bool bind)
+{
+	return tp->ops->thread_bind ? tp->ops->thread_bind(tp, bind) : 0;
+}
+
 int transport_tx_pending(struct transport *tp)
 {
 	int n = tp->ops->tx_pending ? tp->ops->tx_pending(tp) : 0;

@@ -108,6 +108,9 @@ struct transport_ops {
 	int (*tx_pending)(struct transport *tp);
 	/* optional: tp->cfg's self, n_nodes and addrs changed; 0 or -errno */
 	int (*set_nodes)(struct transport *tp);
+	/* optional: the calling thread drives the transport from now on
+	 * (@bind) or stops (!@bind); dpdk registers it with the EAL */
+	int (*thread_bind)(struct transport *tp, bool bind);
 };
 
 struct transport {
@@ -170,6 +173,13 @@ void transport_idle_wait(struct transport *tp, uint64_t now_ns,
  */
 int transport_set_nodes(struct transport *tp, uint16_t self, uint16_t n_nodes,
 			const struct tly_addr *addrs);
+
+/*
+ * A thread other than the one that opened the transport is to drive it
+ * (a dataplane thread, dataplane/dp_thread.h): it calls this first with
+ * @bind true, and with false before it ends.  0 or a negative errno.
+ */
+int transport_thread_bind(struct transport *tp, bool bind);
 
 /* frames queued in the transport or held by the emulator, not yet sent */
 int transport_tx_pending(struct transport *tp);

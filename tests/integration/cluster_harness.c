@@ -29,6 +29,7 @@ void cluster_default_secret(void)
 int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
 {
 	int base = test_port_base(16);
+	int stride = spec->port_stride > 0 ? spec->port_stride : 1;
 	const char *ip0 = spec->coord_ip ? spec->coord_ip :
 			  spec->ip[0] ? spec->ip[0] : "127.0.0.1";
 	char coord[64], addr[CL_MAX_DAEMONS][64], rank[CL_MAX_DAEMONS][16];
@@ -48,7 +49,7 @@ int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
 		snprintf(rank[r], sizeof(rank[r]), "%d", r);
 		snprintf(addr[r], sizeof(addr[r]), "%s:%d",
 			 spec->ip[r] ? spec->ip[r] : "127.0.0.1",
-			 base + 1 + r);
+			 base + 1 + r * stride);
 		argv[argc++] = "--rank";
 		argv[argc++] = rank[r];
 		argv[argc++] = "--world";

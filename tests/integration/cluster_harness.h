@@ -18,6 +18,9 @@ struct cluster_spec {
 	const char *algorithm;
 	const char *transport;		/* udp (default) or dpdk */
 	const char *const *extra;	/* more tallyd arguments, NULL-ended */
+	/* data ports this far apart (0: 1); dataplane.threads = N takes
+	 * port + 0 .. N-1 */
+	int port_stride;
 	/* dpdk: per daemon, run inside this netns with these EAL args */
 	const char *netns[CL_MAX_DAEMONS];
 	const char *eal_args[CL_MAX_DAEMONS];
