@@ -75,6 +75,8 @@ struct udp_priv {
 	uint32_t n_tx_free;
 	struct udp_txq_ent txq[UDP_TX_BUFS];
 	uint32_t txq_head, txq_n;
+	uint32_t txq_grouped;		/* head frames already grouped */
+	struct udp_txq_ent txq_tmp[UDP_TX_BUFS];	/* for grouping */
 	struct iovec *tx_iov;		/* [UDP_TX_BUFS]: one a queued frame */
 	/* rx */
 	bool gro;			/* UDP_GRO in use */

@@ -75,6 +75,7 @@ static struct udp_txq_ent *txq_at(struct udp_priv *u, uint32_t i)
 static void txq_pop(struct udp_priv *u, uint32_t n)
 {
 	u->tx_plain_n = u->tx_plain_n > n ? u->tx_plain_n - n : 0;
+	u->txq_grouped = u->txq_grouped > n ? u->txq_grouped - n : 0;
 	while (n--) {
 		u->tx_free[u->n_tx_free++] = u->txq[u->txq_head].buf;
 		u->txq_head = (u->txq_head + 1) % UDP_TX_BUFS;
@@ -107,6 +108,44 @@ static uint32_t gso_run(struct udp_priv *u, uint32_t i)
 			break;
 	}
 	return n;
+}
+
+/*
+ * Group the queued frames by destination (stable: each destination's
+ * frames keep their order) so that GSO gets long runs.  An aggregator
+ * queues a chunk's RESULT to every worker in turn, which would otherwise
+ * be runs of one.  Frames already grouped (left by back-pressure) and
+ * those to be retried one by one stay at the head, where they are.
+ */
+static void txq_group(struct udp_priv *u)
+{
+	uint16_t count[TRANSPORT_MAX_NODES] = { 0 };
+	uint32_t start[TRANSPORT_MAX_NODES];
+	uint32_t from = u->txq_grouped > u->tx_plain_n ? u->txq_grouped :
+			u->tx_plain_n, i, n = u->txq_n;
+	bool mixed = false;
+
+	if (!u->gso || n - from < 2 || from >= n)
+		goto done;
+	for (i = from; i < n; i++) {
+		uint16_t d = txq_at(u, i)->dst;
+
+		count[d]++;
+		mixed |= d != txq_at(u, from)->dst;
+	}
+	if (!mixed)
+		goto done;
+	for (i = 0, start[0] = 0; i + 1 < TRANSPORT_MAX_NODES; i++)
+		start[i + 1] = start[i] + count[i];
+	for (i = from; i < n; i++) {
+		const struct udp_txq_ent *e = txq_at(u, i);
+
+		u->txq_tmp[start[e->dst]++] = *e;
+	}
+	for (i = from; i < n; i++)
+		*txq_at(u, i) = u->txq_tmp[i - from];
+done:
+	u->txq_grouped = n;
 }
 
 static void gso_off(struct udp_priv *u, int err)
@@ -149,6 +188,7 @@ int udp_tx_flush(struct transport *tp)
 	int sent = 0, r, i, m;
 	uint32_t f, j;
 
+	txq_group(u);
 	while (u->txq_n) {
 		for (m = 0, f = 0; m < UDP_MMSG_BATCH && f < u->txq_n; m++) {
 			struct msghdr *h = &msg[m].msg_hdr;

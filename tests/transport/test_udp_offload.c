@@ -191,12 +191,12 @@ static void test_grouping(void **state)
 		{ 4, 1200, 1 }, { 1, 800, 1 },	/* 5 */
 		{ 2, 1300, 1 }, { 70, 100, 1 },	/* 3 (1300 1300 100), 64, 5 */
 		{ 50, 1472, 1 },		/* 44 (64768 bytes), 6 */
-		{ 3, 500, 2 }, { 3, 500, 1 },	/* 3 to c, then 3 to b */
-		{ 1, 900, 1 },			/* alone */
-	};
-	static const uint32_t want_segs[] = { 16, 5, 3, 64, 5, 44, 6, 3, 3, 1 };
+		{ 3, 500, 2 }, { 3, 500, 1 },	/* grouped by destination: */
+		{ 1, 900, 1 },			/* b's first 500 ends the 6 */
+	};		/* (7), then 2, b's 900 alone, then c's 3 */
+	static const uint32_t want_segs[] = { 16, 5, 3, 64, 5, 44, 7, 2, 1, 3 };
 	static const uint16_t want_size[] = { 1000, 1200, 1300, 100, 100, 1472,
-					      1472, 500, 500, 0 };
+					      1472, 500, 0, 500 };
 	static struct transport a, b, c;
 	static struct uf_expect eb, ec;
 	uint32_t i, j, total = 0;
@@ -230,6 +230,36 @@ static void test_grouping(void **state)
 	uf_recv_expected(&c, &ec);
 	assert_int_equal(b.stats.rx_pkts, eb.n);
 	assert_int_equal(c.stats.rx_pkts, 3);
+}
+
+/* An aggregator's RESULTs go to every worker in turn: queued b, c, b,
+ * c..., they leave as one run per destination, each in its order. */
+static void test_grouping_interleaved(void **state)
+{
+	static struct transport a, b, c;
+	static struct uf_expect eb, ec;
+	uint32_t i;
+
+	(void)state;
+	memset(&eb, 0, sizeof(eb));
+	memset(&ec, 0, sizeof(ec));
+	open_node(&a, 0, "on");
+	open_node(&b, 1, "on");
+	open_node(&c, 2, "on");
+	for (i = 0; i < 40; i++) {
+		struct uf_expect *e = i % 2 ? &ec : &eb;
+
+		e->len[e->n] = 1200;
+		uf_send(&a, i % 2 ? 2 : 1, e->n++, 1200);
+	}
+	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 40);
+	assert_int_equal(uf_mmsg.msgs, 2);
+	assert_int_equal(uf_mmsg.segs[0], 20);
+	assert_int_equal(uf_mmsg.segs[1], 20);
+	uf_recv_expected(&b, &eb);
+	uf_recv_expected(&c, &ec);
+	assert_int_equal(b.stats.rx_pkts, 20);
+	assert_int_equal(c.stats.rx_pkts, 20);
 }
 
 /* ---- a GRO buffer split into its datagrams ---- */
@@ -723,6 +753,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_exchange_plain_to_gro,
 					  close_all),
 		cmocka_unit_test_teardown(test_grouping, close_all),
+		cmocka_unit_test_teardown(test_grouping_interleaved, close_all),
 		cmocka_unit_test_teardown(test_gro_split, close_all),
 		cmocka_unit_test_teardown(test_gro_split_one_by_one,
 					  close_all),
