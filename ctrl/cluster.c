@@ -235,6 +235,13 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 			.n_slots = (uint32_t)c->cfg->pool_slots,
 			.n_aggs = c->n_aggs, .agg_nodes = c->agg_nodes,
 			.window = (uint32_t)c->cfg->window,
+			.cc_off = !c->cfg->congestion,
+			.cc_min_window = (uint32_t)c->cfg->cc_min_window,
+			.cc_init_window = (uint32_t)c->cfg->cc_init_window,
+			.cc_target_ns = (uint64_t)c->cfg->cc_target_delay_us *
+					1000,
+			.cc_base_ns = (uint64_t)c->cfg->cc_base_window_ms *
+				      1000000,
 			.max_tensors = DP_MAX_TENSORS,
 			.rto_ns = (uint64_t)c->cfg->rto_us * 1000,
 			.rto_max_ns = (uint64_t)c->cfg->rto_us * 1000 * 64,

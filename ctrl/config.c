@@ -48,6 +48,11 @@ void config_defaults(struct tally_config *cfg)
 	cfg->k = 256;
 	cfg->pool_slots = 4096;
 	cfg->window = 64;
+	cfg->congestion = true;
+	cfg->cc_min_window = 8;
+	cfg->cc_init_window = 16;
+	cfg->cc_target_delay_us = 50;
+	cfg->cc_base_window_ms = 100;
 	cfg->rto_us = 10000;
 	cfg->emu_seed = 1;
 	cfg->max_jobs = 16;
@@ -118,6 +123,14 @@ static const struct key_spec keys[] = {
 	{ "dataplane", "pool_slots", K_INT, F(pool_slots), 1, 65535, 0 },
 	{ "dataplane", "window", K_INT, F(window), 1, 65536, 0 },
 	{ "dataplane", "rto_us", K_INT, F(rto_us), 10, 10000000, 0 },
+	{ "dataplane", "congestion", K_BOOL, F(congestion), 0, 0, 0 },
+	{ "dataplane", "cc_min_window", K_INT, F(cc_min_window), 1, 65536, 0 },
+	{ "dataplane", "cc_init_window", K_INT, F(cc_init_window), 1, 65536,
+	  0 },
+	{ "dataplane", "cc_target_delay_us", K_INT, F(cc_target_delay_us), 1,
+	  1000000, 0 },
+	{ "dataplane", "cc_base_window_ms", K_INT, F(cc_base_window_ms), 1,
+	  60000, 0 },
 	{ "dataplane", "threads", K_INT, F(dp_threads), 1, 16, 0 },
 	{ "dataplane", "cpus", K_CPUS, F(dp_cpus), 0, 0,
 	  sizeof(((struct tally_config *)0)->dp_cpus) },

@@ -65,6 +65,9 @@ struct tally_config {
 	int pool_slots;
 	int window;
 	int rto_us;
+	bool congestion;		/* adapt the window (cc.c) */
+	int cc_min_window, cc_init_window;	/* packets */
+	int cc_target_delay_us, cc_base_window_ms;
 	int dp_threads;			/* dataplane threads per job */
 	char dp_cpus[256];		/* their CPU list; "": unset */
 	/* [emulator]: the link emulator under the transport */

@@ -89,6 +89,9 @@ static void test_config_defaults(void **state)
 	assert_int_equal(cfg.idle_spin_us, 50);
 	assert_int_equal(cfg.reduce_threads, 0);
 	assert_int_equal(cfg.log_level, LOG_INFO);
+	assert_true(cfg.congestion);
+	assert_int_equal(cfg.cc_min_window, 8);
+	assert_int_equal(cfg.cc_target_delay_us, 50);
 }
 
 static void test_config_valid_file(void **state)
@@ -133,7 +136,9 @@ static void test_config_cluster_file(void **state)
 		   "job_key = 0xdeadbeef\nheartbeat_ms = 100\n"
 		   "[dataplane]\ntransport = dpdk\naddress = 10.77.0.4:7701\n"
 		   "mac = 02:0a:4d:00:00:04\neal_args = -l 0 --no-pci\n"
-		   "k = 64\nwindow = 32\n"
+		   "k = 64\nwindow = 32\ncongestion = false\n"
+		   "cc_min_window = 4\ncc_init_window = 12\n"
+		   "cc_target_delay_us = 200\ncc_base_window_ms = 50\n"
 		   "[emulator]\nrate_bps = 10000000000\nloss_ppm = 10000\n"
 		   "seed = 0x10\n");
 	config_defaults(&cfg);
@@ -152,6 +157,11 @@ static void test_config_cluster_file(void **state)
 	assert_string_equal(cfg.eal_args, "-l 0 --no-pci");
 	assert_int_equal(cfg.k, 64);
 	assert_int_equal(cfg.window, 32);
+	assert_false(cfg.congestion);
+	assert_int_equal(cfg.cc_min_window, 4);
+	assert_int_equal(cfg.cc_init_window, 12);
+	assert_int_equal(cfg.cc_target_delay_us, 200);
+	assert_int_equal(cfg.cc_base_window_ms, 50);
 	assert_true(cfg.emu_rate_bps == 10000000000ull);
 	assert_int_equal(cfg.emu_loss_ppm, 10000);
 	assert_true(cfg.emu_seed == 16);
@@ -179,6 +189,12 @@ static void test_config_cluster_bad_values(void **state)
 	expect_error(*state, "[dataplane]\ntransport = tcp\n", 2,
 		     "dataplane.transport");
 	expect_error(*state, "[dataplane]\nk = 4\n", 2, "dataplane.k");
+	expect_error(*state, "[dataplane]\ncongestion = maybe\n", 2,
+		     "dataplane.congestion");
+	expect_error(*state, "[dataplane]\ncc_min_window = 0\n", 2,
+		     "dataplane.cc_min_window");
+	expect_error(*state, "[dataplane]\ncc_target_delay_us = 0\n", 2,
+		     "dataplane.cc_target_delay_us");
 	expect_error(*state, "[emulator]\nloss_ppm = 2000000\n", 2,
 		     "emulator.loss_ppm");
 	expect_error(*state, "[emulator]\nbogus = 1\n", 2,
