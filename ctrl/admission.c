@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <tally/tally.h>
+#include "dataplane/clock.h"
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
@@ -456,7 +457,7 @@ void daemon_conn_event(struct tallyd *d, int slot)
 /* Drop the pending connections past their deadline; a free slot or NULL. */
 static struct daemon_conn *free_conn(struct tallyd *d)
 {
-	uint64_t now = transport_now_ns();
+	uint64_t now = tly_now_ns();
 	struct daemon_conn *free_cn = NULL;
 
 	for (int i = 0; i < DAEMON_MAX_PENDING; i++) {
@@ -494,7 +495,7 @@ void daemon_admit(struct tallyd *d, int s)
 	cn->sock = s;
 	cn->pid = cred.pid;
 	cn->uid = cred.uid;
-	cn->deadline_ns = transport_now_ns() + DAEMON_HELLO_TIMEOUT_NS;
+	cn->deadline_ns = tly_now_ns() + DAEMON_HELLO_TIMEOUT_NS;
 	msg_rx_init(&cn->rx);
 	epoll_add(d, s, TAG_CONN | (uint64_t)(cn - d->pending),
 		  EPOLLIN | EPOLLRDHUP);

@@ -13,6 +13,7 @@
 #include "ctrl/cluster.h"
 #include "ctrl/cluster_internal.h"
 #include "ctrl/config.h"
+#include "dataplane/clock.h"
 #include "dataplane/placement.h"
 #include "dataplane/reduce_pool.h"
 #include "ctrl/log.h"
@@ -350,7 +351,7 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 		c->env.job_abort(c->env.ctx, "the job's membership changed");
 	if (!c->have_roster)
 		return;
-	cluster_ops_pump(c, transport_now_ns());	/* what waited for the first roster */
+	cluster_ops_pump(c, tly_now_ns());	/* what waited for the first roster */
 	log_info("epoch %u: %u workers, %u aggregators, %d processes; this "
 		 "daemon is node %u (%s), %u dataplane thread(s)", c->epoch,
 		 c->n_workers, c->n_aggs, c->total_procs, c->self_node,
@@ -447,14 +448,9 @@ uint64_t cluster_idle_ns(struct cluster *c)
 
 void cluster_event(struct cluster *c, uint64_t tag)
 {
-	struct timespec ts;
-
 	if (TAG_KIND(tag) == TAG_NET)
 		return;		/* completions: cluster_poll takes them */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	membership_event(&c->mb, tag,
-			 (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec /
-			 1000000);
+	membership_event(&c->mb, tag, tly_now_ms());
 }
 
 void cluster_tick(struct cluster *c, uint64_t now_ms)

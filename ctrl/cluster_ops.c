@@ -17,9 +17,11 @@
 #include <string.h>
 
 #include <tally/tally.h>
+#include "dataplane/clock.h"
 #include "ctrl/cluster_internal.h"
 #include "ctrl/config.h"
 #include "ctrl/log.h"
+#include "dataplane/engine/dtype.h"
 #include "dataplane/reduce.h"
 #include "dataplane/reduce_pool.h"
 
@@ -27,17 +29,15 @@
 
 static size_t part_elems(const struct cluster *c)
 {
-	return (size_t)65536 * (size_t)c->cfg->k;
+	return (size_t)TLY_MAX_CHUNKS * (size_t)c->cfg->k;
 }
 
+/* the job checked the dtype at submission (job.c): it is in the table */
 static enum tly_dtype to_engine_dtype(uint8_t t)
 {
-	switch (t) {
-	case TALLY_FLOAT16: return TLY_DT_F16;
-	case TALLY_BFLOAT16: return TLY_DT_BF16;
-	case TALLY_INT32: return TLY_DT_I32;
-	default: return TLY_DT_F32;
-	}
+	int dt = tly_dtype_from_tally(t);
+
+	return dt < 0 ? TLY_DT_F32 : (enum tly_dtype)dt;
 }
 
 static uint32_t op_index(const void *user)
@@ -107,7 +107,7 @@ void cluster_ops_tensor_done(struct cluster *c, uint32_t ui)
 		if (op->used && op->bytes_done == op->bytes)
 			finish_op(c, idx);
 	}
-	sched_unit_done(c->sched, nu->u.id, transport_now_ns());
+	sched_unit_done(c->sched, nu->u.id, tly_now_ns());
 	unit_free(nu);
 }
 
@@ -395,12 +395,12 @@ void cluster_submit_group(struct cluster *c, struct lg_group *g)
 	}
 	reduce_pool_run(c->env.reducer, &a);
 	c->ops[idx] = (struct net_op){ .used = true, .bytes = it.bytes };
-	if (sched_ready(c->sched, &it, transport_now_ns())) {
+	if (sched_ready(c->sched, &it, tly_now_ns())) {
 		c->ops[idx].used = false;
 		release_members(c, g, -TALLY_EAGAIN);
 		return;
 	}
-	cluster_ops_pump(c, transport_now_ns());
+	cluster_ops_pump(c, tly_now_ns());
 }
 
 int cluster_ops_init(struct cluster *c)

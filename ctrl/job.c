@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include <tally/tally.h>
+#include "dataplane/clock.h"
 #include "ctrl/cluster.h"
 #include "ctrl/job.h"
 #include "ctrl/log.h"
@@ -43,7 +44,7 @@ const char *job_size_class_name(int cls)
 
 static void observe_op(struct job *j, const struct lg_op *op, uint64_t bytes)
 {
-	uint64_t now = transport_now_ns();
+	uint64_t now = tly_now_ns();
 	int c = 0;
 
 	while (c < JOB_SIZE_CLASSES - 1 && bytes > size_class_max[c])
@@ -165,7 +166,7 @@ void job_submit(struct job *j, struct daemon_client *cl,
 	struct lg_op op = { s->key, s->iteration, s->count, s->dtype,
 			    s->redop, s->priority, s->group,
 			    (s->flags & TALLY_F_LAST_OF_ITERATION) != 0,
-			    transport_now_ns() };
+			    tly_now_ns() };
 	struct lg_member m = { .user_data = s->user_data };
 	struct daemon_seg *sref = NULL, *rref = NULL;
 	struct lg_group *g;
@@ -323,7 +324,7 @@ void job_member_undo(struct job *j, struct daemon_client *cl)
 	j->n_members--;
 	j->ever_members--;
 	if (!j->n_members)
-		j->empty_since_ns = transport_now_ns();
+		j->empty_since_ns = tly_now_ns();
 	cl->job = NULL;
 }
 
@@ -335,7 +336,7 @@ void job_member_left(struct job *j, struct daemon_client *cl)
 	j->members[cl->rank] = NULL;
 	j->n_members--;
 	if (!j->n_members)
-		j->empty_since_ns = transport_now_ns();
+		j->empty_since_ns = tly_now_ns();
 	/* Other hosts wait for what this job had pending: tell them.  A
 	 * member leaving with nothing pending (the end of training) does
 	 * not end the others' job. */
@@ -398,7 +399,7 @@ void job_set_stuck_ms(struct job *j, int stuck_ms)
 int job_start(struct job *j, const struct job_env *env)
 {
 	j->env = *env;
-	j->start_ns = transport_now_ns();
+	j->start_ns = tly_now_ns();
 	j->empty_since_ns = j->start_ns;
 	for (int i = 0; i < JOB_SIZE_CLASSES; i++)
 		metrics_hist_init(&j->st.op_latency[i], latency_bounds,

@@ -22,16 +22,9 @@
 #include "ctrl/loop_tags.h"
 #include "ctrl/metrics_http.h"
 #include "ctrl/notify.h"
+#include "dataplane/clock.h"
 
 #define MAX_EVENTS 64
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void handle_event(struct tallyd *d, uint64_t tag)
 {
@@ -180,11 +173,11 @@ static int64_t sleep_ns(struct tallyd *d, uint64_t now)
 
 int daemon_run(struct tallyd *d)
 {
-	uint64_t idle_since = now_ns();
+	uint64_t idle_since = tly_now_ns();
 	unsigned int turns = 0;
 
 	while (!d->stop) {
-		uint64_t now = now_ns();
+		uint64_t now = tly_now_ns();
 		int work = drain_all(d);
 
 		work += poll_jobs(d, now);
@@ -196,10 +189,10 @@ int daemon_run(struct tallyd *d)
 			 * stamped its job's empty_since_ns after @now, and
 			 * now - empty_since would wrap and end the job at once,
 			 * without its linger */
-			job_table_reap(&d->jobs, now_ns(), linger_ns(d), false);
+			job_table_reap(&d->jobs, tly_now_ns(), linger_ns(d), false);
 		}
 		if (work) {
-			idle_since = now_ns();
+			idle_since = tly_now_ns();
 			continue;
 		}
 		/* read each turn: a reload may change it */
@@ -207,7 +200,7 @@ int daemon_run(struct tallyd *d)
 			sched_yield();
 			continue;
 		}
-		job_table_reap(&d->jobs, now_ns(), linger_ns(d), false);
+		job_table_reap(&d->jobs, tly_now_ns(), linger_ns(d), false);
 		notify_poll(d);
 		if (!prepare_sleep(d, true))
 			poll_events(d, sleep_ns(d, now));
@@ -216,7 +209,7 @@ int daemon_run(struct tallyd *d)
 		if (d->metrics_http && metrics_http_timeout_ns(d->metrics_http)
 		    == 0)
 			metrics_http_run(d->metrics_http);
-		idle_since = now_ns();
+		idle_since = tly_now_ns();
 	}
 	return 0;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <tally/tally.h>
+#include "dataplane/clock.h"
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/loop_tags.h"
@@ -134,7 +135,7 @@ static int daemon_init(struct tallyd *d)
 	d->listen_fd = -1;
 	d->epoll_fd = -1;
 	d->signal_fd = -1;
-	d->start_ns = transport_now_ns();
+	d->start_ns = tly_now_ns();
 	if (job_table_init(&d->jobs, d->cfg.service ? d->cfg.max_jobs : 1)) {
 		log_err("out of memory");
 		return -1;
