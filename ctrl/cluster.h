@@ -5,7 +5,7 @@
  *
  * A local group that is ready is reduced once into its first member's
  * receive buffer (the staging buffer) and handed to the scheduler; the
- * units it releases go to the engine's worker as tensors of at most 65536
+ * units it releases go to the engine's worker as tensors of at most TLY_MAX_CHUNKS
  * chunks and are all-reduced with the other hosts in place
  * (cluster_ops.c); when all of a gradient is back, one pass copies the
  * result (scaled for AVG) into every member's receive buffer.
