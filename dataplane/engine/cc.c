@@ -12,9 +12,8 @@
  * keeps the bottleneck's queue full: the window falls to its minimum and
  * stays there.  So when the queue stays above the target for
  * TLY_CC_COMPETE_ROUNDS rounds while we already send the minimum window,
- * the queue is not ours: the window turns loss-based (slow start to the
- * first loss, then one packet per RTT whatever the delay, halving on
- * loss, as TCP Reno does) until a round
+ * the queue is not ours: the window turns loss-based (one packet per RTT
+ * whatever the delay, halving on loss, as TCP Reno does) until a round
  * sees the queue below the target again (the competitor left, or backed
  * off), as Copa's competitive mode does.
  */
@@ -143,9 +142,6 @@ void tly_cc_on_ack(struct tly_cc *cc, const struct tly_cc_params *p,
 			   ++cc->stuck_rounds >= TLY_CC_COMPETE_ROUNDS) {
 			cc->competing = 1;
 			cc->n_compete++;
-			/* slow start to the competitor's loss point: from the
-			 * minimum, one packet per RTT would take seconds */
-			cc->ssthresh = (uint64_t)p->max_window << TLY_CC_SHIFT;
 		}
 		if (m > target && !cc->competing && may_decrease(cc, now)) {
 			decrease(cc, p, (uint64_t)p->beta * (m - target) / m,
