@@ -7,15 +7,6 @@
  * The delay decrease looks at the smallest RTT of each round, so only a
  * queue that persists for a round cuts; a single late sample only holds
  * growth back.
- *
- * A delay target alone gives a link away to a loss-based flow (TCP) that
- * keeps the bottleneck's queue full: the window falls to its minimum and
- * stays there.  So when the queue stays above the target for
- * TLY_CC_COMPETE_ROUNDS rounds while we already send the minimum window,
- * the queue is not ours: the window turns loss-based (one packet per RTT
- * whatever the delay, halving on loss, as TCP Reno does) until a round
- * sees the queue below the target again (the competitor left, or backed
- * off), as Copa's competitive mode does.
  */
 #include "dataplane/engine/cc.h"
 
@@ -134,23 +125,14 @@ void tly_cc_on_ack(struct tly_cc *cc, const struct tly_cc_params *p,
 		m = cc->round_min;
 		cc->round_min = UINT64_MAX;
 		cc->round_start = now;
-		if (m <= target) {
-			cc->competing = 0;
-			cc->stuck_rounds = 0;
-		} else if (!cc->competing &&
-			   tly_cc_window(cc, p) <= p->min_window &&
-			   ++cc->stuck_rounds >= TLY_CC_COMPETE_ROUNDS) {
-			cc->competing = 1;
-			cc->n_compete++;
-		}
-		if (m > target && !cc->competing && may_decrease(cc, now)) {
+		if (m > target && may_decrease(cc, now)) {
 			decrease(cc, p, (uint64_t)p->beta * (m - target) / m,
 				 now);
 			cc->n_delay_dec++;
 			return;
 		}
 	}
-	if (rtt > target && !cc->competing)
+	if (rtt > target)
 		return;			/* hold: no growth on a late one */
 	if (cc->cwnd < cc->ssthresh)
 		cc->cwnd += TLY_CC_ONE;		/* doubles per RTT */

@@ -27,9 +27,6 @@
 #define TLY_CC_BASE_WIN_NS	100000000ull	/* min RTT over 100 ms */
 #define TLY_CC_BETA		819		/* 0.8 in 1/1024 */
 #define TLY_CC_MAX_MDF		512		/* at most halve per RTT */
-/* rounds at the minimum window with the queue still above the target
- * before the queue is taken to be a competitor's (see cc.c) */
-#define TLY_CC_COMPETE_ROUNDS	4
 
 struct tly_cc_params {
 	uint32_t min_window;	/* packets, >= 1 */
@@ -53,11 +50,8 @@ struct tly_cc {
 	uint64_t round_min;	/* its smallest RTT sample */
 	uint64_t last_dec;	/* time of the last decrease */
 	uint8_t decreased;	/* last_dec is valid */
-	uint8_t competing;	/* loss-based: a competitor holds the queue */
-	uint32_t stuck_rounds;	/* rounds at min window, queue above target */
 	uint64_t n_delay_dec;	/* decreases on delay */
 	uint64_t n_loss_dec;	/* decreases on loss */
-	uint64_t n_compete;	/* switches to the loss-based mode */
 };
 
 /* fill the fields of @p left at zero with the defaults above; max_window

@@ -3,8 +3,8 @@
  * test_cc.c - the congestion window (dataplane/engine/cc.c) as pure
  * logic: slow start and additive growth on clean ACKs, halving on loss,
  * at most one decrease per RTT, the delay signal against the windowed
- * base RTT, the bounds, recovery after a decrease, and the loss-based
- * mode against a competitor that keeps the queue full.
+ * base RTT, the bounds, recovery after a decrease, and the retransmission
+ * timeout the samples give.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -265,57 +265,9 @@ static void rounds_of(struct tly_cc *cc, const struct tly_cc_params *p,
 	}
 }
 
-/*
- * A TCP flow fills the bottleneck's queue: the delay target drives the
- * window to its minimum, where it would stay; after TLY_CC_COMPETE_ROUNDS
- * rounds there the window turns loss-based (grows despite the delay,
- * halves on loss), and goes back to the delay target once a round sees
- * the queue drained.
- */
-static void test_competing_flow(void **state)
-{
-	struct tly_cc_params p = params(1024);
-	uint64_t full = BASE + 40 * p.target_ns;	/* a full queue */
-	struct tly_cc cc;
-	uint64_t now = 0;
-	uint32_t w;
-
-	(void)state;
-	tly_cc_init(&cc, &p, now);
-	clean_acks(&cc, &p, 200, &now);		/* base RTT learnt */
-	assert_true(tly_cc_window(&cc, &p) > 64);
-	/* the queue fills: cut round by round down to the minimum */
-	for (int i = 0; i < 40 && tly_cc_window(&cc, &p) > p.min_window; i++)
-		rounds_of(&cc, &p, full, 1, &now);
-	assert_int_equal(tly_cc_window(&cc, &p), p.min_window);
-	assert_true(cc.n_delay_dec >= 3);
-	assert_int_equal(cc.competing, 0);
-	/* still full at the minimum: the queue is not ours */
-	rounds_of(&cc, &p, full, TLY_CC_COMPETE_ROUNDS + 1, &now);
-	assert_int_equal(cc.competing, 1);
-	assert_int_equal(cc.n_compete, 1);
-	/* loss-based: one packet per round despite the delay */
-	w = tly_cc_window(&cc, &p);
-	rounds_of(&cc, &p, full, 10, &now);
-	assert_true(tly_cc_window(&cc, &p) >= w + 8);
-	assert_true(tly_cc_window(&cc, &p) <= w + 11);
-	/* and halves on a loss */
-	w = tly_cc_window(&cc, &p);
-	tly_cc_on_loss(&cc, &p, now);
-	assert_int_equal(tly_cc_window(&cc, &p), w / 2);
-	/* the competitor leaves: a drained round ends the mode, and a full
-	 * queue is then ours again, cut by the delay target */
-	rounds_of(&cc, &p, BASE, 50, &now);
-	assert_int_equal(cc.competing, 0);
-	w = tly_cc_window(&cc, &p);
-	rounds_of(&cc, &p, full, 2, &now);
-	assert_true(tly_cc_window(&cc, &p) < w);
-	assert_int_equal(cc.n_compete, 1);
-}
-
-/* A queue of our own never turns the window loss-based: once the window
- * shrinks, the delay falls below the target before the minimum. */
-static void test_own_queue_stays_delay_based(void **state)
+/* srtt + 4 rttvar (RFC 6298): 3 RTT after the first sample, falling
+ * towards the RTT while samples agree, rising with a queue that varies */
+static void test_rto(void **state)
 {
 	struct tly_cc_params p = params(1024);
 	struct tly_cc cc;
@@ -323,17 +275,18 @@ static void test_own_queue_stays_delay_based(void **state)
 
 	(void)state;
 	tly_cc_init(&cc, &p, now);
-	clean_acks(&cc, &p, 200, &now);
+	assert_true(tly_cc_rto(&cc) == 0);
+	tly_cc_on_ack(&cc, &p, BASE, ++now);
+	assert_true(tly_cc_rto(&cc) == 3 * BASE);
+	rounds_of(&cc, &p, BASE, 20, &now);
+	assert_true(tly_cc_rto(&cc) < BASE + BASE / 4);
+	assert_true(tly_cc_rto(&cc) >= BASE);
+	/* a queue of 0..10 ms that comes and goes: the timeout covers it */
 	for (int i = 0; i < 200; i++) {
-		/* queueing delay proportional to the window above 32 */
-		uint32_t w = tly_cc_window(&cc, &p);
-		uint64_t q = w > 32 ? (w - 32) * 12 * US : 0;
-
-		rounds_of(&cc, &p, BASE + q, 1, &now);
+		now += 100 * US;
+		tly_cc_on_ack(&cc, &p, BASE + (i % 2) * 10000 * US, now);
 	}
-	assert_int_equal(cc.n_compete, 0);
-	assert_true(tly_cc_window(&cc, &p) > p.min_window);
-	assert_true(tly_cc_window(&cc, &p) <= 40);
+	assert_true(tly_cc_rto(&cc) > 10000 * US);
 }
 
 int main(void)
@@ -346,8 +299,7 @@ int main(void)
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_recovery),
 		cmocka_unit_test(test_karn_and_base_window),
-		cmocka_unit_test(test_competing_flow),
-		cmocka_unit_test(test_own_queue_stays_delay_based),
+		cmocka_unit_test(test_rto),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
