@@ -24,6 +24,9 @@
 /* idle sleeps: timers of work in flight, a transport without a wait fd
  * (polled), and nothing to do (the control thread wakes us) */
 #define DP_BUSY_SLEEP_NS 200000ull
+/* busy on a transport without a wait fd (DPDK): nothing wakes us when a
+ * frame comes, so the sleep is the added latency of every hop */
+#define DP_BUSY_POLL_SLEEP_NS 20000ull
 #define DP_POLL_SLEEP_NS 1000000ull
 #define DP_IDLE_SLEEP_NS (100 * 1000000ull)
 
@@ -237,7 +240,8 @@ static uint64_t sleep_ns(struct dp_thread *t, uint64_t now)
 	bool busy = (t->worker && tly_worker_active(t->worker)) ||
 		    (t->agg && tly_agg_slots_busy(t->agg));
 	int fd = t->tp->ops->wait_fd ? t->tp->ops->wait_fd(t->tp) : -1;
-	uint64_t ns = busy ? DP_BUSY_SLEEP_NS :
+	uint64_t ns = busy ? (fd < 0 ? DP_BUSY_POLL_SLEEP_NS :
+			      DP_BUSY_SLEEP_NS) :
 		      fd < 0 ? DP_POLL_SLEEP_NS : DP_IDLE_SLEEP_NS;
 
 	if (t->tp->emu) {
