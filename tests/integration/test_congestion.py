@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Congestion control on 4 emulated hosts (tools/net4-bench, which needs
+root: network namespaces and tbf), issue 13's congestion tests:
+
+  shaped    links shaped to 200 Mbit/s, a window allowed to grow to 1024
+            (without congestion control 80 % of the packets were
+            retransmissions and algbw fell to 0.09 R): the workers
+            retransmit at most 1 % of their packets, every result is
+            exact, algbw >= 0.9 R;
+  tcpshare  one TCP stream crossing host 0's shaped uplink while tally
+            all-reduces: the stream keeps at least 0.35 R.
+
+A link-bound property (200 Mbit/s is a fraction of what the hosts' CPUs
+carry), so the thresholds hold on a busy 2-core machine too."""
+import re
+import subprocess
+import sys
+
+build, bench = sys.argv[1], sys.argv[2]
+errors = []
+
+
+def run(scenario, size):
+    p = subprocess.run([sys.executable, bench, build, "--scenarios",
+                        scenario, "--sizes", size, "--tally-only",
+                        "--set", "dataplane.window=1024", "--csv",
+                        "/dev/null"], capture_output=True, text=True,
+                       timeout=600)
+    print(p.stdout)
+    print(p.stderr, file=sys.stderr)
+    if p.returncode:
+        errors.append(f"{scenario}: net4-bench exit status {p.returncode}")
+    if "CHECK FAILED" in p.stdout:
+        errors.append(f"{scenario}: tally-bench found a wrong result")
+    return {m.group(1): float(m.group(2)) for m in
+            re.finditer(r"^figure (\S+) ([0-9.]+) ", p.stdout, re.M)}
+
+
+fig = run("shaped", "4M")
+retx = fig.get("net4_shaped_retx_frac")
+frac = fig.get("net4_shaped_algbw_frac_of_link_4MiB")
+if retx is None or retx > 0.01:
+    errors.append(f"retransmissions {retx} of the packets sent, > 1 %")
+if frac is None or frac < 0.9:
+    errors.append(f"algbw {frac} of the link, < 0.9")
+fig = run("tcpshare", "16M")
+share = fig.get("net4_tcp_share_of_link")
+if share is None or share < 0.35:
+    errors.append(f"the TCP stream kept {share} of the link, < 0.35")
+for e in errors:
+    print(f"FAIL: {e}")
+sys.exit(1 if errors else 0)
