@@ -97,6 +97,7 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 		tly_put32(p + 16, m->reg.job_key);
 		tly_put16(p + 20, m->reg.world);
 		p[22] = m->reg.algorithm;
+		p[23] = m->reg.threads ? m->reg.threads : 1;
 		memcpy(p + 24, m->reg.nonce, AUTH_NONCE_LEN);
 		break;
 	case BOOT_ROSTER:
@@ -197,6 +198,8 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 		m->reg.job_key = tly_get32(p + 16);
 		m->reg.world = tly_get16(p + 20);
 		m->reg.algorithm = p[22];
+		/* 0 from a daemon of before the field: one thread */
+		m->reg.threads = p[23] ? p[23] : 1;
 		memcpy(m->reg.nonce, p + 24, AUTH_NONCE_LEN);
 		if (m->reg.world == 0 || m->reg.world > BOOT_MAX_MEMBERS ||
 		    m->reg.self.rank >= m->reg.world ||

@@ -690,6 +690,7 @@ struct cluster *cluster_start(const struct cluster_env *env)
 	c->self_node = 0;
 	c->n_nodes = 1;
 	ret = shards_check(c, cpus, &n_cpus) ? -1 : cluster_ops_init(c);
+	mc.dp_threads = (uint8_t)c->n_shards;
 	for_each_shard(c, sh) {
 		if (!ret)
 			open_transport(c, sh);

@@ -190,10 +190,15 @@ static void on_register(struct membership *m, struct mb_conn *c,
 		return;
 	}
 	if (msg->reg.world != m->cfg.world ||
-	    msg->reg.algorithm != m->cfg.algorithm) {
+	    msg->reg.algorithm != m->cfg.algorithm ||
+	    msg->reg.threads != (m->cfg.dp_threads ? m->cfg.dp_threads : 1)) {
+		/* shard s of every daemon talks to shard s of the others: a
+		 * different thread count would leave tensors unanswered */
 		log_warn("registration of rank %u refused: world %u algorithm "
-			 "%u, ours %u %u", e->rank, msg->reg.world,
-			 msg->reg.algorithm, m->cfg.world, m->cfg.algorithm);
+			 "%u dataplane.threads %u, ours %u %u %u", e->rank,
+			 msg->reg.world, msg->reg.algorithm, msg->reg.threads,
+			 m->cfg.world, m->cfg.algorithm,
+			 m->cfg.dp_threads ? m->cfg.dp_threads : 1);
 		refuse(c, REFUSE_CONFIG, now);
 		conn_close(m, c);
 		return;
@@ -399,6 +404,7 @@ static void member_register(struct membership *m, const struct boot_msg *ch,
 	reg.reg.job_key = m->cfg.job_key;
 	reg.reg.world = m->cfg.world;
 	reg.reg.algorithm = m->cfg.algorithm;
+	reg.reg.threads = m->cfg.dp_threads ? m->cfg.dp_threads : 1;
 	c->rank = 0;
 	c->last_rx_ms = now;
 	if (conn_send(c, &reg, now)) {

@@ -52,6 +52,7 @@ struct membership_cfg {
 	struct boot_member self;	/* rank, role, local size, data addr */
 	uint16_t world;			/* members in the job */
 	uint8_t algorithm;
+	uint8_t dp_threads;		/* shards per daemon: all alike (0: 1) */
 	uint32_t job_key;
 	uint16_t k;
 	uint32_t pool_slots;

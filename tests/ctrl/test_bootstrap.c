@@ -51,6 +51,7 @@ static void test_register_round_trip(void **state)
 	in.reg.job_key = 42;
 	in.reg.world = 4;
 	in.reg.algorithm = ALGO_RING;
+	in.reg.threads = 3;
 	for (int i = 0; i < AUTH_NONCE_LEN; i++)
 		in.reg.nonce[i] = (uint8_t)(0xa0 + i);
 	len = boot_encode(&in, buf, sizeof(buf));
@@ -62,7 +63,13 @@ static void test_register_round_trip(void **state)
 	assert_int_equal(out.reg.job_key, 42);
 	assert_int_equal(out.reg.world, 4);
 	assert_int_equal(out.reg.algorithm, ALGO_RING);
+	assert_int_equal(out.reg.threads, 3);
 	assert_memory_equal(out.reg.nonce, in.reg.nonce, AUTH_NONCE_LEN);
+	/* a registration without the field (0) means one thread */
+	in.reg.threads = 0;
+	len = boot_encode(&in, buf, sizeof(buf));
+	assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
+	assert_int_equal(out.reg.threads, 1);
 }
 
 static void test_challenge_round_trip(void **state)

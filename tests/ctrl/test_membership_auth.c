@@ -211,7 +211,8 @@ static int fake_send(struct fake *f, struct boot_msg *m, bool forge,
 	return len;
 }
 
-static void fake_register(struct fake *f, bool forge, uint8_t *raw)
+static void fake_register_threads(struct fake *f, bool forge, uint8_t *raw,
+				  uint8_t threads)
 {
 	struct boot_msg m = { .type = BOOT_REGISTER };
 
@@ -220,8 +221,14 @@ static void fake_register(struct fake *f, bool forge, uint8_t *raw)
 	m.reg.job_key = JOB_KEY;
 	m.reg.world = 2;
 	m.reg.algorithm = ALGO_AGGREGATE;
+	m.reg.threads = threads;
 	memcpy(m.reg.nonce, f->nm, AUTH_NONCE_LEN);
 	fake_send(f, &m, forge, raw);
+}
+
+static void fake_register(struct fake *f, bool forge, uint8_t *raw)
+{
+	fake_register_threads(f, forge, raw, 1);
 }
 
 /* the coordinator answers a refused registration, then closes */
@@ -248,6 +255,20 @@ static void test_other_secret_refused(void **state)
 	fake_register(&f, false, NULL);
 	expect_refused(&f, REFUSE_AUTH);
 	assert_int_equal(mb.auth_failures, before + 1);
+	assert_false(mb.present[1]);
+	assert_int_equal(n_rosters, 0);
+}
+
+/* A daemon with another dataplane.threads would talk to shards nobody
+ * answers: refused at registration, with the job's secret and key. */
+static void test_other_thread_count_refused(void **state)
+{
+	struct fake f;
+
+	(void)state;
+	fake_connect(&f, SECRET);
+	fake_register_threads(&f, false, NULL, 2);
+	expect_refused(&f, REFUSE_CONFIG);
 	assert_false(mb.present[1]);
 	assert_int_equal(n_rosters, 0);
 }
@@ -456,6 +477,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_other_secret_refused),
+		cmocka_unit_test(test_other_thread_count_refused),
 		cmocka_unit_test(test_forged_tag_refused),
 		cmocka_unit_test(test_honest_then_replay_then_forgery),
 		cmocka_unit_test(test_member_drops_forged_coordinator),
