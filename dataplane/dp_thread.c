@@ -26,7 +26,7 @@
 #define DP_BUSY_SLEEP_NS 200000ull
 /* busy on a transport without a wait fd (DPDK): nothing wakes us when a
  * frame comes, so the sleep is the added latency of every hop */
-#define DP_BUSY_POLL_SLEEP_NS 20000ull
+#define DP_BUSY_POLL_SLEEP_NS 5000ull
 #define DP_POLL_SLEEP_NS 1000000ull
 #define DP_IDLE_SLEEP_NS (100 * 1000000ull)
 
