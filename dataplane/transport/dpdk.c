@@ -228,17 +228,22 @@ static void port_down(struct dpdk_priv *d, struct dpdk_port *pt)
 	d->n_started--;
 }
 
-static void memif_supervise(struct dpdk_priv *d, struct dpdk_port *pt,
-			    uint64_t now)
+static bool link_down(uint16_t port)
 {
 	struct rte_eth_link link;
 
+	return !rte_eth_link_get_nowait(port, &link) &&
+	       link.link_status == RTE_ETH_LINK_DOWN;
+}
+
+static void memif_supervise(struct dpdk_priv *d, struct dpdk_port *pt,
+			    uint64_t now)
+{
 	if (now < pt->check_ns)
 		return;
 	pt->check_ns = now + DPDK_MEMIF_CHECK_NS;
 	if (pt->started) {
-		if (rte_eth_link_get_nowait(pt->id, &link) ||
-		    link.link_status == RTE_ETH_LINK_UP)
+		if (!link_down(pt->id))
 			return;
 		dp_info("transport dpdk: port %u: memif link down, connecting again",
 			pt->id);
@@ -463,14 +468,6 @@ static uint8_t *dpdk_tx_alloc(struct transport *tp, size_t len)
 	data = rte_pktmbuf_mtod(m, uint8_t *);
 	*mbuf_slot(data) = m;	/* headroom: the PMD never reads it */
 	return data;
-}
-
-static bool link_down(uint16_t port)
-{
-	struct rte_eth_link link;
-
-	return !rte_eth_link_get_nowait(port, &link) &&
-	       link.link_status == RTE_ETH_LINK_DOWN;
 }
 
 static uint32_t port_flush(struct transport *tp, struct dpdk_port *pt)

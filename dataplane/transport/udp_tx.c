@@ -125,7 +125,7 @@ static void txq_group(struct udp_priv *u)
 			u->tx_plain_n, i, n = u->txq_n;
 	bool mixed = false;
 
-	if (!u->gso || n - from < 2 || from >= n)
+	if (!u->gso || from >= n || n - from < 2)
 		goto done;
 	for (i = from; i < n; i++) {
 		uint16_t d = txq_at(u, i)->dst;
