@@ -41,6 +41,10 @@ struct tally_client {
 	int rank, size;
 	/* atomic: tally_wait_ready() may set it from another thread */
 	atomic_bool daemon_lost;
+	/* completions taken off the ring (REQ_DONE) and not yet handed out:
+	 * another thread's reap (tally_allreduce() on a full ring) may take
+	 * the completion tally_wait_ready() sleeps for, so it counts these */
+	atomic_uint done_unclaimed;
 	int last_error;		/* of the last tally_alloc()/tally_free() */
 	uint32_t next_seg_id;
 	unsigned int inflight;

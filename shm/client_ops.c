@@ -58,6 +58,8 @@ static void reap(struct tally_client *c)
 		if (r && r->state == REQ_PENDING) {
 			r->state = REQ_DONE;
 			r->res = cqe.res;
+			atomic_fetch_add_explicit(&c->done_unclaimed, 1,
+						  memory_order_release);
 		}
 	}
 	if (got < 0)		/* the daemon corrupted the ring */
@@ -182,6 +184,9 @@ int tally_allreduce(struct tally_client *c,
 /* Hand out a finished request's result and free its slot. */
 static int req_finish(struct tally_client *c, struct client_req *r)
 {
+	if (r->state == REQ_DONE)
+		atomic_fetch_sub_explicit(&c->done_unclaimed, 1,
+					  memory_order_relaxed);
 	r->state = REQ_FREE;
 	c->inflight--;
 	return r->res;
@@ -222,13 +227,25 @@ static bool cq_has_entries(const struct tally_client *c)
 	       atomic_load_explicit(&c->cq.sh->head, memory_order_acquire);
 }
 
+/* What tally_wait_ready() waits for: completions on the ring, or taken
+ * off it by another thread's reap (tally_allreduce() on a full ring) and
+ * not yet collected.  Without the second, a progress thread slept through
+ * completions a submitting thread had reaped, and both waited for ever. */
+static bool ready_to_collect(const struct tally_client *c)
+{
+	return atomic_load_explicit(&c->done_unclaimed,
+				    memory_order_acquire) ||
+	       cq_has_entries(c);
+}
+
 /* Sleep until the daemon rings the doorbell, the socket says it is gone,
  * or the deadline passes.  @gone is what on the socket means gone: POLLIN
  * when we alone use it (the daemon never writes unasked, so readable means
  * EOF), POLLRDHUP when another thread may be awaiting a reply on it.
  * Returns false on timeout. */
 static bool sleep_on_doorbell(struct tally_client *c, uint64_t deadline,
-			      short gone)
+			      short gone,
+			      bool (*ready)(const struct tally_client *))
 {
 	struct pollfd pfd[2] = {
 		{ .fd = c->cq_kick_fd, .events = POLLIN },
@@ -237,7 +254,7 @@ static bool sleep_on_doorbell(struct tally_client *c, uint64_t deadline,
 	int timeout = -1, n;
 
 	ring_sleep_prepare(&c->cq);
-	if (cq_has_entries(c)) {	/* raced with a completion */
+	if (ready(c)) {		/* raced with a completion */
 		ring_sleep_done(&c->cq);
 		return true;
 	}
@@ -294,7 +311,8 @@ int tally_wait(struct tally_client *c, uint64_t req, int timeout_ms)
 		if (now < spin_end)
 			sched_yield();	/* lets the daemon run on our core */
 		else
-			sleep_on_doorbell(c, deadline, POLLIN);
+			sleep_on_doorbell(c, deadline, POLLIN,
+					  cq_has_entries);
 	}
 	/* remember how long waits take: 7/8 old + 1/8 new */
 	c->spin_ewma_ns = (7 * c->spin_ewma_ns + (now_ns() - start)) / 8;
@@ -312,10 +330,10 @@ int tally_wait_ready(struct tally_client *c, int timeout_ms)
 	for (;;) {
 		if (c->daemon_lost)
 			return -TALLY_EDAEMONLOST;
-		if (cq_has_entries(c))
+		if (ready_to_collect(c))
 			return 0;
 		if (deadline && now_ns() >= deadline)
 			return -TALLY_ETIMEDOUT;
-		sleep_on_doorbell(c, deadline, POLLRDHUP);
+		sleep_on_doorbell(c, deadline, POLLRDHUP, ready_to_collect);
 	}
 }

@@ -143,6 +143,51 @@ static void test_progress_thread(void **state)
 	free(p);
 }
 
+/*
+ * A completion another call took off the ring (tally_wait() of a later
+ * request, or tally_allreduce() reaping on a full ring) is still ready to
+ * be collected: tally_wait_ready() must say so at once.  It used to look
+ * at the ring only, so the Python binding's progress thread slept through
+ * completions its submitting thread had reaped and 300 requests in flight
+ * hung (python_binding: test_more_than_max_inflight, 1 run in 4).
+ */
+#define REAPED_OPS 8
+
+static void test_reaped_completion_is_ready(void **state)
+{
+	struct test_daemon d;
+	struct tally_client *c;
+	uint64_t req[REAPED_OPS];
+	int32_t *buf;
+	(void)state;
+
+	assert_int_equal(daemon_start(&d, 1, NULL), 0);
+	assert_int_equal(tally_connect(d.sock, &c), 0);
+	buf = tally_alloc(c, REAPED_OPS * 16 * sizeof(int32_t));
+	assert_non_null(buf);
+	for (int i = 0; i < REAPED_OPS; i++) {
+		for (int j = 0; j < 16; j++)
+			buf[i * 16 + j] = i * 100 + j;
+		assert_int_equal(tally_allreduce(c, &(struct tally_allreduce_args){
+			.key = (uint64_t)i, .iteration = 1,
+			.sendbuf = buf + i * 16, .recvbuf = buf + i * 16,
+			.count = 16, .dtype = TALLY_INT32, .op = TALLY_SUM },
+			&req[i]), 0);
+	}
+	/* the daemon completes in order: waiting for the last reaps all */
+	assert_int_equal(tally_wait(c, req[REAPED_OPS - 1], 10000), 0);
+	assert_int_equal(tally_wait_ready(c, 0), 0);
+	for (int i = 0; i < REAPED_OPS - 1; i++) {
+		assert_int_equal(tally_test(c, req[i]), 0);
+		for (int j = 0; j < 16; j++)
+			assert_int_equal(buf[i * 16 + j], i * 100 + j);
+	}
+	/* all collected: nothing is ready any more */
+	assert_int_equal(tally_wait_ready(c, 0), -TALLY_ETIMEDOUT);
+	tally_disconnect(c);
+	assert_int_equal(daemon_stop(&d), 0);
+}
+
 /* A progress thread sleeping in tally_wait_ready() must not take the
  * daemon's reply to another thread's tally_alloc() for its death. */
 struct alloc_race {
@@ -191,6 +236,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_progress_thread),
 		cmocka_unit_test(test_alloc_reply_is_not_death),
+		cmocka_unit_test(test_reaped_completion_is_ready),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
