@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 CASES = ("allreduce_sweep", "inplace_in_tally_memory",
          "broadcast_and_gathers", "refused_calls_say_why",
          "ddp_hook_trains_in_step", "shared_gradients_zero_copy",
+         "local_sgd_averages_every_period",
          "failure_raises")
 RANKS = 2
 

@@ -202,6 +202,60 @@ def shared_gradients_zero_copy():
         raise AssertionError("gradients outside tally memory accepted")
 
 
+def gathered(t):
+    every = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(every, t)
+    return every
+
+
+@case
+def local_sgd_averages_every_period():
+    """LocalSGD: gradients averaged during warm-up (ranks stay equal),
+    then local steps (ranks drift apart on their own data), and at the end
+    of each period the parameters become the mean of the ranks'."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                                torch.nn.Linear(16, 4))
+    ddp = torch.nn.parallel.DistributedDataParallel(model,
+                                                    bucket_cap_mb=0.001)
+    local = tally.torch.LocalSGD(ddp, period=3, warmup=1)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+
+    def flat():
+        return torch.cat([p.detach().reshape(-1)
+                          for p in model.parameters()])
+    averaged = []
+    for step in range(1, 8):
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(
+            1000 * r + step))
+        opt.zero_grad()
+        ddp(x).pow(2).mean().backward()
+        opt.step()
+        before = gathered(flat())
+        did = local.step()
+        every = gathered(flat())
+        if step == 1:       # warm-up: averaged gradients, equal ranks
+            assert not did and torch.equal(every[0], every[1])
+        elif not did:       # local steps: the ranks' data differ
+            assert not torch.equal(every[0], every[1]), step
+        else:
+            averaged.append(step)
+            mean = sum(before) / n
+            assert all(torch.equal(every[0], e) for e in every)
+            assert torch.allclose(every[0], mean, rtol=1e-4, atol=1e-5), \
+                (every[0] - mean).abs().max()
+    assert averaged == [4, 7], averaged
+    nparams = sum(p.numel() for p in model.parameters())
+    assert local.rounds == 2 and local.bytes_averaged == 2 * nparams * 4
+    try:
+        tally.torch.LocalSGD(model, period=0)
+    except ValueError as e:
+        assert "period" in str(e), str(e)
+    else:
+        raise AssertionError("period 0 accepted")
+
+
 @case
 def failure_raises():
     """A failed collective raises in every rank (a C++ work made from a

@@ -13,9 +13,11 @@ See docs/pytorch.md.
 from .process_group import ProcessGroupTally, register
 from .hook import HookState, allreduce_hook
 from .shared_grads import SharedGradients
+from .local_sgd import LocalSGD, local_sgd_hook
 from .launch import job_client, current
 
 register()
 
 __all__ = ["ProcessGroupTally", "HookState", "allreduce_hook",
-           "SharedGradients", "job_client", "current", "register"]
+           "SharedGradients", "LocalSGD", "local_sgd_hook", "job_client",
+           "current", "register"]
