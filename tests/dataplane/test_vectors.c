@@ -222,20 +222,30 @@ static void v_envelope(const struct vec_line *l)
 
 static void v_confirm(const struct vec_line *l)
 {
-	uint64_t list[VEC_MAX_CHUNKS];
-	uint16_t chunks[VEC_MAX_CHUNKS];
-	uint8_t out[VEC_CONFIRM_MAX];
+	uint64_t list[VEC_MAX_CHUNKS], list2[VEC_MAX_CHUNKS];
+	uint64_t elist[VEC_MAX_CHUNKS];
+	uint16_t chunks[VEC_MAX_CHUNKS], chunks2[VEC_MAX_CHUNKS];
+	uint8_t exps2[VEC_MAX_CHUNKS], out[VEC_CONFIRM_MAX];
 	long n = vec_list(l, "chunks", list, VEC_MAX_CHUNKS);
+	long n2 = vec_list(l, "chunks2", list2, VEC_MAX_CHUNKS);
+	struct vec_foreign fo;
 	size_t len;
 	int ok = 1;
 
-	CHECK(n > 0);
+	CHECK(n > 0 && n2 >= 0);
+	CHECK(vec_list(l, "exps2", elist, VEC_MAX_CHUNKS) == n2);
 	for (long i = 0; i < n; i++)
 		chunks[i] = (uint16_t)list[i];
+	for (long i = 0; i < n2; i++) {
+		chunks2[i] = (uint16_t)list2[i];
+		exps2[i] = (uint8_t)elist[i];
+	}
+	fo = (struct vec_foreign){ (uint32_t)U("tensor2"), chunks2, exps2,
+				   (unsigned int)n2 };
 	len = vec_confirm((uint16_t)U("rank"), (uint16_t)U("n_aggs"),
 			  (uint16_t)U("to"), (uint32_t)U("tensor"),
 			  (uint32_t)U("n_chunks"), chunks, (unsigned int)n,
-			  out);
+			  &fo, out);
 	CHECK(ok && len > 0);
 	check_bytes(l, "bytes", out, len);
 }

@@ -111,24 +111,25 @@ def envelope(src_mac, src_ip, src_port, dst_mac, dst_ip, dst_port, dscp,
 
 # ---- section 4: a worker's receipts --------------------------------------
 
-def confirm(rank, n_aggs, to, tensor, chunks):
-    """The CONFIRM for aggregator @to after the RESULTs of @chunks, in
-    order: a receipt goes to the chunk's aggregator; it extends the last
-    range when same tensor and EXP, at or after its end, less than 256
-    from its first, and every skipped chunk is another aggregator's."""
+def confirm(rank, n_aggs, to, receipts):
+    """The CONFIRM for aggregator @to after the RESULTs @receipts
+    ((tensor, chunk, EXP), in order): a receipt goes to the chunk's
+    aggregator; it extends the last range when same tensor and EXP, at or
+    after its end, less than 256 from its first, and every skipped chunk
+    is another aggregator's."""
     ranges = []
-    for c in chunks:
-        if shard_of(tensor, c, 0, n_aggs) != to:
+    for tensor, c, e in receipts:
+        if shard_of(tensor, c, e, n_aggs) != to:
             continue
         if ranges:
-            t, first, e, count = ranges[-1]
+            t, first, re, count = ranges[-1]
             end = first + count
-            if (t == tensor and e == 0 and c >= end and c - first < 256 and
-                    all(shard_of(tensor, x, 0, n_aggs) != to
+            if (t == tensor and re == e and c >= end and c - first < 256 and
+                    all(shard_of(tensor, x, e, n_aggs) != to
                         for x in range(end, c))):
                 ranges[-1] = (t, first, e, c - first + 1)
                 continue
-        ranges.append((tensor, c, 0, 1))
+        ranges.append((tensor, c, e, 1))
     assert 0 < len(ranges) <= 64
     out = header(5, 0, 0x1234, rank, 0, 0, 0, 0, len(ranges), 0xc001d00d)
     for t, first, e, count in ranges:
@@ -216,10 +217,13 @@ def check(kind, f):
                         num(f["dst_ip"]), num(f["dst_port"]), num(f["dscp"]),
                         num(f["tally_len"])).hex() == f["bytes"]
     if kind == "confirm":
+        t, t2 = num(f["tensor"]), num(f["tensor2"])
+        rc = [(t, num(c), 0) for c in f["chunks"].split(",")]
+        if f["chunks2"]:
+            rc += [(t2, num(c), num(e)) for c, e in
+                   zip(f["chunks2"].split(","), f["exps2"].split(","))]
         return confirm(num(f["rank"]), num(f["n_aggs"]), num(f["to"]),
-                       num(f["tensor"]),
-                       [num(c) for c in f["chunks"].split(",")]).hex() == \
-            f["bytes"]
+                       rc).hex() == f["bytes"]
     if kind == "boot":
         return boot(f).hex() == f["bytes"]
     raise ValueError("unknown kind " + kind)

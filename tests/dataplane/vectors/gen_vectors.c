@@ -278,26 +278,41 @@ static void confirms(void)
 		uint32_t n_chunks;
 		uint16_t chunks[16];
 		unsigned int n;
+		uint16_t chunks2[8];
+		uint8_t exps2[8];
+		unsigned int n2;
 	} v[] = {
-		{ 1, 1, 0, 20, { 0, 1, 2, 5, 7, 8, 3 }, 7 },
-		{ 0, 1, 0, 64, { 63, 62, 0 }, 3 },
-		{ 2, 3, 0, 12, { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 }, 12 },
-		{ 2, 3, 1, 12, { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 }, 12 },
-		{ 3, 4, 3, 30, { 29, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 28 }, 12 },
+		{ 1, 1, 0, 20, { 0, 1, 2, 5, 7, 8, 3 }, 7,
+		  { 0, 1, 2, 2, 300 }, { 1, 1, 1, 0, 0 }, 5 },
+		{ 0, 1, 0, 64, { 63, 62, 0 }, 3, { 0 }, { 0 }, 0 },
+		{ 2, 3, 0, 12, { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 }, 12,
+		  { 0 }, { 0 }, 0 },
+		{ 2, 3, 1, 12, { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 }, 12,
+		  { 4, 5, 6, 7, 8, 9 }, { 1, 1, 1, 1, 1, 1 }, 6 },
+		{ 3, 4, 3, 30, { 29, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 28 }, 12,
+		  { 0 }, { 0 }, 0 },
 	};
-	uint32_t t = tly_tensor_id(99, 5, 1);
+	uint32_t t = tly_tensor_id(99, 5, 1), t2 = tly_tensor_id(99, 4, 1);
 
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		struct vec_foreign fo = { t2, v[i].chunks2, v[i].exps2,
+					  v[i].n2 };
 		uint8_t out[VEC_CONFIRM_MAX];
 		size_t len = vec_confirm(v[i].rank, v[i].n_aggs, v[i].to, t,
 					 v[i].n_chunks, v[i].chunks, v[i].n,
-					 out);
+					 &fo, out);
 
 		printf("confirm rank=%u n_aggs=%u to=%u tensor=0x%08x "
 		       "n_chunks=%u chunks=", v[i].rank, v[i].n_aggs,
 		       v[i].to, t, v[i].n_chunks);
 		for (unsigned int j = 0; j < v[i].n; j++)
 			printf("%s%u", j ? "," : "", v[i].chunks[j]);
+		printf(" tensor2=0x%08x chunks2=", t2);
+		for (unsigned int j = 0; j < v[i].n2; j++)
+			printf("%s%u", j ? "," : "", v[i].chunks2[j]);
+		printf(" exps2=");
+		for (unsigned int j = 0; j < v[i].n2; j++)
+			printf("%s%u", j ? "," : "", v[i].exps2[j]);
 		printf(" bytes=");
 		hex(out, len);
 		printf("\n");

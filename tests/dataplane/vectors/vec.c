@@ -44,7 +44,8 @@ static void v_send(void *ctx, uint16_t dst, uint8_t *f, size_t len)
 
 size_t vec_confirm(uint16_t rank, uint16_t n_aggs, uint16_t to,
 		   uint32_t tensor, uint32_t n_chunks, const uint16_t *chunks,
-		   unsigned int n, uint8_t *out)
+		   unsigned int n, const struct vec_foreign *fo,
+		   uint8_t *out)
 {
 	static const uint16_t aggs[4] = { 4, 5, 6, 7 };
 	static int32_t x[VK * VEC_MAX_CHUNKS];
@@ -87,6 +88,20 @@ size_t vec_confirm(uint16_t rank, uint16_t n_aggs, uint16_t to,
 		h.slot = (uint16_t)tly_slot_of(tensor, chunks[i], 0, 4096);
 		tly_hdr_write(f, &h);
 		tly_worker_rx(w, f, sizeof(f), 2);
+	}
+	for (i = 0; i < fo->n2; i++) {
+		uint8_t f[TLY_HDR_LEN + 4 * VK] = { 0 };
+		uint8_t e = fo->exps2[i];
+		struct tly_hdr h = {
+			.type = TLY_T_RESULT, .flags = e ? TLY_F_EXP : 0,
+			.job = VJOB, .rank = rank, .tensor = fo->tensor2,
+			.chunk = fo->chunks2[i], .cookie = VCOOKIE,
+		};
+
+		h.slot = (uint16_t)tly_slot_of(fo->tensor2, fo->chunks2[i], e,
+					       4096);
+		tly_hdr_write(f, &h);
+		tly_worker_rx(w, f, sizeof(f), 3);
 	}
 	tly_worker_poll(w, 100);	/* confirm_ns has passed */
 	tly_worker_destroy(w);

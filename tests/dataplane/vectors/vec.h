@@ -22,12 +22,22 @@
  * The CONFIRM a worker of rank @rank (of 4; @n_aggs aggregators on nodes
  * 4.., chunk -> aggregator by tly_shard_of) sends to aggregator @to after
  * it placed the RESULTs of @chunks (in that order) of an int32 tensor
- * @tensor of @n_chunks chunks of K = 8, job 0x1234, cookie 0xc001d00d.
+ * @tensor of @n_chunks chunks of K = 8, job 0x1234, cookie 0xc001d00d,
+ * and then got RESULTs of the @n2 chunks @chunks2 (EXP from @exps2) of
+ * tensor @tensor2, which it does not know (a finished one).
  * Returns its length in @out (0: none was sent).
  */
+struct vec_foreign {
+	uint32_t tensor2;
+	const uint16_t *chunks2;
+	const uint8_t *exps2;
+	unsigned int n2;
+};
+
 size_t vec_confirm(uint16_t rank, uint16_t n_aggs, uint16_t to,
 		   uint32_t tensor, uint32_t n_chunks, const uint16_t *chunks,
-		   unsigned int n, uint8_t *out);
+		   unsigned int n, const struct vec_foreign *fo,
+		   uint8_t *out);
 
 /* one parsed line */
 #define VEC_MAX_FIELDS 24
