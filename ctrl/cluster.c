@@ -212,9 +212,7 @@ static int start_thread(struct cluster *c, struct cluster_shard *sh,
 static int build_shard(struct cluster *c, struct cluster_shard *sh,
 		       const struct boot_member *me)
 {
-	uint16_t job = (uint16_t)((c->cfg->job_key * 0x9e3779b1u) ^
-				  (c->epoch * 0x85ebca6bu) ^
-				  (c->cfg->job_key >> 16));
+	uint16_t job = tly_wire_job(c->cfg->job_key, c->epoch);
 	struct tly_net net = {
 		.addrs = sh->tp.full_frames ? sh->addrs : NULL,
 		.n_nodes = c->n_nodes,

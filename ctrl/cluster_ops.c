@@ -130,9 +130,7 @@ bool cluster_ops_busy(const struct cluster *c)
  * id is mixed first: the engine picks slots from its own bits. */
 static unsigned int shard_of(const struct cluster *c, uint32_t id)
 {
-	uint32_t h = (id ^ (id >> 15)) * 0x2c1b3c6du;
-
-	return tly_hash_range(h ^ (h >> 12), c->n_shards);
+	return tly_thread_shard(id, c->n_shards);
 }
 
 /* The callers own the engine (threads paused) or it is gone: the rings

@@ -387,7 +387,7 @@ static inline int slot_evictable(const struct tly_agg *a,
 /* where the chunk's fallback probes start (hash2 % n_fallback) */
 static inline uint32_t fb_base(const struct tly_agg *a, uint64_t hash)
 {
-	return fb_mod(a, (uint32_t)(hash >> 40));
+	return fb_mod(a, tly_fallback_hash(hash));
 }
 
 /* the i-th fallback entry from @base (i < n_fallback) */

@@ -288,6 +288,48 @@ static inline uint32_t tly_shard_of(uint32_t tensor, uint16_t chunk,
 }
 
 /*
+ * Where an aggregator's fallback store starts probing for a chunk
+ * (hash2 % n_fallback, docs/protocol.md section 11): bits 40..63 of the
+ * chunk's hash, modulo the store's size.  tly_fallback_hash() is what the
+ * aggregator reduces (with a divide-free modulo).
+ */
+static inline uint32_t tly_fallback_hash(uint64_t hash)
+{
+	return (uint32_t)(hash >> 40);
+}
+
+static inline uint32_t tly_fallback_of(uint32_t tensor, uint16_t chunk,
+				       uint8_t exp, uint32_t n_fallback)
+{
+	return tly_fallback_hash(tly_chunk_hash(tensor, chunk, exp)) %
+	       n_fallback;
+}
+
+/*
+ * The 16-bit job key of the wire for a job's 32-bit key and a roster
+ * epoch (a new value per epoch, so a stray of the last epoch is counted
+ * as another job's).
+ */
+static inline uint16_t tly_wire_job(uint32_t job_key, uint32_t epoch)
+{
+	return (uint16_t)((job_key * 0x9e3779b1u) ^ (epoch * 0x85ebca6bu) ^
+			  (job_key >> 16));
+}
+
+/*
+ * The dataplane thread (shard) that carries a tensor when a job runs
+ * @n_threads of them: shard s of every daemon talks to shard s of the
+ * others, on UDP port base + s.  The id is mixed first: the engine picks
+ * slots from its own bits.
+ */
+static inline uint32_t tly_thread_shard(uint32_t id, uint32_t n_threads)
+{
+	uint32_t h = (id ^ (id >> 15)) * 0x2c1b3c6du;
+
+	return tly_hash_range(h ^ (h >> 12), n_threads);
+}
+
+/*
  * The common case on an aggregator, checked in a few word compares: a DATA
  * frame of this job.  tly_data_rx_init() precomputes what each fixed field
  * of such a frame must hold (masks and values in wire order).

@@ -311,20 +311,29 @@ static void agg_data_result(struct tly_worker *w, struct wtensor *t,
 		       t->chunks[c].shift);
 }
 
-/* the chunk a RESULT/ACK/BUSY names, or NULL (counted as stale) */
+/*
+ * The chunk a RESULT/ACK/BUSY names, or NULL (counted as stale).  The
+ * chunk is (tensor, chunk, EXP); the INT flag must match the tensor's
+ * mode, except for a chunk already placed: its RESULT is answered with a
+ * receipt whatever its mode flags, as the RESULT of a finished tensor is
+ * (docs/protocol.md, "When a worker sends no receipt").
+ */
 static struct wchunk *agg_chunk_of(struct tly_worker *w, struct wtensor *t,
 				   const struct tly_hdr *h, uint32_t *idx)
 {
 	uint8_t exp = !!(h->flags & TLY_F_EXP);
 
 	if (!t || t->algo != &worker_agg_algo ||
-	    (exp ? h->chunk >= t->n_groups : h->chunk >= t->n_chunks) ||
-	    !!(h->flags & TLY_F_INT) != (tly_dtype(t->d.dtype)->exact)) {
-		w->c.drops[TLY_E_STALE]++;
-		return NULL;
-	}
+	    (exp ? h->chunk >= t->n_groups : h->chunk >= t->n_chunks))
+		goto stale;
 	*idx = exp ? t->n_chunks + h->chunk : h->chunk;
+	if (!!(h->flags & TLY_F_INT) != (tly_dtype(t->d.dtype)->exact) &&
+	    t->chunks[*idx].state != C_DONE)
+		goto stale;
 	return &t->chunks[*idx];
+stale:
+	w->c.drops[TLY_E_STALE]++;
+	return NULL;
 }
 
 static struct wtensor *agg_rx_result(struct tly_worker *w,

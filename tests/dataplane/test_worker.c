@@ -22,6 +22,7 @@
 static struct {
 	uint16_t dst;
 	struct tly_hdr h;
+	uint8_t range0[8];	/* CONFIRM: its first range */
 } sent[MAX_OUT];
 static unsigned int n_sent;
 static uint8_t bufs[4][TLY_HDR_LEN + 4 * K];
@@ -47,6 +48,8 @@ static void t_send(void *ctx, uint16_t dst, uint8_t *f, size_t len)
 	sent[n_sent].dst = dst;
 	assert_int_equal(tly_hdr_parse(f, len, &lim, &sent[n_sent].h),
 			 TLY_OK);
+	if (sent[n_sent].h.type == TLY_T_CONFIRM)
+		memcpy(sent[n_sent].range0, f + TLY_HDR_LEN, 8);
 	n_sent++;
 }
 
@@ -174,6 +177,67 @@ static void test_wrong_cookie_dropped(void **state)
 	answer(w, 0, TLY_T_ACK, 2);
 	assert_int_equal(tly_worker_inflight(w), 0);
 	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_COOKIE], 1);
+	tly_worker_destroy(w);
+}
+
+/* how many of sent[@from..] are CONFIRMs whose one range is exactly
+ * @chunk of tensor @t */
+static unsigned int confirms_of(unsigned int from, uint32_t t, uint16_t chunk)
+{
+	unsigned int i, n = 0;
+
+	for (i = from; i < n_sent; i++) {
+		const uint8_t *r = sent[i].range0;
+
+		n += sent[i].h.type == TLY_T_CONFIRM && sent[i].h.aux == 1 &&
+		     tly_get32(r) == t && tly_get16(r + 4) == chunk &&
+		     r[6] == 0 && r[7] == 0;
+	}
+	return n;
+}
+
+/*
+ * A RESULT re-sent for a chunk the worker already placed gets a receipt
+ * again even when its mode flags are not the chunk's (an aggregator that
+ * does not echo INT on its re-sends): the receipt names the chunk, and a
+ * worker that withheld it while the rest of its tensor was in flight
+ * left the slot held; with a tensor of more chunks than slots, the pool
+ * filled with such slots and everything else got BUSY (issue 14's stall).
+ * A RESULT in the wrong mode for a chunk not yet placed is still refused.
+ * All within the first rto (100 ns): nothing is retransmitted.
+ */
+static void test_receipt_for_placed_chunk(void **state)
+{
+	struct tly_worker *w = make(2, 4);
+	static uint32_t x[K * 2];
+	struct tly_tensor_desc d = {
+		.id = 9, .dtype = TLY_DT_I32, .src = x, .dst = x,
+		.count = K * 2,
+	};
+	unsigned int n;
+
+	(void)state;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	assert_int_equal(n_sent, 2);		/* chunks 0 and 1 */
+	answer(w, 0, TLY_T_RESULT, 1);		/* chunk 0 placed */
+	n = n_sent;
+	tly_worker_poll(w, 20);			/* its receipt is due */
+	assert_int_equal(confirms_of(n, 9, 0), 1);
+	/* the receipt was lost; the aggregator re-sends, without INT */
+	sent[0].h.flags = TLY_F_RETX;
+	n = n_sent;
+	answer(w, 0, TLY_T_RESULT, 30);
+	tly_worker_poll(w, 50);
+	assert_int_equal(confirms_of(n, 9, 0), 1);
+	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_STALE], 0);
+	/* chunk 1 is not placed: a RESULT without INT is not its result */
+	sent[1].h.flags = TLY_F_RETX;
+	answer(w, 1, TLY_T_RESULT, 60);
+	tly_worker_poll(w, 61);
+	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_STALE], 1);
+	assert_int_equal(n_done, 0);
+	assert_int_equal(tly_worker_inflight(w), 1);
 	tly_worker_destroy(w);
 }
 
@@ -310,6 +374,7 @@ int main(void)
 		cmocka_unit_test(test_submit_checks),
 		cmocka_unit_test(test_window_and_ack),
 		cmocka_unit_test(test_wrong_cookie_dropped),
+		cmocka_unit_test(test_receipt_for_placed_chunk),
 		cmocka_unit_test(test_inplace_and_callback),
 		cmocka_unit_test(test_one_worker),
 		cmocka_unit_test(test_exponent_round_first),
