@@ -42,9 +42,9 @@ static inline size_t tly_sparse_blocks(size_t n, size_t block)
 /*
  * Selection into @idx (ascending block indices); returns how many.  Top-k:
  * the @k_blocks blocks of largest L2 norm (ties: lower index first),
- * never an all-zero block, always every non-finite block (so the count
- * may exceed k_blocks).  Threshold: every block with norm >= @thr > 0,
- * and every non-finite one.
+ * never an all-zero block, every non-finite block first (the count
+ * exceeds k_blocks only when more blocks than that are non-finite).
+ * Threshold: every block with norm >= @thr > 0, and every non-finite one.
  */
 size_t tly_sparse_select_topk(uint32_t *idx, const float *p, size_t n,
 			      size_t block, size_t k_blocks);
