@@ -34,28 +34,43 @@ float tly_sign_scale(const float *p, size_t m)
 	return (float)(s / (double)m);
 }
 
-void tly_sign_encode(uint8_t *out, float *p, size_t m, float a, int shift)
+void tly_sign_pack(uint8_t *out, const float *p, size_t m, float a,
+		   int shift)
 {
 	uint8_t *bits = out + 4;
-	float ahat;
 	size_t i;
 
 	tly_quantize_f32(out, &a, 1, 1, shift);
 	memset(bits, 0, (m + 7) / 8);
+	if (shift == TLY_SHIFT_NONFINITE)
+		return;		/* non-finite everywhere: signs carry nothing */
+	for (i = 0; i < m; i++)
+		if (p[i] >= 0)
+			set_bit(bits, i);
+}
+
+void tly_sign_feedback(float *p, const uint8_t *data, size_t m, int shift)
+{
+	float ahat;
+	size_t i;
+
 	if (shift == TLY_SHIFT_NONFINITE) {
-		/* the chunk is non-finite everywhere: signs carry nothing */
 		memset(p, 0, m * sizeof(*p));
 		return;
 	}
-	tly_dequantize_f32(&ahat, out, 1, shift);
+	tly_dequantize_f32(&ahat, data, 1, shift);
 	for (i = 0; i < m; i++) {
-		if (p[i] >= 0) {
-			set_bit(bits, i);
+		if (get_bit(data + 4, i))
 			p[i] -= ahat;
-		} else {
+		else
 			p[i] += ahat;
-		}
 	}
+}
+
+void tly_sign_encode(uint8_t *out, float *p, size_t m, float a, int shift)
+{
+	tly_sign_pack(out, p, m, a, shift);
+	tly_sign_feedback(p, out, m, shift);
 }
 
 void tly_sign_acc_init(struct tly_sign_acc *acc, uint8_t *count, size_t m)

@@ -65,10 +65,16 @@ static inline size_t tly_sign_result_len(size_t m)
 float tly_sign_scale(const float *p, size_t m);
 
 /*
- * Encode @m elements of p (the residual buffer after accumulation) into
+ * Pack @m elements of p (the residual buffer after accumulation) into
  * @out (tly_sign_data_len(m) bytes) with the scale @a and the shift of
- * the scales' exponent round; then p becomes the new residual.
+ * the scales' exponent round.  Pure: a retransmission packs the same
+ * bytes again.
  */
+void tly_sign_pack(uint8_t *out, const float *p, size_t m, float a,
+		   int shift);
+/* once the chunk is done: p -= what @data sent (p becomes the residual) */
+void tly_sign_feedback(float *p, const uint8_t *data, size_t m, int shift);
+/* both at once */
 void tly_sign_encode(uint8_t *out, float *p, size_t m, float a, int shift);
 
 /* the aggregator's slot for one chunk: count lanes and the scale sum */

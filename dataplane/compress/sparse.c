@@ -143,12 +143,11 @@ void tly_sparse_exp_unword(uint32_t w, int32_t *exp, unsigned int *senders)
 	*exp = (int32_t)(w - (w & 0xffu)) / 256;
 }
 
-void tly_sparse_encode_block(uint8_t *out, float *p_block, size_t len,
-			     size_t k, int shift)
+void tly_sparse_feedback_block(float *p_block, const uint8_t *data,
+			       size_t len, int shift)
 {
 	size_t i;
 
-	tly_quantize_f32(out, p_block, len, k, shift);
 	if (shift == TLY_SHIFT_NONFINITE) {
 		memset(p_block, 0, len * sizeof(*p_block));
 		return;
@@ -156,9 +155,16 @@ void tly_sparse_encode_block(uint8_t *out, float *p_block, size_t len,
 	for (i = 0; i < len; i++) {
 		float sent;
 
-		tly_dequantize_f32(&sent, out + 4 * i, 1, shift);
+		tly_dequantize_f32(&sent, data + 4 * i, 1, shift);
 		p_block[i] -= sent;
 	}
+}
+
+void tly_sparse_encode_block(uint8_t *out, float *p_block, size_t len,
+			     size_t k, int shift)
+{
+	tly_quantize_f32(out, p_block, len, k, shift);
+	tly_sparse_feedback_block(p_block, out, len, shift);
 }
 
 void tly_sparse_acc_init(struct tly_sparse_acc *acc, uint32_t *lanes,

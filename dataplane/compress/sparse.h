@@ -69,9 +69,14 @@ uint32_t tly_sparse_exp_word(int32_t exp, unsigned int senders);
 void tly_sparse_exp_unword(uint32_t w, int32_t *exp, unsigned int *senders);
 
 /*
- * Encode selected block @b (its @len elements of p, zeros up to @k words)
- * with @shift; p's block becomes its residual.
+ * Encode a selected block (its @len elements of p, zeros up to @k words)
+ * with @shift: pure (quant.h's tly_quantize_f32), so a retransmission
+ * encodes the same bytes.  Once the block is done, feedback makes p's
+ * block its residual: p - q * 2^-shift (zero for a non-finite block).
+ * tly_sparse_encode_block() does both.
  */
+void tly_sparse_feedback_block(float *p_block, const uint8_t *data,
+			       size_t len, int shift);
 void tly_sparse_encode_block(uint8_t *out, float *p_block, size_t len,
 			     size_t k, int shift);
 
