@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dataplane/compress/elem.h"
+#include "dataplane/engine/dtype.h"
 #include "dataplane/engine/quant.h"
 #include "dataplane/engine/wire.h"
 
@@ -165,6 +167,20 @@ void tly_sparse_encode_block(uint8_t *out, float *p_block, size_t len,
 {
 	tly_quantize_f32(out, p_block, len, k, shift);
 	tly_sparse_feedback_block(p_block, out, len, shift);
+}
+
+void tly_sparse_decode_block(void *out, enum tly_dtype dt,
+			     const uint8_t *res, size_t len,
+			     unsigned int senders, int shift)
+{
+	size_t i;
+
+	if (senders == 0) {
+		for (i = 0; i < len; i++)
+			tly_elem_store(out, dt, i, 0.0f);
+		return;
+	}
+	tly_dtype(dt)->dequantize(out, res, len, shift);
 }
 
 void tly_sparse_acc_init(struct tly_sparse_acc *acc, uint32_t *lanes,

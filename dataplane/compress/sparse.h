@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dataplane/engine/worker.h"	/* enum tly_dtype */
+
 /* blocks of @block elements covering @n */
 static inline size_t tly_sparse_blocks(size_t n, size_t block)
 {
@@ -79,6 +81,14 @@ void tly_sparse_feedback_block(float *p_block, const uint8_t *data,
 			       size_t len, int shift);
 void tly_sparse_encode_block(uint8_t *out, float *p_block, size_t len,
 			     size_t k, int shift);
+
+/*
+ * Decode block b's RESULT (@len elements) into @out of @dt; a block with
+ * no sender (m(b) = 0, no packet) decodes to zeros (@res unused).
+ */
+void tly_sparse_decode_block(void *out, enum tly_dtype dt,
+			     const uint8_t *res, size_t len,
+			     unsigned int senders, int shift);
 
 /* the aggregator's partial block */
 enum tly_sparse_verdict {

@@ -324,6 +324,34 @@ static void test_nonfinite(void **state)
 		}
 }
 
+/*
+ * float32 subnormals: the scale (below 2^-128) quantizes to 0 under the
+ * saturated shift, nothing is sent, and the residual keeps p exactly
+ * until it grows large enough to be sent
+ */
+static void test_denormals(void **state)
+{
+	static struct worker w[1];
+	static float g[M];
+	int s, round, sent_once = 0;
+	size_t i;
+
+	(void)state;
+	memset(w, 0, sizeof(w));
+	for (i = 0; i < M; i++)
+		g[i] = ldexpf(i % 2 ? 1.0f : -1.0f, -140);
+	s = round_encode(w, 1, g);
+	assert_int_equal(s, 127);
+	assert_int_equal(be32_at(w[0].data), 0);
+	for (i = 0; i < M; i++)
+		assert_true(w[0].p[i] == g[i]);
+	for (round = 0; round < 20000 && !sent_once; round++) {
+		s = round_encode(w, 1, g);
+		sent_once = be32_at(w[0].data) != 0;
+	}
+	assert_true(sent_once);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -333,6 +361,7 @@ int main(void)
 		cmocka_unit_test(test_error_feedback),
 		cmocka_unit_test(test_half_types),
 		cmocka_unit_test(test_nonfinite),
+		cmocka_unit_test(test_denormals),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -219,8 +219,16 @@ static void run_round(unsigned int n, size_t k, int zero_frac,
 		assert_int_equal(lane[b].senders, m);
 		if (nonfinite && b == 5)
 			assert_int_equal(e, TLY_EXP_NONFINITE);
-		if (m == 0)
-			continue;	/* nobody sends: zeros everywhere */
+		if (m == 0) {	/* nobody sends: zeros everywhere */
+			float z[B];
+
+			memset(z, 0xff, sizeof(z));
+			tly_sparse_decode_block(z, TLY_DT_F32, NULL,
+						ref_len(b), 0, 0);
+			for (i = 0; i < ref_len(b); i++)
+				assert_true(z[i] == 0 && !signbit(z[i]));
+			continue;
+		}
 		s = tly_quant_shift(e, m);
 		/* each sender's contribution, plus duplicates */
 		for (w = 0; w < n; w++) {
@@ -322,7 +330,17 @@ static void run_round(unsigned int n, size_t k, int zero_frac,
 			}
 			assert_true(llabs(qs) < ((int64_t)1 << 31));
 			assert_int_equal((int32_t)lanes[i], qs);
-			r = (float)(int32_t)lanes[i] * tly_pow2f(-s);
+			{
+				uint8_t be[4] = { (uint8_t)(lanes[i] >> 24),
+						  (uint8_t)(lanes[i] >> 16),
+						  (uint8_t)(lanes[i] >> 8),
+						  (uint8_t)lanes[i] };
+
+				tly_sparse_decode_block(&r, TLY_DT_F32, be, 1,
+							m, s);
+			}
+			assert_true((double)r == (double)(float)ldexp(
+				(double)qs, -s));
 			assert_true(fabs((double)r - exact) <=
 				    m * ldexp(1, -s - 1) +
 				    ldexp(fabs((double)r), -24));
@@ -441,6 +459,32 @@ static void test_error_feedback(void **state)
 		assert_true(ever[b]);
 }
 
+/* a block of float32 subnormals: the shift saturates at 127, what
+ * rounds away stays in the residual exactly */
+static void test_denormals(void **state)
+{
+	float p[B], before[B];
+	uint8_t pay[4 * B];
+	uint32_t idx[1];
+	int s;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < B; i++)
+		p[i] = ldexpf((float)(i + 1), -149 + (int)(i % 20));
+	memcpy(before, p, sizeof(p));
+	assert_int_equal(tly_sparse_select_topk(idx, p, B, B, 1), 1);
+	s = tly_quant_shift(cref_exp(p, B), 2);
+	assert_int_equal(s, 127);
+	tly_sparse_encode_block(pay, p, B, B, s);
+	for (i = 0; i < B; i++) {
+		double q = (double)cref_quant(before[i], s, LIM32);
+
+		assert_true(p[i] == before[i] - (float)ldexp(q, -s));
+		assert_true((double)p[i] + ldexp(q, -s) == (double)before[i]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -450,6 +494,7 @@ int main(void)
 		cmocka_unit_test(test_nonfinite),
 		cmocka_unit_test(test_no_overflow_worst_case),
 		cmocka_unit_test(test_error_feedback),
+		cmocka_unit_test(test_denormals),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
