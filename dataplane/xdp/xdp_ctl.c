@@ -152,7 +152,8 @@ int tly_xdp_set_job(struct tly_xdp_ctl *c, const struct tly_xdp_job *j)
 	zero = calloc(1, sizeof(*zero));
 	if (!zero)
 		return -ENOMEM;
-	for (i = 0; i < c->pool; i++) {
+	/* the job reaches slots below its n_slots only */
+	for (i = 0; i < j->n_slots; i++) {
 		if (bpf_map_update_elem(c->slots_fd, &i, zero, BPF_F_LOCK)) {
 			err = -errno;
 			break;
@@ -220,7 +221,7 @@ int tly_xdp_sweep(struct tly_xdp_ctl *c, uint64_t evict_ns,
 		  struct tly_xdp_sweep *out)
 {
 	struct tly_xdp_sweep w = {
-		.start = 0, .count = c->pool, .evict_ns = evict_ns,
+		.start = 0, .count = c->n_slots, .evict_ns = evict_ns,
 	};
 	LIBBPF_OPTS(bpf_test_run_opts, t, .data_in = &w,
 		    .data_size_in = sizeof(w), .data_out = &w,

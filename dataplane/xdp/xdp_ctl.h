@@ -53,8 +53,9 @@ int tly_xdp_set_job(struct tly_xdp_ctl *c, const struct tly_xdp_job *j);
 int tly_xdp_attach(struct tly_xdp_ctl *c, int ifindex, int skb_mode);
 int tly_xdp_detach(struct tly_xdp_ctl *c);
 
-/* free AGG slots claimed @evict_ns or longer ago; *out (may be NULL)
- * tells how many were freed and what the pool holds; 0 or -errno */
+/* free the job's AGG slots claimed @evict_ns or longer ago; *out (may be
+ * NULL) tells how many were freed and what the job's pool holds; 0 or
+ * -errno */
 int tly_xdp_sweep(struct tly_xdp_ctl *c, uint64_t evict_ns,
 		  struct tly_xdp_sweep *out);
 
