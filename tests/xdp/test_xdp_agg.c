@@ -12,9 +12,11 @@
  * duplicate -> drop or ACK, collision -> BUSY, DONE + DATA -> RESULT to
  * that worker, CONFIRM frees after all n, CONFIRM of a freed chunk ->
  * ACK, shift/mode mismatch, malformed and foreign frames -> the right
- * counter, the sweep frees a stale partial; and the program's slot hash
- * against the engine's for many chunks.
+ * counter, the sweep frees a stale partial; the program's slot hash
+ * against the engine's for many chunks; two CPUs on the same slots.
  */
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <cmocka.h>
@@ -650,6 +653,108 @@ static void test_slot_hash_matches(void **state)
 	}
 }
 
+/*
+ * Both CPUs at once: two threads, each pinned to its own CPU, send the
+ * DATA of 16 of the 32 ranks each for the same chunk at the same time.
+ * Every chunk completes exactly once with the exact sum, which a lost
+ * update between the CPUs (no lock) would break.
+ */
+#define RACE_CHUNKS	1000
+#define RACE_N		32
+#define RACE_SLOTS	65536
+
+static uint16_t race_chunk[RACE_CHUNKS];
+
+static int32_t race_val(unsigned int rank, unsigned int c, unsigned int i)
+{
+	return (int32_t)(c * 2654435761u + rank * 40503u + i * 977u);
+}
+
+struct race_arg {
+	int cpu;
+	uint16_t rank0;
+	unsigned int results;
+	unsigned int bad;
+};
+
+static void *race_thread(void *p)
+{
+	struct race_arg *a = p;
+	static __thread int32_t l[TLY_XDP_K_MAX];
+	static __thread uint8_t f[FRAME_MAX];
+	static __thread struct out o;
+	cpu_set_t set;
+	unsigned int c, r, i;
+
+	CPU_ZERO(&set);
+	CPU_SET(a->cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	for (c = 0; c < RACE_CHUNKS; c++) {
+		for (r = a->rank0; r < a->rank0 + RACE_N / 2u; r++) {
+			struct tly_hdr h = data_hdr(99, race_chunk[c],
+						    TLY_F_INT, (uint16_t)r, 0);
+
+			for (i = 0; i < job.k; i++)
+				l[i] = race_val(r, c, i);
+			run(f, build(f, &h, l, job.k), &o);
+			if (o.ret == XDP_DROP)
+				continue;
+			if (o.ret != XDP_TX ||
+			    (o.f[TLY_L2L4_LEN] & 0x0f) != TLY_T_RESULT) {
+				a->bad++;
+				continue;
+			}
+			a->results++;
+			for (i = 0; i < job.k; i++) {
+				uint32_t want = 0, q;
+
+				for (q = 0; q < RACE_N; q++)
+					want += (uint32_t)race_val(q, c, i);
+				if (tly_get32(o.f + TLY_L2L4_LEN +
+					      TLY_HDR_LEN + 4 * i) != want)
+					a->bad++;
+			}
+		}
+	}
+	return NULL;
+}
+
+static void test_two_cpus(void **state)
+{
+	static uint8_t seen[RACE_SLOTS];
+	struct race_arg a[2] = {
+		{ .cpu = 0, .rank0 = 0 },
+		{ .cpu = 1, .rank0 = RACE_N / 2 },
+	};
+	pthread_t t[2];
+	uint32_t chunk = 0;
+	unsigned int c;
+
+	(void)state;
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		a[1].cpu = 0;	/* still two threads, preempting each other */
+	set_job(RACE_N, 64, RACE_SLOTS);
+	/* chunks with slots of their own: no BUSY in the way */
+	memset(seen, 0, sizeof(seen));
+	for (c = 0; c < RACE_CHUNKS; chunk++) {
+		uint32_t s = tly_slot_of(99, (uint16_t)chunk, 0, RACE_SLOTS);
+
+		if (seen[s])
+			continue;
+		seen[s] = 1;
+		race_chunk[c++] = (uint16_t)chunk;
+	}
+	assert_int_equal(pthread_create(&t[0], NULL, race_thread, &a[0]), 0);
+	assert_int_equal(pthread_create(&t[1], NULL, race_thread, &a[1]), 0);
+	pthread_join(t[0], NULL);
+	pthread_join(t[1], NULL);
+	assert_int_equal(a[0].bad + a[1].bad, 0);
+	assert_int_equal(a[0].results + a[1].results, RACE_CHUNKS);
+	assert_int_equal(delta(TLY_XDP_C_COMPLETIONS), RACE_CHUNKS);
+	assert_int_equal(delta(TLY_XDP_C_CLAIMS), RACE_CHUNKS);
+	assert_int_equal(delta(TLY_XDP_C_DUPS), 0);
+}
+
 /* the program as the kernel holds it */
 static void test_verified(void **state)
 {
@@ -688,6 +793,7 @@ int main(void)
 		cmocka_unit_test(test_drops),
 		cmocka_unit_test(test_sweep),
 		cmocka_unit_test(test_slot_hash_matches),
+		cmocka_unit_test(test_two_cpus),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
