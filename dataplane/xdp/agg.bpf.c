@@ -115,6 +115,7 @@ enum act {
 	ACT_RESULT_ALL,		/* payload written under the lock */
 	ACT_RESULT_ONE,		/* payload written under the lock */
 	ACT_MISMATCH,
+	ACT_ERR,		/* cannot happen: the length was checked */
 };
 
 /*
@@ -187,7 +188,7 @@ INLINE enum act slot_data(struct tly_xdp_slot *s, __be32 *pl, int k,
 			s->state = TLY_XDP_DONE;
 			*out_shift = s->shift;
 			*out_mode = s->mode;
-			return ACT_RESULT_ALL;	/* the payload is the sum */
+			return ACT_RESULT_ALL;	/* the payload: the sum */
 		}
 		s->state = TLY_XDP_AGG;
 		return flags & TLY_F_ACK_REQ ? ACT_ACK : ACT_NONE;
@@ -235,7 +236,7 @@ INLINE enum act data_k(struct xdp_md *ctx, struct tly_xdp_slot *s, int k,
 	enum act a;
 
 	if ((void *)(pl + k) > end)
-		return ACT_MISMATCH + 1;	/* cannot happen: length checked */
+		return ACT_ERR;
 	bpf_spin_lock(&s->lock);
 	a = slot_data(s, pl, k, tensor, chunk_exp, flags, shift, bit, n, now,
 		      out_shift, out_mode, ctr);
@@ -413,7 +414,8 @@ int tly_xdp_agg(struct xdp_md *ctx)
 	if (get16(ip + 6) & 0x3fff)
 		return drop(TLY_E_L3);
 	ip_len = get16(ip + 2);
-	if (ip_len < TLY_IP_LEN + TLY_UDP_LEN || ip_len > frame_len - TLY_ETH_LEN)
+	if (ip_len < TLY_IP_LEN + TLY_UDP_LEN ||
+	    ip_len > frame_len - TLY_ETH_LEN)
 		return drop(TLY_E_L3);
 	if (ip_sum(ip) != 0xffff)
 		return drop(TLY_E_L3);

@@ -38,13 +38,13 @@ struct tly_xdp_cfg {
 	__u16 n_workers;	/* 1 .. 32 */
 	__u16 k;		/* 64, 128 or 256 */
 	__u16 port;		/* the job's UDP port (DATA's destination) */
-	__u32 n_slots;		/* slot pool; the slots map has this many */
+	__u32 n_slots;		/* slot pool; the map has at least this */
 	/* where the RESULT to every worker goes: an IPv4 multicast group
 	 * every worker's socket joins (host order), and its MAC */
 	__u32 group_ip;
 	__u16 group_port;
 	__u8 group_mac[6];
-	__u32 enabled;		/* 0: every packet of the port is dropped */
+	__u32 enabled;		/* 0: every packet of the port dropped */
 };
 
 /*
@@ -93,7 +93,7 @@ enum tly_xdp_counter {
 struct tly_xdp_sweep {
 	__u32 start;		/* first slot */
 	__u32 count;		/* slots, at most TLY_XDP_SWEEP_BATCH */
-	__u64 evict_ns;		/* AGG slots claimed longer ago are freed */
+	__u64 evict_ns;		/* AGG slots claimed earlier are freed */
 	__u32 freed;		/* out */
 	__u32 n_agg;		/* out: AGG slots left in the range */
 	__u32 n_done;		/* out: DONE slots in the range */

@@ -32,7 +32,7 @@ struct tly_xdp_ctl;
 /* what the kernel says of the loaded program */
 struct tly_xdp_prog_info {
 	uint32_t xlated_insns;	/* instructions after the verifier */
-	uint32_t verified_insns;	/* instructions the verifier processed */
+	uint32_t verified_insns;	/* the verifier's processed count */
 	uint32_t jited_bytes;
 };
 

@@ -393,9 +393,9 @@ static void test_chunk_life(void **state)
 		assert_int_equal(r.flags, TLY_F_INT | TLY_F_RETX);
 		assert_int_equal(r.rank, 1);
 		for (i = 0; i < job.k; i++)
-			assert_int_equal((int32_t)tly_get32(o.f + TLY_L2L4_LEN +
-							    TLY_HDR_LEN + 4 * i),
-					 want[i]);
+			assert_int_equal(tly_get32(o.f + TLY_L2L4_LEN +
+						   TLY_HDR_LEN + 4 * i),
+					 (uint32_t)want[i]);
 	}
 	assert_int_equal(delta(TLY_XDP_C_RESULT_RETX), 1);
 	/* CONFIRM from two of three: the slot holds */
@@ -442,9 +442,9 @@ static void test_collision_busy(void **state)
 
 	(void)state;
 	set_job(2, 128, 8);
-	for (b = 1; tly_slot_of(tensor, b, 0, 8) != tly_slot_of(tensor, a, 0, 8);
-	     b++)
-		;
+	b = 1;
+	while (tly_slot_of(tensor, b, 0, 8) != tly_slot_of(tensor, a, 0, 8))
+		b++;
 	fill(l, 5);
 	h = data_hdr(tensor, a, 0, 0, 4);
 	send_data(&h, l, &o);
@@ -732,7 +732,7 @@ static void test_two_cpus(void **state)
 
 	(void)state;
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-		a[1].cpu = 0;	/* still two threads, preempting each other */
+		a[1].cpu = 0;	/* two threads still, on one CPU */
 	set_job(RACE_N, 64, RACE_SLOTS);
 	/* chunks with slots of their own: no BUSY in the way */
 	memset(seen, 0, sizeof(seen));

@@ -221,7 +221,7 @@ static int teardown(void **state)
 		if (sock[w] >= 0)
 			close(sock[w]);
 	if (ns_fd[NS_AGG] >= 0)
-		enter(NS_AGG);	/* the interface's index is the namespace's */
+		enter(NS_AGG);	/* the ifindex is the namespace's */
 	tly_xdp_close(ctl);	/* detaches */
 	if (pass_fd >= 0)
 		close(pass_fd);
