@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * xdp_ctl.h - the control plane of the XDP aggregator (agg.bpf.c): what a
+ * switch leaves to its CPU (docs/switch-profile.md, "The control plane").
+ * Loads the program (carried in the binary), writes the job into its
+ * config map, attaches it to an interface, runs the eviction sweep and
+ * reads the counters.  docs/xdp-aggregator.md.
+ */
+#ifndef TALLY_DATAPLANE_XDP_XDP_CTL_H
+#define TALLY_DATAPLANE_XDP_XDP_CTL_H
+
+#include <stdint.h>
+
+#include "dataplane/xdp/xdp_agg.h"
+
+/* the job as the control plane writes it at each epoch */
+struct tly_xdp_job {
+	uint32_t cookie;
+	uint16_t job;		/* wire job key */
+	uint16_t n_workers;	/* 1 .. TLY_XDP_MAX_WORKERS */
+	uint16_t k;		/* 64, 128 or 256 */
+	uint16_t port;		/* the job's UDP port */
+	uint32_t n_slots;	/* at most the pool given to tly_xdp_open() */
+	/* RESULT to every worker: the multicast group (host order) */
+	uint32_t group_ip;
+	uint16_t group_port;
+	uint8_t group_mac[6];
+};
+
+struct tly_xdp_ctl;
+
+/* what the kernel says of the loaded program */
+struct tly_xdp_prog_info {
+	uint32_t xlated_insns;	/* instructions after the verifier */
+	uint32_t verified_insns;	/* the verifier's processed count */
+	uint32_t jited_bytes;
+};
+
+/* load the program with a pool of @n_slots slots; 0 or -errno */
+int tly_xdp_open(struct tly_xdp_ctl **out, uint32_t n_slots);
+void tly_xdp_close(struct tly_xdp_ctl *c);
+
+/* the MAC of a multicast IPv4 group (RFC 1112: 01:00:5e + low 23 bits) */
+void tly_xdp_group_mac(uint32_t group_ip, uint8_t mac[6]);
+
+/* check @j; write it and free every slot (packets of the port are
+ * dropped meanwhile); 0 or -errno */
+int tly_xdp_set_job(struct tly_xdp_ctl *c, const struct tly_xdp_job *j);
+
+/* attach to / detach from an interface: native XDP, or generic (skb)
+ * mode when @skb_mode or when the driver has none; never replaces
+ * another program; 0 or -errno */
+int tly_xdp_attach(struct tly_xdp_ctl *c, int ifindex, int skb_mode);
+int tly_xdp_detach(struct tly_xdp_ctl *c);
+
+/* free the job's AGG slots claimed @evict_ns or longer ago; *out (may be
+ * NULL) tells how many were freed and what the job's pool holds; 0 or
+ * -errno */
+int tly_xdp_sweep(struct tly_xdp_ctl *c, uint64_t evict_ns,
+		  struct tly_xdp_sweep *out);
+
+/* the counters summed over the CPUs; 0 or -errno */
+int tly_xdp_counters(struct tly_xdp_ctl *c, uint64_t v[TLY_XDP_C_COUNT]);
+const char *tly_xdp_counter_name(unsigned int i);
+
+int tly_xdp_prog_fd(const struct tly_xdp_ctl *c);
+int tly_xdp_info(const struct tly_xdp_ctl *c, struct tly_xdp_prog_info *i);
+
+#endif /* TALLY_DATAPLANE_XDP_XDP_CTL_H */
