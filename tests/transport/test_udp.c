@@ -21,46 +21,13 @@
 
 #include "dataplane/transport/transport.h"
 #include "frames.h"
+#include "tp_nodes.h"
 
 #define MS 1000000ull
 #define N_NODES 3
 
 static struct tly_addr addrs[N_NODES];
 
-static void addrs_init(void)
-{
-	/* a port range per process, so parallel runs do not collide; below
-	 * the ephemeral range (32768..) so no client socket sits there */
-	uint16_t base = (uint16_t)(20000 + (getpid() % 1500) * 8);
-	int i;
-
-	for (i = 0; i < N_NODES; i++) {
-		addrs[i].ip = 0x7f000002u + (uint32_t)i;	/* 127.0.0.2.. */
-		addrs[i].port = (uint16_t)(base + i);
-	}
-}
-
-/* what a test opened, closed by teardown even when the test failed */
-static struct transport *opened[8];
-static int n_opened;
-
-static void track(struct transport *tp)
-{
-	int i;
-
-	for (i = 0; i < n_opened; i++)
-		if (opened[i] == tp)
-			return;
-	opened[n_opened++] = tp;
-}
-
-static int close_all(void **state)
-{
-	(void)state;
-	while (n_opened)
-		transport_close(opened[--n_opened]);
-	return 0;
-}
 
 static void open_node(struct transport *tp, uint16_t self,
 		      const struct link_emu_config *emu)
@@ -72,7 +39,7 @@ static void open_node(struct transport *tp, uint16_t self,
 
 	if (emu)
 		c.emu = *emu;
-	track(tp);
+	tp_track(tp);
 	assert_int_equal(transport_open(tp, &c), 0);
 	assert_false(tp->full_frames);
 	assert_true(tp->ops->wait_fd(tp) >= 0);
@@ -160,7 +127,7 @@ static void test_send_error_drops(void **state)
 	(void)state;
 	memcpy(bad, addrs, sizeof(bad));
 	bad[2].port = 0;	/* sendto port 0: EINVAL, not back-pressure */
-	track(&a);
+	tp_track(&a);
 	assert_int_equal(transport_open(&a, &c), 0);
 	open_node(&b, 1, NULL);
 	tp_send_frames(&a, 1, 0, 3);
@@ -420,7 +387,7 @@ static void test_open_errors(void **state)
 	};
 
 	(void)state;
-	track(&a);
+	tp_track(&a);
 	assert_int_equal(transport_open(&a, &c), -EINVAL);
 	c.kind = "udp";
 	c.self = N_NODES;
@@ -439,19 +406,19 @@ static void test_open_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_exchange, close_all),
-		cmocka_unit_test_teardown(test_queue_full, close_all),
-		cmocka_unit_test_teardown(test_send_error_drops, close_all),
-		cmocka_unit_test_teardown(test_wait_fd_wakes, close_all),
-		cmocka_unit_test_teardown(test_emu_loss, close_all),
-		cmocka_unit_test_teardown(test_emu_rate, close_all),
-		cmocka_unit_test_teardown(test_emu_ingress_rate, close_all),
-		cmocka_unit_test_teardown(test_throughput, close_all),
-		cmocka_unit_test_teardown(test_set_nodes, close_all),
-		cmocka_unit_test_teardown(test_open_errors, close_all),
+		cmocka_unit_test_teardown(test_exchange, tp_close_all),
+		cmocka_unit_test_teardown(test_queue_full, tp_close_all),
+		cmocka_unit_test_teardown(test_send_error_drops, tp_close_all),
+		cmocka_unit_test_teardown(test_wait_fd_wakes, tp_close_all),
+		cmocka_unit_test_teardown(test_emu_loss, tp_close_all),
+		cmocka_unit_test_teardown(test_emu_rate, tp_close_all),
+		cmocka_unit_test_teardown(test_emu_ingress_rate, tp_close_all),
+		cmocka_unit_test_teardown(test_throughput, tp_close_all),
+		cmocka_unit_test_teardown(test_set_nodes, tp_close_all),
+		cmocka_unit_test_teardown(test_open_errors, tp_close_all),
 	};
 
-	addrs_init();
+	tp_loopback_addrs(addrs, N_NODES, 20000);
 	tp_frames_init(1380, 1 * MS);	/* lengths within the MTU */
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,6 +32,7 @@
 
 #include "dataplane/transport/transport.h"
 #include "udp_frames.h"
+#include "tp_nodes.h"
 
 static char ns_name[2][64], if_name[2][16];
 static bool ns_made;
@@ -147,16 +148,10 @@ static int ns_teardown(void **state)
 	return 0;
 }
 
-static struct transport *opened[4];
-static int n_opened;
-
 static int close_all(void **state)
 {
-	(void)state;
-	while (n_opened)
-		transport_close(opened[--n_opened]);
 	memset(&uf_mmsg, 0, sizeof(uf_mmsg));
-	return 0;
+	return tp_close_all(state);
 }
 
 /* open node @self inside its namespace with TALLY_UDP_OFFLOAD=@mode */
@@ -174,7 +169,7 @@ static void open_node(struct transport *tp, uint16_t self, const char *mode)
 	assert_int_equal(setns(home_fd, CLONE_NEWNET), 0);
 	unsetenv("TALLY_UDP_OFFLOAD");
 	assert_int_equal(ret, 0);
-	opened[n_opened++] = tp;
+	tp_track(tp);
 }
 
 /* both ways, rounds of at least 200 frames in random runs */

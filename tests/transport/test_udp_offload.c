@@ -35,6 +35,7 @@
 
 #include "dataplane/transport/transport.h"
 #include "udp_frames.h"
+#include "tp_nodes.h"
 
 #define MS UF_MS
 #define N_NODES 3
@@ -44,29 +45,10 @@
 
 static struct tly_addr addrs[N_NODES];
 
-static void addrs_init(void)
-{
-	/* a port range per process (another than test_udp's), below the
-	 * ephemeral range */
-	uint16_t base = (uint16_t)(8000 + (getpid() % 1500) * 8);
-	int i;
-
-	for (i = 0; i < N_NODES; i++) {
-		addrs[i].ip = 0x7f000002u + (uint32_t)i; /* 127.0.0.2.. */
-		addrs[i].port = (uint16_t)(base + i);
-	}
-}
-
-static struct transport *opened[8];
-static int n_opened;
-
 static int close_all(void **state)
 {
-	(void)state;
-	while (n_opened)
-		transport_close(opened[--n_opened]);
 	memset(&uf_mmsg, 0, sizeof(uf_mmsg));
-	return 0;
+	return tp_close_all(state);
 }
 
 /* open node @self with TALLY_UDP_OFFLOAD=@mode (NULL: unset) */
@@ -81,7 +63,7 @@ static void open_node(struct transport *tp, uint16_t self, const char *mode)
 		setenv("TALLY_UDP_OFFLOAD", mode, 1);
 	else
 		unsetenv("TALLY_UDP_OFFLOAD");
-	opened[n_opened++] = tp;
+	tp_track(tp);
 	assert_int_equal(transport_open(tp, &c), 0);
 	unsetenv("TALLY_UDP_OFFLOAD");
 }
@@ -629,7 +611,7 @@ static void test_bad_peer_keeps_gso(void **state)
 	memset(&e, 0, sizeof(e));
 	memcpy(bad, addrs, sizeof(bad));
 	bad[2].port = 0;
-	opened[n_opened++] = &a;
+	tp_track(&a);
 	unsetenv("TALLY_UDP_OFFLOAD");
 	assert_int_equal(transport_open(&a, &c), 0);
 	open_node(&b, 1, "on");
@@ -776,6 +758,6 @@ int main(void)
 					  close_all),
 	};
 
-	addrs_init();
+	tp_loopback_addrs(addrs, N_NODES, 8000);  /* not test_udp's */
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
