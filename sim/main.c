@@ -234,6 +234,7 @@ static int sweep(struct opts *o)
 struct meas {
 	char model[32], net[16], method[32], set[16];
 	uint32_t hosts;
+	int iterations;
 	double dilation, samples;
 	double pred;
 };
@@ -253,27 +254,79 @@ struct machine {
 /* tally-sim --calibrate sim/calibration.csv --tune, 2026-12-01 */
 static const struct machine tuned = { 250, 8000, 1000000, 1, 500000 };
 
+/*
+ * The measured runs: a CSV with a header naming at least model, net,
+ * method, hosts, dilation and samples_per_s (tools/experiment's own CSV
+ * qualifies), optionally iterations (default 2) and set ("tune" or
+ * "check", default check).  Rows whose samples_per_s is not a number
+ * (FAILED) are skipped.
+ */
+enum { C_MODEL, C_NET, C_METHOD, C_HOSTS, C_DIL, C_SAMPLES, C_ITER, C_SET,
+       C_N };
+
 static int read_meas(const char *path, struct meas **out)
 {
+	static const char *const names[C_N] = {
+		"model", "net", "method", "hosts", "dilation", "samples_per_s",
+		"iterations", "set",
+	};
 	FILE *f = fopen(path, "r");
-	char line[512];
+	int col[C_N], n = 0;
+	char line[1024];
 	struct meas *v = NULL;
-	int n = 0;
+	bool header = false;
 
 	if (!f) {
 		perror(path);
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
-		struct meas m = { 0 };
+		char *fld[32], *save = NULL, *end;
+		struct meas m = { .iterations = 2 };
 		struct meas *nv;
+		int nf = 0;
 
-		if (line[0] == '#' || !strncmp(line, "model", 5))
+		line[strcspn(line, "\r\n")] = 0;
+		if (line[0] == '#' || !line[0])
 			continue;
-		/* model,net,method,hosts,dilation,samples_per_s,set */
-		if (sscanf(line, "%31[^,],%15[^,],%31[^,],%u,%lf,%lf,%15[^,\n]",
-			   m.model, m.net, m.method, &m.hosts, &m.dilation,
-			   &m.samples, m.set) < 6)
+		for (char *t = strtok_r(line, ",", &save); t && nf < 32;
+		     t = strtok_r(NULL, ",", &save))
+			fld[nf++] = t;
+		if (!header) {
+			for (int c = 0; c < C_N; c++) {
+				col[c] = -1;
+				for (int i = 0; i < nf; i++)
+					if (!strcmp(fld[i], names[c]))
+						col[c] = i;
+			}
+			for (int c = 0; c < C_ITER; c++)
+				if (col[c] < 0 || col[c] >= 32) {
+					fprintf(stderr, "%s: no column %s\n",
+						path, names[c]);
+					fclose(f);
+					return -1;
+				}
+			header = true;
+			continue;
+		}
+		if (nf <= col[C_SAMPLES] || nf <= col[C_DIL] ||
+		    nf <= col[C_HOSTS] || nf <= col[C_MODEL] ||
+		    nf <= col[C_NET] || nf <= col[C_METHOD])
+			continue;
+		m.samples = strtod(fld[col[C_SAMPLES]], &end);
+		if (*end || m.samples <= 0)
+			continue;		/* FAILED */
+		snprintf(m.model, sizeof(m.model), "%s", fld[col[C_MODEL]]);
+		snprintf(m.net, sizeof(m.net), "%s", fld[col[C_NET]]);
+		snprintf(m.method, sizeof(m.method), "%s", fld[col[C_METHOD]]);
+		m.hosts = (uint32_t)atoi(fld[col[C_HOSTS]]);
+		m.dilation = atof(fld[col[C_DIL]]);
+		if (col[C_ITER] >= 0 && col[C_ITER] < nf)
+			m.iterations = atoi(fld[col[C_ITER]]);
+		snprintf(m.set, sizeof(m.set), "%s",
+			 col[C_SET] >= 0 && col[C_SET] < nf ?
+			 fld[col[C_SET]] : "check");
+		if (m.hosts == 0 || m.dilation <= 0 || m.iterations < 1)
 			continue;
 		nv = realloc(v, (size_t)(n + 1) * sizeof(*v));
 		if (!nv)
@@ -317,7 +370,7 @@ static int predict(const struct opts *o, struct meas *m,
 	c.hosts = m->hosts;
 	c.gpus = 1;
 	c.dilation = m->dilation;
-	c.iterations = 2;	/* as --quick measures */
+	c.iterations = m->iterations;	/* as the replay measured */
 	c.replay_timing = true;
 	ret = sim_run(&c, &r);
 	sim_profile_free(&p);
@@ -366,8 +419,11 @@ static int predict_all(const struct opts *o, struct meas *v, int n,
 		       const struct machine *mc)
 {
 	for (int i = 0; i < n; i++)
-		if (predict(o, &v[i], mc))
+		if (predict(o, &v[i], mc)) {
+			fprintf(stderr, "tally-sim: cannot simulate %s %s %s\n",
+				v[i].model, v[i].net, v[i].method);
 			return -1;
+		}
 	return 0;
 }
 
