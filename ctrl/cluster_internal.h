@@ -18,10 +18,6 @@
 #include "dataplane/transport/transport.h"
 
 #define CLUSTER_MAX_UNITS 4096
-/* No unit completed for this long: a partition may pass the credit
- * (struct sched_cfg.stall_ns). */
-#define CLUSTER_STALL_NS (50 * 1000000ull)
-
 /* A dataplane thread's answer to a pause may take this long (a turn of
  * its loop, under load); past it the thread is declared stuck. */
 #define CLUSTER_PAUSE_TIMEOUT_NS (2000 * 1000000ull)

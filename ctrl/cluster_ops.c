@@ -403,23 +403,14 @@ void cluster_submit_group(struct cluster *c, struct lg_group *g)
 
 int cluster_ops_init(struct cluster *c)
 {
-	struct sched_cfg sc = {
-		.policy = (enum sched_policy)c->cfg->schedule,
-		.max_items = c->env.groups->n_pool,
-		.partition_bytes = (uint64_t)c->cfg->partition_kib << 10,
-		.credit_bytes = (uint64_t)c->cfg->credit_kib << 10,
-		.autotune = c->cfg->credit_autotune,
-		.credit_min = 64u << 10,
-		.credit_max = 256u << 20,
-		.a_ns = 100000, .b_ns_per_byte = 1,
-		.mg_plan_only = true,
-		.stall_ns = CLUSTER_STALL_NS,
-		/* aggregation: every host's results leave through the
-		 * aggregators' ports, so on a slow network units take longer
-		 * than the bound; ring: crossed credits are routine and their
-		 * waits would feed the unit time (docs/scheduling.md) */
-		.stall_adapt = c->cfg->algorithm == ALGO_AGGREGATE,
-	};
+	struct sched_cfg sc;
+
+	sched_cfg_daemon(&sc, (enum sched_policy)c->cfg->schedule,
+			 c->env.groups->n_pool,
+			 (uint64_t)c->cfg->partition_kib << 10,
+			 (uint64_t)c->cfg->credit_kib << 10,
+			 c->cfg->credit_autotune,
+			 c->cfg->algorithm == ALGO_AGGREGATE);
 
 	c->queue_head = c->queue_tail = UNIT_NONE;
 	c->ops = calloc(c->env.groups->n_pool, sizeof(*c->ops));

@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include <tally/tally.h>
+#include "dataplane/sched/mg_plan.h"
 
 struct tensor {
 	char name[96];
@@ -186,34 +187,29 @@ static int measure_model(struct tally_client *c, struct profile *p,
 }
 
 /*
- * MG-WFBP's merge rule over the backward timeline (Shi et al., INFOCOM'19):
- * walking the gradients in backward order, a gradient joins the group
- * before it when that group's all-reduce would still be running when the
- * gradient is ready (it would wait anyway; merging saves one startup a);
- * otherwise it starts a new group.
+ * MG-WFBP's merge plan over the (dilated) backward timeline: the same
+ * code tally-sim plans with (dataplane/sched/mg_plan.c).
  */
 static int plan_groups(struct profile *p, double a, double b, double dil)
 {
-	double ready = 0, start = 0, end = 0, bytes = 0;
-	uint32_t group = 0;
+	double *bwd = calloc((size_t)p->n, sizeof(double));
+	double *bytes = calloc((size_t)p->n, sizeof(double));
+	uint32_t *group = calloc((size_t)p->n, sizeof(uint32_t));
+	uint32_t groups = 0;
 
-	for (int i = 0; i < p->n; i++) {
-		struct tensor *t = &p->t[i];
-		double sz = (double)t->elements * 4;
-
-		ready += t->bwd_us * dil;
-		if (group && end > ready && group < UINT16_MAX) {
-			bytes += sz;		/* merge */
-			end = start + a + b * bytes;
-		} else {
-			group++;
-			start = ready > end ? ready : end;
-			bytes = sz;
-			end = start + a + b * bytes;
+	if (bwd && bytes && group) {
+		for (int i = 0; i < p->n; i++) {
+			bwd[i] = p->t[i].bwd_us * dil;
+			bytes[i] = (double)p->t[i].elements * 4;
 		}
-		t->group = group;
+		groups = mg_plan(p->n, bwd, bytes, a, b, group);
+		for (int i = 0; i < p->n; i++)
+			p->t[i].group = group[i];
 	}
-	return (int)group;
+	free(bwd);
+	free(bytes);
+	free(group);
+	return (int)groups;
 }
 
 static void fill(struct profile *p, int rank)

@@ -645,6 +645,29 @@ const char *sched_policy_name(enum sched_policy p)
 	return policy_names[p];
 }
 
+void sched_cfg_daemon(struct sched_cfg *sc, enum sched_policy policy,
+		      uint32_t max_items, uint64_t partition_bytes,
+		      uint64_t credit_bytes, bool autotune, bool aggregate)
+{
+	*sc = (struct sched_cfg){
+		.policy = policy,
+		.max_items = max_items,
+		.partition_bytes = partition_bytes,
+		.credit_bytes = credit_bytes,
+		.autotune = autotune,
+		.credit_min = 64u << 10,
+		.credit_max = 256u << 20,
+		.a_ns = 100000, .b_ns_per_byte = 1,
+		.mg_plan_only = true,
+		.stall_ns = SCHED_DAEMON_STALL_NS,
+		/* aggregation: every host's results leave through the
+		 * aggregators' ports, so on a slow network units take longer
+		 * than the bound; ring: crossed credits are routine and their
+		 * waits would feed the unit time (docs/scheduling.md) */
+		.stall_adapt = aggregate,
+	};
+}
+
 int sched_policy_parse(const char *name)
 {
 	unsigned int i;

@@ -114,6 +114,20 @@ struct sched_stats {
 
 struct sched;
 
+/* The ByteScheduler stall bound tallyd runs with (docs/scheduling.md). */
+#define SCHED_DAEMON_STALL_NS (50 * 1000000ull)
+
+/*
+ * The configuration tallyd's multi-host job runs its scheduler with
+ * (ctrl/cluster_ops.c), which tally-sim simulates, so both take it from
+ * here: max_items slots, ByteScheduler's partition, credit and autotune
+ * as configured, the adaptive stall bound for aggregation (aggregate =
+ * true), merge plans only for MG-WFBP.
+ */
+void sched_cfg_daemon(struct sched_cfg *sc, enum sched_policy policy,
+		      uint32_t max_items, uint64_t partition_bytes,
+		      uint64_t credit_bytes, bool autotune, bool aggregate);
+
 struct sched *sched_create(const struct sched_cfg *cfg);
 void sched_destroy(struct sched *s);
 
