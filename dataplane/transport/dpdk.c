@@ -69,6 +69,10 @@
 #define DPDK_ROUTE_NONE	0xff	/* route[] of a node not learned yet */
 #define DPDK_MAC_BUCKETS 512	/* > 2 * TRANSPORT_MAX_NODES, power of 2 */
 #define DPDK_MEMIF_CHECK_NS 100000000ull	/* memif client supervision */
+/* a memif client just started gets this long to connect before it is
+ * restarted: a restart mid-handshake has crashed the server's PMD
+ * ("Error adding fd ... epoll_ctl" in its interrupt thread) */
+#define DPDK_MEMIF_CONNECT_NS 2000000000ull
 #define DPDK_MAX_QUEUES	16	/* queue pairs per port: dataplane threads */
 #define DPDK_HANDOFF	1024	/* frames in flight between two queues */
 
@@ -269,7 +273,9 @@ static void port_down(struct dpdk_shared *sh, struct dpdk_port *pt)
  * supervised from the poll loop (of queue 0), every DPDK_MEMIF_CHECK_NS:
  * not started while the socket file is missing, and stopped and started
  * again (a new connection) when its link has been down for a check
- * interval.  Its link is down meanwhile, like a switch port whose peer is
+ * interval, or, just after a start, for DPDK_MEMIF_CONNECT_NS (the
+ * handshake runs in both processes' EAL interrupt threads, slow on a busy
+ * machine).  Its link is down meanwhile, like a switch port whose peer is
  * unplugged: frames to it are dropped and counted.  An abstract socket
  * (socket-abstract=yes, memif's default) cannot be looked for: use
  * socket-abstract=no.
@@ -327,6 +333,8 @@ static void memif_supervise(struct dpdk_shared *sh, struct dpdk_port *pt,
 	if (port_up(pt))
 		dp_err("transport dpdk: port %u: memif client does not start",
 			pt->id);
+	else
+		pt->check_ns = now + DPDK_MEMIF_CONNECT_NS;
 }
 
 static void ports_supervise(struct dpdk_shared *sh)
