@@ -516,9 +516,10 @@ static int shared_start(const struct transport_config *cfg, uint16_t nq)
 	if (ret)
 		goto fail;
 	/* every queue's rx ring full, room to build and queue frames, and
-	 * the rings between queues full */
+	 * a full ring's worth passed to each queue (not every ring full:
+	 * that is N^2, and a queue that far behind loses frames anyway) */
 	need = (uint32_t)sh->n_ports * nq * (DPDK_RING + DPDK_TXQ) +
-	       nq * DPDK_TXQ + (uint32_t)nq * (nq - 1u) * DPDK_HANDOFF + 1023;
+	       nq * DPDK_TXQ + (nq > 1 ? nq * DPDK_HANDOFF : 0u) + 1023;
 	if (n_mbufs < need)
 		n_mbufs = need;
 	sh->pool = rte_pktmbuf_pool_create("tally_mbufs", n_mbufs, 256, 0,
