@@ -11,8 +11,9 @@
  * frame to another UDP port and one to another MAC go first and must be
  * filtered.  The namespaces are deleted in teardown, and at exit.
  *
- * Two queue pairs (net_af_packet qpairs=2, as tallyd with dataplane.threads
- * = 2): each side opens a transport per queue, driven by its own thread.
+ * Two queue pairs (net_af_packet qpairs=2, then net_memif, as tallyd with
+ * dataplane.threads = 2): each side opens a transport per queue, driven
+ * by its own thread.
  * Frames go to the peer's UDP port base + shard, from 16 source ports, so
  * the kernel's fanout hash puts some on the other queue than their shard;
  * every frame must reach its shard's thread exactly once, and both queues
