@@ -155,6 +155,9 @@ static void open_transport(struct cluster *c, struct cluster_shard *sh)
 		.mtu = (uint32_t)(TLY_L2L4_LEN + TLY_HDR_LEN + 4 * c->cfg->k),
 		.eal_args = c->cfg->eal_args,
 		.mbufs = (uint32_t)c->cfg->mbufs,
+		/* dpdk: one queue pair per thread (udp: one socket each) */
+		.queues = (uint16_t)c->n_shards,
+		.queue = (uint16_t)(sh - c->shards),
 		.rdma_device = c->cfg->rdma_device,
 		.rdma_port = (uint8_t)c->cfg->rdma_port,
 		.rdma_gid_index = c->cfg->rdma_gid_index,
@@ -507,11 +510,14 @@ void cluster_log_counters(const struct cluster *c)
 			continue;
 		dp_thread_stats(c->shards[s].dp, &st);
 		log_info("dataplane thread %u: %llu turns, %llu sleeps; "
-			 "frames rx %llu tx %llu", s,
+			 "frames rx %llu tx %llu; passed to other threads "
+			 "%llu, from them %llu", s,
 			 (unsigned long long)st.turns,
 			 (unsigned long long)st.sleeps,
 			 (unsigned long long)st.tp.rx_pkts,
-			 (unsigned long long)st.tp.tx_pkts);
+			 (unsigned long long)st.tp.tx_pkts,
+			 (unsigned long long)st.tp.rx_handoff_out,
+			 (unsigned long long)st.tp.rx_handoff_in);
 	}
 }
 
@@ -583,10 +589,13 @@ static int shards_check(struct cluster *c, int *cpus, int *n_cpus)
 
 	c->n_shards = (unsigned int)cfg->dp_threads;
 	*n_cpus = 0;
-	if (c->n_shards > 1 && strcmp(cfg->transport, "udp")) {
+	/* udp: a socket per thread; dpdk: a queue pair per thread */
+	if (c->n_shards > 1 && strcmp(cfg->transport, "udp") &&
+	    strcmp(cfg->transport, "dpdk")) {
 		log_err("dataplane.threads = %u: the %s transport drives one "
-			"queue, so one thread; only udp takes more (set "
-			"dataplane.threads = 1)", c->n_shards, cfg->transport);
+			"queue, so one thread; only udp and dpdk take more "
+			"(set dataplane.threads = 1)", c->n_shards,
+			cfg->transport);
 		return -1;
 	}
 	if (c->n_shards > 1 && !cfg->address.port) {

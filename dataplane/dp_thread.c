@@ -185,6 +185,9 @@ static int take_submissions(struct dp_thread *t, uint64_t now)
 static int receive(struct dp_thread *t, uint64_t now)
 {
 	struct transport_rx rx[TRANSPORT_RX_BURST];
+	/* frames passed on to another thread's queue (dpdk) are work too:
+	 * more are coming, and the counter must be published */
+	uint64_t passed = t->tp->stats.rx_handoff_out;
 	int n = transport_rx_burst(t->tp, rx, TRANSPORT_RX_BURST);
 
 	for (int i = 0; i < n; i++) {
@@ -197,7 +200,7 @@ static int receive(struct dp_thread *t, uint64_t now)
 	}
 	if (n > 0)
 		transport_rx_release(t->tp, rx, n);
-	return n;
+	return n + (t->tp->stats.rx_handoff_out != passed);
 }
 
 static int run_once(struct dp_thread *t, uint64_t now)

@@ -21,10 +21,28 @@
  * every port.  A port whose link goes down (its peer process exited) has
  * its queue dropped and counted, never held.
  *
- * The EAL can be initialised once per process: one DPDK transport per
+ * Queues: with cfg->queues = N > 1 (N dataplane threads) every port is
+ * configured with N rx/tx queue pairs and N transports share it, one per
+ * thread: the one with cfg->queue = 0 starts the EAL, the pool and the
+ * ports; the others (queue 1 .. N-1, opened after it in the same process)
+ * attach to them.  Each polls and transmits on its own queue only.  The
+ * virtual ports' spreading (af_packet's fanout hash, af_xdp's and memif's
+ * queues) knows nothing of tally's shards, so the transports split in
+ * software: shard s of every node uses UDP port base + s (ctrl/cluster.c),
+ * so a frame's destination port names the thread that owns it, and one
+ * received on queue q for another shard is passed to that shard's
+ * transport through a lock-free SPSC ring (dp_ring, one per pair of
+ * queues) instead of being processed.  The ports themselves are shared:
+ * only queue 0 supervises memif clients (stops and starts ports); a port
+ * being stopped is first marked down, then each other queue is waited for
+ * to leave its burst (see port_enter()).
+ *
+ * The EAL can be initialised once per process: one DPDK port set per
  * process lifetime.  No wait fd: idle loops sleep (transport_idle_wait).
  */
 #include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +58,7 @@
 #include <rte_mempool.h>
 
 #include "dataplane/dp_log.h"
+#include "dataplane/dp_ring.h"
 #include "dataplane/transport/transport.h"
 
 #define DPDK_TXQ	512	/* mbufs queued between flushes */
@@ -50,6 +69,12 @@
 #define DPDK_ROUTE_NONE	0xff	/* route[] of a node not learned yet */
 #define DPDK_MAC_BUCKETS 512	/* > 2 * TRANSPORT_MAX_NODES, power of 2 */
 #define DPDK_MEMIF_CHECK_NS 100000000ull	/* memif client supervision */
+/* a memif client just started gets this long to connect before it is
+ * restarted: a restart mid-handshake has crashed the server's PMD
+ * ("Error adding fd ... epoll_ctl" in its interrupt thread) */
+#define DPDK_MEMIF_CONNECT_NS 2000000000ull
+#define DPDK_MAX_QUEUES	16	/* queue pairs per port: dataplane threads */
+#define DPDK_HANDOFF	1024	/* frames in flight between two queues */
 
 enum eal_state { EAL_NONE, EAL_UP, EAL_GONE };
 static enum eal_state eal_state = EAL_NONE;
@@ -57,16 +82,32 @@ static enum eal_state eal_state = EAL_NONE;
 static char *eal_argbuf;
 static char *eal_argv[DPDK_MAX_ARGS + 1];
 
+/* A port, shared by every queue's transport. */
 struct dpdk_port {
 	uint16_t id;
-	bool started;
+	_Atomic bool started;	/* written by queue 0 only */
 	/* a memif client's server socket ("": not one), next check */
 	char memif_socket[108];
 	uint64_t check_ns;
-	struct rte_mbuf *txq[DPDK_TXQ];
-	uint32_t txq_n;
-	uint64_t last_src;	/* source MAC last learned here */
+	/* queue q is in a burst on this port (see port_enter()) */
+	_Atomic uint32_t busy[DPDK_MAX_QUEUES];
 };
+
+/* What the queues of a process share: the EAL's ports and pool, and the
+ * rings of the software split ([from][to], SPSC, struct rte_mbuf *). */
+struct dpdk_shared {
+	struct dpdk_port ports[DPDK_MAX_PORTS];
+	uint16_t n_ports;
+	uint16_t n_queues;
+	bool has_memif_clients;
+	struct rte_mempool *pool;
+	uint32_t max_frame;	/* what the ports and our mbufs can take */
+	struct dp_ring handoff[DPDK_MAX_QUEUES][DPDK_MAX_QUEUES];
+	bool attached[DPDK_MAX_QUEUES];
+	unsigned int refs;
+};
+
+static struct dpdk_shared *shared;	/* while the EAL is up */
 
 /* source MAC -> node id, for learning routes (open addressing) */
 struct dpdk_mac_ent {
@@ -74,23 +115,25 @@ struct dpdk_mac_ent {
 	uint16_t node;
 };
 
+/* A transport: one queue pair of every port. */
 struct dpdk_priv {
-	struct dpdk_port ports[DPDK_MAX_PORTS];
-	uint16_t n_ports;
-	uint16_t n_started;
-	bool has_memif_clients;
+	struct dpdk_shared *sh;
+	uint16_t queue;		/* ours, on every port */
+	struct rte_mbuf *txq[DPDK_MAX_PORTS][DPDK_TXQ];
+	uint32_t txq_n[DPDK_MAX_PORTS];
+	uint64_t last_src[DPDK_MAX_PORTS];	/* source MAC learned there */
 	uint16_t rx_next;	/* port the next rx burst starts at */
 	uint8_t route[TRANSPORT_MAX_NODES];	/* node -> ports[] index */
+	uint8_t port_index[RTE_MAX_ETHPORTS];	/* port id -> ports[] */
 	struct dpdk_mac_ent macs[DPDK_MAC_BUCKETS];
-	struct rte_mempool *pool;
 	/* Frames to ourselves (a co-located worker's shard): a port does not
 	 * hand its own transmissions back, so they are looped here. */
 	struct rte_mbuf *loopq[DPDK_TXQ];
 	uint32_t loop_head, loop_n;
 	uint8_t mac[6];
-	uint32_t max_frame;	/* what the port and our mbufs can take */
 	uint32_t ip;		/* ours, network byte order */
-	uint16_t udp_port;	/* ours, network byte order */
+	uint16_t udp_port;	/* ours (base + queue), host byte order */
+	uint16_t base_port;	/* queue 0's, host byte order */
 };
 
 static int eal_start(const char *args)
@@ -134,38 +177,48 @@ static int eal_start(const char *args)
 
 /* max_frame is the smallest any port takes: frames past it are refused
  * by tx_alloc, not sent */
-static int port_start(struct dpdk_priv *d, uint16_t port, uint32_t mtu)
+static int port_start(struct dpdk_shared *sh, uint16_t port)
 {
 	struct rte_eth_conf conf;
 	struct rte_eth_dev_info info;
-	uint16_t nrx = DPDK_RING, ntx = DPDK_RING;
+	uint16_t nrx = DPDK_RING, ntx = DPDK_RING, nq = sh->n_queues;
 	int sock = rte_eth_dev_socket_id(port);
+	uint32_t mtu;
 	int ret;
 
 	ret = rte_eth_dev_info_get(port, &info);
 	if (ret)
 		return ret;
-	if (info.max_rx_pktlen && d->max_frame > info.max_rx_pktlen) {
-		dp_warn("transport dpdk: port %u takes frames up to %u bytes, not %u: larger ones are refused",
-			port, info.max_rx_pktlen, d->max_frame);
-		d->max_frame = info.max_rx_pktlen;
+	if (info.max_rx_queues < nq || info.max_tx_queues < nq) {
+		dp_err("transport dpdk: port %u (%s) has %u rx and %u tx queues; %u dataplane threads need %u pairs (net_af_packet: qpairs=%u, net_af_xdp: queue_count=%u)",
+		       port, info.driver_name ? info.driver_name : "?",
+		       info.max_rx_queues, info.max_tx_queues, nq, nq, nq, nq);
+		return -EINVAL;
 	}
-	mtu = d->max_frame;
+	if (info.max_rx_pktlen && sh->max_frame > info.max_rx_pktlen) {
+		dp_warn("transport dpdk: port %u takes frames up to %u bytes, not %u: larger ones are refused",
+			port, info.max_rx_pktlen, sh->max_frame);
+		sh->max_frame = info.max_rx_pktlen;
+	}
+	mtu = sh->max_frame;
 	memset(&conf, 0, sizeof(conf));
-	ret = rte_eth_dev_configure(port, 1, 1, &conf);
+	ret = rte_eth_dev_configure(port, nq, nq, &conf);
 	if (!ret)
 		ret = rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrx, &ntx);
-	if (!ret)
-		ret = rte_eth_rx_queue_setup(port, 0, nrx, sock, NULL, d->pool);
-	if (!ret)
-		ret = rte_eth_tx_queue_setup(port, 0, ntx, sock, NULL);
+	for (uint16_t q = 0; !ret && q < nq; q++) {
+		ret = rte_eth_rx_queue_setup(port, q, nrx, sock, NULL,
+					     sh->pool);
+		if (!ret)
+			ret = rte_eth_tx_queue_setup(port, q, ntx, sock, NULL);
+	}
 	if (!ret && mtu > RTE_ETHER_MTU + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN)
 		ret = rte_eth_dev_set_mtu(port, (uint16_t)(mtu -
 				RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN));
 	return ret;
 }
 
-static int port_up(struct dpdk_priv *d, struct dpdk_port *pt)
+/* queue 0 only (or the last close): the port is not shared with a burst */
+static int port_up(struct dpdk_port *pt)
 {
 	int ret = rte_eth_dev_start(pt->id);
 
@@ -175,9 +228,41 @@ static int port_up(struct dpdk_priv *d, struct dpdk_port *pt)
 		if (ret == -ENOTSUP)
 			ret = 0;
 	}
-	pt->started = !ret;
-	d->n_started += pt->started;
+	atomic_store_explicit(&pt->started, !ret, memory_order_seq_cst);
 	return ret;
+}
+
+/*
+ * A queue's bursts on a port are bracketed by port_enter() and
+ * port_leave(); port_down() marks the port stopped and waits until no
+ * queue is inside a burst before stopping it.  Dekker, as in dp_ring.h:
+ * both sides store (busy, started) then load the other's word, seq_cst,
+ * so either the queue sees the port stopped or the stopper sees it busy.
+ */
+static bool port_enter(struct dpdk_port *pt, uint16_t q)
+{
+	atomic_store_explicit(&pt->busy[q], 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&pt->started, memory_order_seq_cst))
+		return true;
+	atomic_store_explicit(&pt->busy[q], 0, memory_order_release);
+	return false;
+}
+
+static void port_leave(struct dpdk_port *pt, uint16_t q)
+{
+	atomic_store_explicit(&pt->busy[q], 0, memory_order_release);
+}
+
+static void port_down(struct dpdk_shared *sh, struct dpdk_port *pt)
+{
+	if (!atomic_load_explicit(&pt->started, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&pt->started, false, memory_order_seq_cst);
+	for (uint16_t q = 0; q < sh->n_queues; q++)
+		while (atomic_load_explicit(&pt->busy[q],
+					    memory_order_seq_cst))
+			sched_yield();	/* one burst: short */
+	rte_eth_dev_stop(pt->id);
 }
 
 /*
@@ -185,12 +270,15 @@ static int port_up(struct dpdk_priv *d, struct dpdk_port *pt)
  * and the daemons of a job open their transports at the same moment; a
  * client whose server goes away (the aggregator's process exited) is
  * disconnected and never connects again by itself.  So a client port is
- * supervised from the poll loop, every DPDK_MEMIF_CHECK_NS: not started
- * while the socket file is missing, and stopped and started again (a new
- * connection) when its link has been down for a check interval.  Its link
- * is down meanwhile, like a switch port whose peer is unplugged: frames to
- * it are dropped and counted.  An abstract socket (socket-abstract=yes,
- * memif's default) cannot be looked for: use socket-abstract=no.
+ * supervised from the poll loop (of queue 0), every DPDK_MEMIF_CHECK_NS:
+ * not started while the socket file is missing, and stopped and started
+ * again (a new connection) when its link has been down for a check
+ * interval, or, just after a start, for DPDK_MEMIF_CONNECT_NS (the
+ * handshake runs in both processes' EAL interrupt threads, slow on a busy
+ * machine).  Its link is down meanwhile, like a switch port whose peer is
+ * unplugged: frames to it are dropped and counted.  An abstract socket
+ * (socket-abstract=yes, memif's default) cannot be looked for: use
+ * socket-abstract=no.
  */
 static bool memif_client_socket(uint16_t port, char *path, size_t cap)
 {
@@ -219,15 +307,6 @@ static bool memif_client_socket(uint16_t port, char *path, size_t cap)
 	return true;
 }
 
-static void port_down(struct dpdk_priv *d, struct dpdk_port *pt)
-{
-	if (!pt->started)
-		return;
-	rte_eth_dev_stop(pt->id);
-	pt->started = false;
-	d->n_started--;
-}
-
 static bool link_down(uint16_t port)
 {
 	struct rte_eth_link link;
@@ -236,42 +315,45 @@ static bool link_down(uint16_t port)
 	       link.link_status == RTE_ETH_LINK_DOWN;
 }
 
-static void memif_supervise(struct dpdk_priv *d, struct dpdk_port *pt,
+static void memif_supervise(struct dpdk_shared *sh, struct dpdk_port *pt,
 			    uint64_t now)
 {
 	if (now < pt->check_ns)
 		return;
 	pt->check_ns = now + DPDK_MEMIF_CHECK_NS;
-	if (pt->started) {
+	if (atomic_load_explicit(&pt->started, memory_order_relaxed)) {
 		if (!link_down(pt->id))
 			return;
 		dp_info("transport dpdk: port %u: memif link down, connecting again",
 			pt->id);
-		port_down(d, pt);
+		port_down(sh, pt);
 	}
 	if (access(pt->memif_socket, F_OK))
 		return;
-	if (port_up(d, pt))
+	if (port_up(pt))
 		dp_err("transport dpdk: port %u: memif client does not start",
 			pt->id);
+	else
+		pt->check_ns = now + DPDK_MEMIF_CONNECT_NS;
 }
 
-static void ports_supervise(struct dpdk_priv *d)
+static void ports_supervise(struct dpdk_shared *sh)
 {
 	uint64_t now = transport_now_ns();
 
-	for (uint16_t p = 0; p < d->n_ports; p++)
-		if (d->ports[p].memif_socket[0])
-			memif_supervise(d, &d->ports[p], now);
+	for (uint16_t p = 0; p < sh->n_ports; p++)
+		if (sh->ports[p].memif_socket[0])
+			memif_supervise(sh, &sh->ports[p], now);
 }
 
 /* promiscuous mode makes a mismatch work, but say so: it is a config slip */
-static void port_mac_note(const struct dpdk_priv *d, uint16_t port)
+static void port_mac_note(const struct dpdk_shared *sh, uint16_t port,
+			  const uint8_t *mac)
 {
 	struct rte_ether_addr ea;
 
-	if (d->n_ports == 1 && !rte_eth_macaddr_get(port, &ea) &&
-	    memcmp(ea.addr_bytes, d->mac, 6))
+	if (sh->n_ports == 1 && !rte_eth_macaddr_get(port, &ea) &&
+	    memcmp(ea.addr_bytes, mac, 6))
 		dp_warn("transport dpdk: port %u has MAC %02x:%02x:%02x:%02x:%02x:%02x, the address table another",
 			port, ea.addr_bytes[0], ea.addr_bytes[1],
 			ea.addr_bytes[2], ea.addr_bytes[3], ea.addr_bytes[4],
@@ -298,8 +380,7 @@ static void routes_reset(struct dpdk_priv *d, const struct transport_config *cfg
 {
 	memset(d->route, DPDK_ROUTE_NONE, sizeof(d->route));
 	memset(d->macs, 0, sizeof(d->macs));
-	for (uint16_t p = 0; p < d->n_ports; p++)
-		d->ports[p].last_src = 0;
+	memset(d->last_src, 0, sizeof(d->last_src));
 	for (uint16_t i = 0; i < cfg->n_nodes; i++) {
 		uint64_t mac = mac48(cfg->addrs[i].mac);
 		uint32_t b = mac_bucket(mac);
@@ -319,9 +400,9 @@ static void route_learn(struct dpdk_priv *d, uint16_t p, const uint8_t *src)
 	uint64_t mac = mac48(src);
 	uint32_t b = mac_bucket(mac);
 
-	if (d->ports[p].last_src == mac)
+	if (d->last_src[p] == mac)
 		return;
-	d->ports[p].last_src = mac;
+	d->last_src[p] = mac;
 	for (; d->macs[b].mac; b = (b + 1) & (DPDK_MAC_BUCKETS - 1)) {
 		if (d->macs[b].mac == mac) {
 			d->route[d->macs[b].node] = (uint8_t)p;
@@ -330,37 +411,48 @@ static void route_learn(struct dpdk_priv *d, uint16_t p, const uint8_t *src)
 	}
 }
 
-static void txq_drop(struct transport *tp, struct dpdk_port *pt)
+static void txq_drop(struct transport *tp, struct dpdk_priv *d, uint16_t p)
 {
-	tp->stats.tx_drops += pt->txq_n;
-	rte_pktmbuf_free_bulk(pt->txq, pt->txq_n);
-	pt->txq_n = 0;
+	tp->stats.tx_drops += d->txq_n[p];
+	rte_pktmbuf_free_bulk(d->txq[p], d->txq_n[p]);
+	d->txq_n[p] = 0;
 }
 
-static void dpdk_close(struct transport *tp)
-{
-	struct dpdk_priv *d = tp->priv;
+/* ---- the shared ports (queue 0 opens them, the last close ends them) ---- */
 
-	if (!d)
-		return;
-	for (; d->loop_n; d->loop_n--) {
-		rte_pktmbuf_free(d->loopq[d->loop_head]);
-		d->loop_head = (d->loop_head + 1) % DPDK_TXQ;
+static void ring_drain(struct dp_ring *r)
+{
+	struct rte_mbuf *m;
+
+	while (dp_ring_pop(r, &m))
+		rte_pktmbuf_free(m);
+}
+
+static void shared_stop(void)
+{
+	struct dpdk_shared *sh = shared;
+
+	if (sh) {
+		for (uint16_t p = 0; p < sh->n_ports; p++) {
+			port_down(sh, &sh->ports[p]);
+			rte_eth_dev_close(sh->ports[p].id);
+		}
+		for (uint16_t a = 0; a < sh->n_queues; a++)
+			for (uint16_t b = 0; b < sh->n_queues; b++)
+				if (a != b && sh->handoff[a][b].entries) {
+					ring_drain(&sh->handoff[a][b]);
+					dp_ring_fini(&sh->handoff[a][b]);
+				}
+		rte_mempool_free(sh->pool);
+		free(sh);
+		shared = NULL;
 	}
-	for (uint16_t p = 0; p < d->n_ports; p++) {
-		rte_pktmbuf_free_bulk(d->ports[p].txq, d->ports[p].txq_n);
-		port_down(d, &d->ports[p]);
-		rte_eth_dev_close(d->ports[p].id);
-	}
-	rte_mempool_free(d->pool);
-	free(d);
-	tp->priv = NULL;
 	rte_eal_cleanup();
 	eal_state = EAL_GONE;
 }
 
 /* cfg->port_id, and every port after it the EAL created */
-static int ports_find(struct dpdk_priv *d, uint16_t first)
+static int ports_find(struct dpdk_shared *sh, uint16_t first)
 {
 	uint16_t id;
 
@@ -372,80 +464,199 @@ static int ports_find(struct dpdk_priv *d, uint16_t first)
 	RTE_ETH_FOREACH_DEV(id) {
 		if (id < first)
 			continue;
-		if (d->n_ports == DPDK_MAX_PORTS) {
+		if (sh->n_ports == DPDK_MAX_PORTS) {
 			dp_err("transport dpdk: more than %d ports",
 				DPDK_MAX_PORTS);
 			return -E2BIG;
 		}
-		d->ports[d->n_ports++].id = id;
+		sh->ports[sh->n_ports++].id = id;
 	}
 	return 0;
 }
 
-static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
+static int handoff_init(struct dpdk_shared *sh)
 {
-	const struct tly_addr *me = &cfg->addrs[cfg->self];
-	uint32_t n_mbufs = cfg->mbufs ? cfg->mbufs : 8191;
-	struct dpdk_priv *d;
+	for (uint16_t a = 0; a < sh->n_queues; a++)
+		for (uint16_t b = 0; b < sh->n_queues; b++) {
+			int ret;
+
+			if (a == b)
+				continue;
+			ret = dp_ring_init(&sh->handoff[a][b], DPDK_HANDOFF,
+					   sizeof(struct rte_mbuf *));
+			if (ret) {
+				dp_err("transport dpdk: handoff ring: %s",
+				       strerror(-ret));
+				return ret;
+			}
+		}
+	return 0;
+}
+
+static int shared_start(const struct transport_config *cfg, uint16_t nq)
+{
+	uint32_t n_mbufs = cfg->mbufs ? cfg->mbufs : 8191, need;
+	struct dpdk_shared *sh;
 	int ret;
 
 	ret = eal_start(cfg->eal_args);
 	if (ret)
 		return ret;
-	d = calloc(1, sizeof(*d));
-	if (!d) {
-		rte_eal_cleanup();
-		eal_state = EAL_GONE;
+	sh = calloc(1, sizeof(*sh));
+	if (!sh) {
+		shared_stop();
 		return -ENOMEM;
 	}
-	tp->priv = d;
-	tp->full_frames = true;
-	memcpy(d->mac, me->mac, 6);
-	d->ip = rte_cpu_to_be_32(me->ip);
-	d->udp_port = rte_cpu_to_be_16(me->port);
-	d->max_frame = cfg->mtu;
-	ret = ports_find(d, cfg->port_id);
+	shared = sh;
+	sh->n_queues = nq;
+	sh->max_frame = cfg->mtu;
+	ret = ports_find(sh, cfg->port_id);
+	if (!ret)
+		ret = handoff_init(sh);
 	if (ret)
 		goto fail;
-	routes_reset(d, cfg);
-	/* every port's rx ring full, and room to build and queue frames */
-	if (n_mbufs < (uint32_t)d->n_ports * (DPDK_RING + DPDK_TXQ) + 1023)
-		n_mbufs = (uint32_t)d->n_ports * (DPDK_RING + DPDK_TXQ) + 1023;
-	d->pool = rte_pktmbuf_pool_create("tally_mbufs", n_mbufs, 256, 0,
-					  (uint16_t)(RTE_PKTMBUF_HEADROOM +
-					  (cfg->mtu > 2048 ? cfg->mtu : 2048)),
-					  rte_eth_dev_socket_id(d->ports[0].id));
-	if (!d->pool) {
+	/* every queue's rx ring full, room to build and queue frames, and
+	 * a full ring's worth passed to each queue (not every ring full:
+	 * that is N^2, and a queue that far behind loses frames anyway) */
+	need = (uint32_t)sh->n_ports * nq * (DPDK_RING + DPDK_TXQ) +
+	       nq * DPDK_TXQ + (nq > 1 ? nq * DPDK_HANDOFF : 0u) + 1023;
+	if (n_mbufs < need)
+		n_mbufs = need;
+	sh->pool = rte_pktmbuf_pool_create("tally_mbufs", n_mbufs, 256, 0,
+					   (uint16_t)(RTE_PKTMBUF_HEADROOM +
+					   (cfg->mtu > 2048 ? cfg->mtu : 2048)),
+					   rte_eth_dev_socket_id(sh->ports[0].id));
+	if (!sh->pool) {
 		dp_err("transport dpdk: mbuf pool of %u: %s",
 			n_mbufs, rte_strerror(rte_errno));
 		ret = -ENOMEM;
 		goto fail;
 	}
-	for (uint16_t p = 0; p < d->n_ports; p++) {
-		ret = port_start(d, d->ports[p].id, cfg->mtu);
-		if (!ret && memif_client_socket(d->ports[p].id,
-						d->ports[p].memif_socket,
-						sizeof(d->ports[p].memif_socket))) {
+	for (uint16_t p = 0; p < sh->n_ports; p++) {
+		struct dpdk_port *pt = &sh->ports[p];
+
+		ret = port_start(sh, pt->id);
+		if (!ret && memif_client_socket(pt->id, pt->memif_socket,
+						sizeof(pt->memif_socket))) {
 			/* started (and restarted) by ports_supervise */
-			d->has_memif_clients = true;
+			sh->has_memif_clients = true;
 		} else if (!ret) {
-			ret = port_up(d, &d->ports[p]);
+			ret = port_up(pt);
 		}
 		if (ret) {
 			dp_err("transport dpdk: port %u setup: %s",
-				d->ports[p].id, rte_strerror(-ret));
-			d->n_ports = p;	/* close only what started */
+				pt->id, rte_strerror(-ret));
+			/* close only what was configured */
+			sh->n_ports = (uint16_t)(p + 1);
 			goto fail;
 		}
-		port_mac_note(d, d->ports[p].id);
+		port_mac_note(sh, pt->id, cfg->addrs[cfg->self].mac);
 	}
-	if (d->n_ports > 1)
+	if (sh->n_ports > 1)
 		dp_info("transport dpdk: %u ports, forwarding by learned source MACs",
-			d->n_ports);
+			sh->n_ports);
+	if (nq > 1)
+		dp_info("transport dpdk: %u queue pairs per port, split by destination UDP port",
+			nq);
 	return 0;
 fail:
-	dpdk_close(tp);
+	shared_stop();
 	return ret < 0 ? ret : -EIO;
+}
+
+/* ---- one queue's transport --------------------------------------------- */
+
+static void dpdk_close(struct transport *tp)
+{
+	struct dpdk_priv *d = tp->priv;
+	struct dpdk_shared *sh;
+
+	if (!d)
+		return;
+	sh = d->sh;
+	for (; d->loop_n; d->loop_n--) {
+		rte_pktmbuf_free(d->loopq[d->loop_head]);
+		d->loop_head = (d->loop_head + 1) % DPDK_TXQ;
+	}
+	for (uint16_t p = 0; p < sh->n_ports; p++)
+		rte_pktmbuf_free_bulk(d->txq[p], d->txq_n[p]);
+	/* frames passed to us: nobody else takes them (the threads have
+	 * stopped: a transport is closed after its thread) */
+	for (uint16_t s = 0; s < sh->n_queues; s++)
+		if (s != d->queue)
+			ring_drain(&sh->handoff[s][d->queue]);
+	sh->attached[d->queue] = false;
+	free(d);
+	tp->priv = NULL;
+	if (!--sh->refs)
+		shared_stop();
+}
+
+/* the filter's and the split's view of our address table entry */
+static int set_self(struct dpdk_priv *d, const struct transport_config *cfg)
+{
+	const struct tly_addr *me = &cfg->addrs[cfg->self];
+
+	if (me->port < d->queue) {
+		dp_err("transport dpdk: queue %u cannot have port %u (queue q uses base + q)",
+		       d->queue, me->port);
+		return -EINVAL;
+	}
+	memcpy(d->mac, me->mac, 6);
+	d->ip = rte_cpu_to_be_32(me->ip);
+	d->udp_port = me->port;
+	d->base_port = (uint16_t)(me->port - d->queue);
+	routes_reset(d, cfg);
+	return 0;
+}
+
+static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
+{
+	uint16_t nq = cfg->queues ? cfg->queues : 1, q = cfg->queue;
+	struct dpdk_priv *d;
+	int ret;
+
+	if (nq > DPDK_MAX_QUEUES || q >= nq) {
+		dp_err("transport dpdk: queue %u of %u (at most %d queues)",
+		       q, nq, DPDK_MAX_QUEUES);
+		return -EINVAL;
+	}
+	if (q == 0) {
+		ret = shared_start(cfg, nq);
+		if (ret)
+			return ret;
+	} else if (eal_state != EAL_UP || !shared) {
+		dp_err("transport dpdk: queue %u opened before queue 0 (which starts the EAL and the ports)",
+		       q);
+		return -ENODEV;
+	} else if (shared->n_queues != nq || shared->attached[q]) {
+		dp_err("transport dpdk: queue %u of %u is not free (the ports have %u queue pairs)",
+		       q, nq, shared->n_queues);
+		return -EBUSY;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		if (q == 0)
+			shared_stop();
+		return -ENOMEM;
+	}
+	d->sh = shared;
+	d->queue = q;
+	memset(d->port_index, DPDK_ROUTE_NONE, sizeof(d->port_index));
+	for (uint16_t p = 0; p < d->sh->n_ports; p++)
+		d->port_index[d->sh->ports[p].id] = (uint8_t)p;
+	ret = set_self(d, cfg);
+	if (ret) {
+		free(d);
+		if (q == 0)
+			shared_stop();
+		return ret;
+	}
+	d->sh->attached[q] = true;
+	d->sh->refs++;
+	tp->priv = d;
+	tp->full_frames = true;
+	return 0;
 }
 
 static struct rte_mbuf **mbuf_slot(uint8_t *data)
@@ -456,12 +667,12 @@ static struct rte_mbuf **mbuf_slot(uint8_t *data)
 static uint8_t *dpdk_tx_alloc(struct transport *tp, size_t len)
 {
 	struct dpdk_priv *d = tp->priv;
-	struct rte_mbuf *m = rte_pktmbuf_alloc(d->pool);
+	struct rte_mbuf *m = rte_pktmbuf_alloc(d->sh->pool);
 	uint8_t *data;
 
 	if (!m)
 		return NULL;
-	if (len > d->max_frame || len > rte_pktmbuf_tailroom(m)) {
+	if (len > d->sh->max_frame || len > rte_pktmbuf_tailroom(m)) {
 		rte_pktmbuf_free(m);
 		return NULL;
 	}
@@ -470,33 +681,36 @@ static uint8_t *dpdk_tx_alloc(struct transport *tp, size_t len)
 	return data;
 }
 
-static uint32_t port_flush(struct transport *tp, struct dpdk_port *pt)
+static uint32_t port_flush(struct transport *tp, struct dpdk_priv *d,
+			   uint16_t p)
 {
-	uint32_t done = 0, tries = 0;
+	struct dpdk_port *pt = &d->sh->ports[p];
+	struct rte_mbuf **txq = d->txq[p];
+	uint32_t done = 0, tries = 0, *txq_n = &d->txq_n[p];
 	uint16_t n;
 
-	if (!pt->started) {
-		txq_drop(tp, pt);
+	if (!port_enter(pt, d->queue)) {
+		txq_drop(tp, d, p);
 		return 0;
 	}
-	while (done < pt->txq_n && tries < DPDK_TX_TRIES) {
-		n = rte_eth_tx_burst(pt->id, 0, pt->txq + done,
-				     (uint16_t)(pt->txq_n - done));
+	while (done < *txq_n && tries < DPDK_TX_TRIES) {
+		n = rte_eth_tx_burst(pt->id, d->queue, txq + done,
+				     (uint16_t)(*txq_n - done));
 		if (!n)
 			tries++;
 		done += n;
 	}
+	port_leave(pt, d->queue);
 	for (n = 0; n < done; n++) {
 		tp->stats.tx_pkts++;
-		tp->stats.tx_bytes += rte_pktmbuf_pkt_len(pt->txq[n]);
+		tp->stats.tx_bytes += rte_pktmbuf_pkt_len(txq[n]);
 	}
 	/* the port's ring is full: keep the rest for the next flush */
-	memmove(pt->txq, pt->txq + done,
-		(pt->txq_n - done) * sizeof(pt->txq[0]));
-	pt->txq_n -= done;
+	memmove(txq, txq + done, (*txq_n - done) * sizeof(txq[0]));
+	*txq_n -= done;
 	/* its peer is gone (a memif peer exited): nothing will drain it */
-	if (pt->txq_n && !done && link_down(pt->id))
-		txq_drop(tp, pt);
+	if (*txq_n && !done && link_down(pt->id))
+		txq_drop(tp, d, p);
 	return done;
 }
 
@@ -505,29 +719,30 @@ static int dpdk_tx_flush(struct transport *tp)
 	struct dpdk_priv *d = tp->priv;
 	uint32_t done = 0;
 
-	for (uint16_t p = 0; p < d->n_ports; p++)
-		if (d->ports[p].txq_n)
-			done += port_flush(tp, &d->ports[p]);
+	for (uint16_t p = 0; p < d->sh->n_ports; p++)
+		if (d->txq_n[p])
+			done += port_flush(tp, d, p);
 	return (int)done;
 }
 
-static void port_enqueue(struct transport *tp, struct dpdk_port *pt,
-			 struct rte_mbuf *m)
+static void port_enqueue(struct transport *tp, struct dpdk_priv *d,
+			 uint16_t p, struct rte_mbuf *m)
 {
-	if (pt->txq_n == DPDK_TXQ)
-		port_flush(tp, pt);
-	if (pt->txq_n == DPDK_TXQ) {
+	if (d->txq_n[p] == DPDK_TXQ)
+		port_flush(tp, d, p);
+	if (d->txq_n[p] == DPDK_TXQ) {
 		tp->stats.tx_drops++;
 		rte_pktmbuf_free(m);
 		return;
 	}
-	pt->txq[pt->txq_n++] = m;
+	d->txq[p][d->txq_n[p]++] = m;
 }
 
 static void dpdk_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
 			 size_t len)
 {
 	struct dpdk_priv *d = tp->priv;
+	uint16_t n_ports = d->sh->n_ports;
 	struct rte_mbuf *m = *mbuf_slot(frame);
 	uint8_t r;
 
@@ -543,91 +758,119 @@ static void dpdk_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
 		d->loopq[(d->loop_head + d->loop_n++) % DPDK_TXQ] = m;
 		return;
 	}
-	r = d->n_ports == 1 ? 0 : d->route[dst];
+	r = n_ports == 1 ? 0 : d->route[dst];
 	if (r != DPDK_ROUTE_NONE) {
-		port_enqueue(tp, &d->ports[r], m);
+		port_enqueue(tp, d, r, m);
 		return;
 	}
 	/* not learned yet: every port (each holds a reference) */
-	rte_mbuf_refcnt_update(m, (int16_t)(d->n_ports - 1));
-	for (uint16_t p = 0; p < d->n_ports; p++)
-		port_enqueue(tp, &d->ports[p], m);
+	rte_mbuf_refcnt_update(m, (int16_t)(n_ports - 1));
+	for (uint16_t p = 0; p < n_ports; p++)
+		port_enqueue(tp, d, p, m);
 }
 
-/* ours: to our MAC, IPv4/UDP to our address and port */
-static bool frame_is_ours(const struct dpdk_priv *d, const uint8_t *p,
-			  uint32_t len)
+/*
+ * The queue whose transport takes a frame: to our MAC, IPv4/UDP without
+ * options to our address, and a destination port base + q of one of our
+ * queues.  -1: not ours.
+ */
+static int frame_queue(const struct dpdk_priv *d, const uint8_t *p,
+		       uint32_t len)
 {
 	const uint8_t *ip = p + TLY_ETH_LEN;
-	uint32_t dip;
-	uint16_t dport;
+	uint32_t dip, q;
 
 	if (len < TLY_L2L4_LEN || memcmp(p, d->mac, 6) ||
 	    p[12] != 0x08 || p[13] != 0x00 || ip[9] != 17 ||
 	    (ip[0] & 0x0f) != 5)
-		return false;
+		return -1;
 	memcpy(&dip, ip + 16, 4);
-	memcpy(&dport, ip + TLY_IP_LEN + 2, 2);
-	return dip == d->ip && dport == d->udp_port;
+	if (dip != d->ip)
+		return -1;
+	q = (uint32_t)tly_get16(ip + TLY_IP_LEN + 2) - d->base_port;
+	return q < d->sh->n_queues ? (int)q : -1;
 }
 
-/* up to @n frames from the loop queue, then the ports round-robin */
-static uint16_t rx_gather(struct dpdk_priv *d, struct rte_mbuf **m,
-			  uint16_t *port_of, uint16_t n)
+/* up to @n frames: those other queues passed us, the loop queue, then
+ * our queue of every port, round-robin */
+static uint16_t rx_gather(struct transport *tp, struct dpdk_priv *d,
+			  struct rte_mbuf **m, uint16_t n)
 {
+	struct dpdk_shared *sh = d->sh;
 	uint16_t got = 0, p = d->rx_next, k;
 
+	for (uint16_t s = 0; s < sh->n_queues && got < n; s++) {
+		if (s == d->queue)
+			continue;
+		while (got < n && dp_ring_pop(&sh->handoff[s][d->queue],
+					      &m[got])) {
+			got++;
+			tp->stats.rx_handoff_in++;
+		}
+	}
 	for (; got < n && d->loop_n; got++) {
 		m[got] = d->loopq[d->loop_head];
-		port_of[got] = DPDK_MAX_PORTS;
 		d->loop_head = (d->loop_head + 1) % DPDK_TXQ;
 		d->loop_n--;
 	}
-	for (uint16_t i = 0; i < d->n_ports && got < n; i++) {
-		if (!d->ports[p].started) {
-			p = (uint16_t)((p + 1) % d->n_ports);
+	for (uint16_t i = 0; i < sh->n_ports && got < n; i++) {
+		struct dpdk_port *pt = &sh->ports[p];
+
+		p = (uint16_t)((p + 1) % sh->n_ports);
+		if (!port_enter(pt, d->queue))
 			continue;
-		}
-		k = rte_eth_rx_burst(d->ports[p].id, 0, m + got,
+		k = rte_eth_rx_burst(pt->id, d->queue, m + got,
 				     (uint16_t)(n - got));
-		for (uint16_t j = 0; j < k; j++)
-			port_of[got + j] = p;
+		port_leave(pt, d->queue);
 		got += k;
-		p = (uint16_t)((p + 1) % d->n_ports);
 	}
 	/* a busy port must not starve the others */
-	d->rx_next = (uint16_t)((d->rx_next + 1) % d->n_ports);
+	d->rx_next = (uint16_t)((d->rx_next + 1) % sh->n_ports);
 	return got;
 }
 
 static int dpdk_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 {
 	struct dpdk_priv *d = tp->priv;
+	struct dpdk_shared *sh = d->sh;
 	struct rte_mbuf *m[TRANSPORT_RX_BURST];
-	uint16_t port_of[TRANSPORT_RX_BURST];
 	uint16_t got, i;
 	int k = 0;
 
 	if (n > TRANSPORT_RX_BURST)
 		n = TRANSPORT_RX_BURST;
-	if (d->has_memif_clients)
-		ports_supervise(d);
-	got = rx_gather(d, m, port_of, (uint16_t)n);
+	if (sh->has_memif_clients && d->queue == 0)
+		ports_supervise(sh);
+	got = rx_gather(tp, d, m, (uint16_t)n);
 	for (i = 0; i < got; i++) {
 		const uint8_t *p = rte_pktmbuf_mtod(m[i], const uint8_t *);
+		int q;
 
 		if (m[i]->nb_segs != 1) {
 			tp->stats.rx_drops++;	/* larger than our MTU */
 			rte_pktmbuf_free(m[i]);
 			continue;
 		}
-		if (!frame_is_ours(d, p, m[i]->data_len)) {
+		q = frame_queue(d, p, m[i]->data_len);
+		if (q < 0) {
 			tp->stats.rx_filtered++;
 			rte_pktmbuf_free(m[i]);
 			continue;
 		}
-		if (d->n_ports > 1 && port_of[i] < DPDK_MAX_PORTS)
-			route_learn(d, port_of[i], p + 6);
+		if (q != d->queue) {
+			/* another thread's shard: its transport takes it */
+			if (dp_ring_push(&sh->handoff[d->queue][q], &m[i])) {
+				tp->stats.rx_drops++;
+				rte_pktmbuf_free(m[i]);
+			} else {
+				tp->stats.rx_handoff_out++;
+			}
+			continue;
+		}
+		/* m->port: the port it came in by (invalid when looped) */
+		if (sh->n_ports > 1 && m[i]->port < RTE_MAX_ETHPORTS &&
+		    d->port_index[m[i]->port] != DPDK_ROUTE_NONE)
+			route_learn(d, d->port_index[m[i]->port], p + 6);
 		rx[k].data = p;
 		rx[k].len = m[i]->data_len;
 		rx[k].cookie = m[i];
@@ -659,8 +902,8 @@ static int dpdk_tx_pending(struct transport *tp)
 	struct dpdk_priv *d = tp->priv;
 	uint32_t n = 0;
 
-	for (uint16_t p = 0; p < d->n_ports; p++)
-		n += d->ports[p].txq_n;
+	for (uint16_t p = 0; p < d->sh->n_ports; p++)
+		n += d->txq_n[p];
 	return (int)n;
 }
 
@@ -691,14 +934,7 @@ static int dpdk_thread_bind(struct transport *tp, bool bind)
  * again */
 static int dpdk_set_nodes(struct transport *tp)
 {
-	const struct tly_addr *me = &tp->cfg.addrs[tp->cfg.self];
-	struct dpdk_priv *d = tp->priv;
-
-	memcpy(d->mac, me->mac, 6);
-	d->ip = rte_cpu_to_be_32(me->ip);
-	d->udp_port = rte_cpu_to_be_16(me->port);
-	routes_reset(d, &tp->cfg);
-	return 0;
+	return set_self(tp->priv, &tp->cfg);
 }
 
 const struct transport_ops transport_dpdk_ops = {

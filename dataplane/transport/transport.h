@@ -52,6 +52,13 @@ struct transport_config {
 	const char *eal_args;
 	uint16_t port_id;
 	uint32_t mbufs;			/* mbuf pool size */
+	/* dpdk, one transport per dataplane thread: @queues rx/tx queue
+	 * pairs per port (0: 1), this transport drives pair @queue.  Queue 0
+	 * opens first and starts the ports; queue q uses UDP port base + q
+	 * (addrs[self].port = base + q) and receives what any queue got for
+	 * that port (the software split, see dpdk.c).  udp ignores them. */
+	uint16_t queues;
+	uint16_t queue;
 	/* rdma: device name (NULL or "": the first), port (0: 1) and the
 	 * GID index of the port's RoCEv2 IPv4 GID (unused on InfiniBand) */
 	const char *rdma_device;
@@ -85,6 +92,10 @@ struct transport_stats {
 	/* added after the first draft: */
 	uint64_t rx_filtered;		/* well formed, but not for us */
 	uint64_t emu_pool_drops;	/* emulator buffer pool empty */
+	/* dpdk with several queues: frames received on our queue for
+	 * another queue's shard and passed on, and those taken from others
+	 * (counted in rx_pkts once taken) */
+	uint64_t rx_handoff_out, rx_handoff_in;
 };
 
 struct transport_ops {

@@ -10,11 +10,21 @@
  * peer's batch k-1 is in, so no ring overflows) and check every byte; a
  * frame to another UDP port and one to another MAC go first and must be
  * filtered.  The namespaces are deleted in teardown, and at exit.
+ *
+ * Two queue pairs (net_af_packet qpairs=2, then net_memif, as tallyd with
+ * dataplane.threads = 2): each side opens a transport per queue, driven
+ * by its own thread.
+ * Frames go to the peer's UDP port base + shard, from 16 source ports, so
+ * the kernel's fanout hash puts some on the other queue than their shard;
+ * every frame must reach its shard's thread exactly once, and both queues
+ * must have received from the wire, sent, and passed frames on.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -37,6 +47,7 @@
 #define STALL_NS (5000 * MS)
 
 static char ns_name[2][64], if_name[2][16];
+static char memif_dir[64];	/* the memif test's socket directory */
 static bool ns_made;
 static struct tly_addr addrs[2] = {
 	{ { 0x02, 0x00, 0x00, 0x99, 0x00, 0x01 }, 0x0a630001, 47001 },
@@ -280,7 +291,11 @@ static void side_run(uint16_t self, const char *vdev,
 	_exit(0);
 }
 
-static void run_pair(const char *vdev, const struct link_emu_config *emu)
+static void mq_side_run(uint16_t self, const char *vdev, int ready_fd,
+			int go_fd);
+
+static void run_pair(const char *vdev, const struct link_emu_config *emu,
+		     bool mq)
 {
 	int ready[2], go[2][2], st, i, done = 0;
 	pid_t pid[2];
@@ -292,6 +307,8 @@ static void run_pair(const char *vdev, const struct link_emu_config *emu)
 		assert_int_equal(pipe(go[i]), 0);
 		pid[i] = fork();
 		assert_true(pid[i] >= 0);
+		if (pid[i] == 0 && mq)
+			mq_side_run((uint16_t)i, vdev, ready[1], go[i][0]);
 		if (pid[i] == 0)
 			side_run((uint16_t)i, vdev, emu, ready[1], go[i][0]);
 	}
@@ -349,10 +366,269 @@ static void run_pair(const char *vdev, const struct link_emu_config *emu)
 	}
 }
 
+/* ---- two queue pairs per port ------------------------------------------ */
+
+#define MQ 2
+#define MQ_FRAMES 20000
+#define MQ_WINDOW 256		/* our frames ahead of the peer's */
+#define MQ_SRC_PORTS 16
+
+/* the shard (queue) frame @seq is for: mixed, so it is not seq's parity */
+static uint16_t mq_shard(uint32_t seq)
+{
+	return (uint16_t)((seq ^ (seq >> 3) ^ (seq >> 7)) % MQ);
+}
+
+struct mq_side {
+	uint16_t self;
+	struct transport tp[MQ];
+	_Atomic uint32_t next_seq, sent, got;
+	_Atomic uint8_t seen[MQ_FRAMES];
+	uint32_t got_by[MQ];		/* each thread's own */
+};
+
+struct mq_thread {
+	struct mq_side *s;
+	uint16_t q;
+};
+
+/* frame @seq to the peer's port base + shard, from one of 16 ports */
+static void mq_build(struct transport *tp, uint16_t self, uint32_t seq,
+		     uint16_t dport)
+{
+	struct tly_tx_ops ops = transport_tx_ops(tp);
+	struct tly_addr src = addrs[self], dst = addrs[!self];
+	size_t len = TLY_L2L4_LEN + TALLY_LEN, i;
+	uint8_t *f = ops.alloc(ops.ctx, len), *p;
+
+	if (!f)
+		die("side %u: tx_alloc failed at %u\n", self, seq);
+	src.port = (uint16_t)(40000 + seq % MQ_SRC_PORTS);
+	dst.port = dport;
+	tly_l2l4_write(f, &src, &dst, 0, TALLY_LEN);
+	p = f + TLY_L2L4_LEN;
+	memcpy(p, &seq, 4);
+	for (i = 4; i < TALLY_LEN; i++)
+		p[i] = (uint8_t)(seq * 7 + i + self);
+	ops.send(ops.ctx, !self, f, len);
+}
+
+static void mq_check(struct mq_side *s, uint16_t q, const uint8_t *f,
+		     size_t len)
+{
+	uint16_t from = !s->self;
+	const uint8_t *p = f + TLY_L2L4_LEN;
+	size_t tl, i;
+	uint32_t seq;
+
+	/* parse checks the destination port: our queue's, base + q */
+	if (tly_l2l4_parse(f, len, (uint16_t)(addrs[s->self].port + q),
+			   &tl) != TLY_OK || tl != TALLY_LEN)
+		die("side %u queue %u: bad headers (len %zu)\n", s->self, q,
+		    len);
+	memcpy(&seq, p, 4);
+	if (seq >= MQ_FRAMES || mq_shard(seq) != q)
+		die("side %u queue %u: frame %u is not this queue's\n",
+		    s->self, q, seq);
+	for (i = 4; i < TALLY_LEN; i++)
+		if (p[i] != (uint8_t)(seq * 7 + i + from))
+			die("side %u: frame %u: byte %zu differs\n", s->self,
+			    seq, i);
+	if (atomic_exchange(&s->seen[seq], 1))
+		die("side %u queue %u: frame %u received twice\n", s->self, q,
+		    seq);
+	s->got_by[q]++;
+	atomic_fetch_add(&s->got, 1);
+}
+
+static void *mq_thread_main(void *arg)
+{
+	struct mq_thread *t = arg;
+	struct mq_side *s = t->s;
+	struct transport *tp = &s->tp[t->q];
+	struct transport_rx rx[TRANSPORT_RX_BURST];
+	uint64_t t0 = transport_now_ns(), last = t0;
+	int n;
+
+	if (transport_thread_bind(tp, true))
+		die("side %u queue %u: thread bind\n", s->self, t->q);
+	/* one frame to a port no queue has: filtered wherever it lands */
+	if (t->q == 0)
+		mq_build(tp, s->self, MQ_FRAMES,
+			 (uint16_t)(addrs[!s->self].port + MQ));
+	while (atomic_load(&s->got) < MQ_FRAMES) {
+		uint64_t now = transport_now_ns();
+
+		while (atomic_load(&s->sent) <
+		       atomic_load(&s->got) + MQ_WINDOW) {
+			uint32_t seq = atomic_fetch_add(&s->next_seq, 1);
+
+			if (seq >= MQ_FRAMES)
+				break;
+			mq_build(tp, s->self, seq,
+				 (uint16_t)(addrs[!s->self].port +
+					    mq_shard(seq)));
+			atomic_fetch_add(&s->sent, 1);
+		}
+		transport_tx_flush(tp, now);
+		n = transport_rx_burst(tp, rx, TRANSPORT_RX_BURST);
+		for (int i = 0; i < n; i++)
+			mq_check(s, t->q, rx[i].data, rx[i].len);
+		if (n > 0) {
+			transport_rx_release(tp, rx, n);
+			last = now;
+		} else if (now - last > STALL_NS) {
+			die("side %u queue %u: stalled: %u of %u frames in, %u sent\n",
+			    s->self, t->q, atomic_load(&s->got), MQ_FRAMES,
+			    atomic_load(&s->sent));
+		} else {
+			transport_idle_wait(tp, now, 20000);
+		}
+	}
+	for (int i = 0; i < 200 && transport_tx_pending(tp); i++) {
+		transport_tx_flush(tp, transport_now_ns());
+		transport_idle_wait(tp, transport_now_ns(), 1 * MS);
+	}
+	/* frames passed to a queue whose thread has finished: none may
+	 * come (all are in), but poll a while for the peer's stragglers */
+	for (int i = 0; i < 100; i++) {
+		n = transport_rx_burst(tp, rx, TRANSPORT_RX_BURST);
+		for (int j = 0; j < n; j++)
+			mq_check(s, t->q, rx[j].data, rx[j].len);
+		if (n > 0)
+			transport_rx_release(tp, rx, n);
+		transport_idle_wait(tp, transport_now_ns(), 1 * MS);
+	}
+	transport_thread_bind(tp, false);
+	return NULL;
+}
+
+/* @vdev: the device and its queue count option ("net_af_packet0,qpairs=2");
+ * not net_af_xdp: in DPDK 22.11 it takes the queue count from the
+ * interface's combined channels, which a veth does not report ("Specified
+ * queue count 2 is larger than combined queue count 1") */
+static void mq_side_run(uint16_t self, const char *vdev, int ready_fd,
+			int go_fd)
+{
+	static struct mq_side s;
+	struct transport_config c = {
+		.kind = "dpdk", .self = self, .n_nodes = 2, .addrs = addrs,
+		.mtu = 2048, .port_id = 0, .mbufs = 4095, .queues = MQ,
+	};
+	struct tly_addr mine[2] = { addrs[0], addrs[1] };
+	struct mq_thread th[MQ];
+	pthread_t pt[MQ];
+	uint64_t hw_rx[MQ], out = 0, want[MQ] = { 0 }, filtered = 0;
+	char eal[512], path[128], b = 1;
+	struct transport extra;
+	int fd;
+
+	s.self = self;
+	snprintf(path, sizeof(path), "/var/run/netns/%s", ns_name[self]);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET))
+		die("side %u: cannot enter %s\n", self, path);
+	close(fd);
+	if (memif_dir[0])	/* side 0 the server, side 1 the client */
+		snprintf(eal, sizeof(eal),
+			 "-l %u --no-huge -m 256 --no-shconf --no-telemetry --no-pci --file-prefix=tpmq%d%u --log-level=lib.eal:error --vdev=%s,role=%s,id=0,socket=%s/m.sock,socket-abstract=no",
+			 self % 2, (int)getpid(), self, vdev,
+			 self ? "client" : "server", memif_dir);
+	else
+		snprintf(eal, sizeof(eal),
+			 "-l %u --no-huge -m 256 --no-shconf --no-telemetry --no-pci --file-prefix=tpmq%d%u --log-level=lib.eal:error --vdev=%s,iface=%s",
+			 self % 2, (int)getpid(), self, vdev, if_name[self]);
+	c.eal_args = eal;
+	/* queue 1 before queue 0: nothing to attach to */
+	c.queue = 1;
+	if (transport_open(&extra, &c) != -ENODEV)
+		die("side %u: queue 1 opened before queue 0\n", self);
+	for (uint16_t q = 0; q < MQ; q++) {
+		/* queue q's address table: our port is base + q */
+		mine[self].port = (uint16_t)(addrs[self].port + q);
+		c.addrs = mine;
+		c.queue = q;
+		if (transport_open(&s.tp[q], &c))
+			die("side %u: queue %u does not open\n", self, q);
+	}
+	c.queue = 1;
+	if (transport_open(&extra, &c) != -EBUSY)
+		die("side %u: queue 1 opened twice\n", self);
+	/* memif connects on its own time (queue 0's rx supervises the
+	 * client): until a frame leaves, the port drops what it is given.
+	 * The frames go to no queue's port: the peer filters them. */
+	for (int i = 0; memif_dir[0] && !s.tp[0].stats.tx_pkts; i++) {
+		struct transport_rx rx[TRANSPORT_RX_BURST];
+		int n;
+
+		if (i == 2000)
+			die("side %u: the memif link does not come up\n",
+			    self);
+		mq_build(&s.tp[0], self, MQ_FRAMES + 1,
+			 (uint16_t)(addrs[!self].port + MQ));
+		transport_tx_flush(&s.tp[0], transport_now_ns());
+		n = transport_rx_burst(&s.tp[0], rx, TRANSPORT_RX_BURST);
+		if (n > 0)
+			transport_rx_release(&s.tp[0], rx, n);
+		transport_idle_wait(&s.tp[0], transport_now_ns(), 5 * MS);
+	}
+	if (write(ready_fd, &b, 1) != 1 || read(go_fd, &b, 1) != 1)
+		die("side %u: barrier\n", self);
+	for (uint16_t q = 0; q < MQ; q++) {
+		th[q] = (struct mq_thread){ .s = &s, .q = q };
+		if (pthread_create(&pt[q], NULL, mq_thread_main, &th[q]))
+			die("side %u: pthread_create\n", self);
+	}
+	for (uint16_t q = 0; q < MQ; q++)
+		pthread_join(pt[q], NULL);
+	for (uint32_t seq = 0; seq < MQ_FRAMES; seq++) {
+		if (!atomic_load(&s.seen[seq]))
+			die("side %u: frame %u never came\n", self, seq);
+		want[mq_shard(seq)]++;
+	}
+	for (uint16_t q = 0; q < MQ; q++) {
+		const struct transport_stats *st = &s.tp[q].stats;
+
+		/* what came off the wire on queue q, whoever took it */
+		hw_rx[q] = st->rx_pkts - st->rx_handoff_in +
+			   st->rx_handoff_out;
+		out += st->rx_handoff_out;
+		filtered += st->rx_filtered;
+		fprintf(stderr, "side %u queue %u: wire rx %llu, own %u (want %llu), tx %llu, passed on %llu, taken %llu, filtered %llu\n",
+			self, q, (unsigned long long)hw_rx[q], s.got_by[q],
+			(unsigned long long)want[q],
+			(unsigned long long)st->tx_pkts,
+			(unsigned long long)st->rx_handoff_out,
+			(unsigned long long)st->rx_handoff_in,
+			(unsigned long long)st->rx_filtered);
+		if (s.got_by[q] != want[q] || st->rx_pkts != want[q])
+			die("side %u queue %u: %u frames, its shard has %llu\n",
+			    self, q, s.got_by[q], (unsigned long long)want[q]);
+		if (!hw_rx[q] || !st->tx_pkts)
+			die("side %u queue %u: moved nothing on the wire\n",
+			    self, q);
+	}
+	if (!out)
+		die("side %u: no frame needed the software split\n", self);
+	if (s.tp[0].stats.rx_handoff_out != s.tp[1].stats.rx_handoff_in ||
+	    s.tp[1].stats.rx_handoff_out != s.tp[0].stats.rx_handoff_in)
+		die("side %u: frames passed on and taken differ\n", self);
+	if (!filtered)
+		die("side %u: the frame to no queue's port was not filtered\n",
+		    self);
+	/* queue 1 first: the ports stay until the last queue closes */
+	transport_close(&s.tp[1]);
+	transport_close(&s.tp[0]);
+	c.queue = 0;
+	if (transport_open(&extra, &c) != -EALREADY)
+		die("side %u: reopen after close not refused\n", self);
+	_exit(0);
+}
+
 static void test_af_packet(void **state)
 {
 	(void)state;
-	run_pair("net_af_packet0", NULL);
+	run_pair("net_af_packet0", NULL, false);
 }
 
 /* the emulator under DPDK: 200 Mb/s and 200 us each way, no faults */
@@ -363,13 +639,35 @@ static void test_af_packet_emu(void **state)
 	};
 
 	(void)state;
-	run_pair("net_af_packet0", &emu);
+	run_pair("net_af_packet0", &emu, false);
 }
 
 static void test_af_xdp(void **state)
 {
 	(void)state;
-	run_pair("net_af_xdp0", NULL);
+	run_pair("net_af_xdp0", NULL, false);
+}
+
+/* net_memif: 2 queue pairs a side (the client's count is negotiated with
+ * the server's) */
+static void test_memif_2queues(void **state)
+{
+	char path[128];
+
+	(void)state;
+	snprintf(memif_dir, sizeof(memif_dir), "/tmp/tally-tpmq-XXXXXX");
+	assert_non_null(mkdtemp(memif_dir));
+	run_pair("net_memif0", NULL, true);
+	snprintf(path, sizeof(path), "%s/m.sock", memif_dir);
+	unlink(path);
+	assert_int_equal(rmdir(memif_dir), 0);
+	memif_dir[0] = '\0';
+}
+
+static void test_af_packet_2queues(void **state)
+{
+	(void)state;
+	run_pair("net_af_packet0,qpairs=2", NULL, true);
 }
 
 int main(void)
@@ -378,7 +676,12 @@ int main(void)
 		cmocka_unit_test(test_af_packet),
 		cmocka_unit_test(test_af_xdp),
 		cmocka_unit_test(test_af_packet_emu),
+		cmocka_unit_test(test_af_packet_2queues),
+		cmocka_unit_test(test_memif_2queues),
 	};
 
+	/* TALLY_TEST_FILTER=pattern runs only the matching tests */
+	if (getenv("TALLY_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TALLY_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, ns_setup, ns_teardown);
 }
