@@ -17,7 +17,6 @@
 
 #include "dataplane/dp_ring.h"
 #include "dataplane/dp_thread.h"
-#include "dataplane/transport/link_emu.h"
 
 /* counters are published at least this often */
 #define DP_PUBLISH_NS (5 * 1000000ull)
@@ -209,7 +208,9 @@ static int run_once(struct dp_thread *t, uint64_t now)
 		tly_worker_poll(t->worker, now);
 	if (t->agg)
 		tly_agg_poll(t->agg, now);
-	work += transport_tx_flush(t->tp, now);
+	/* a fresh clock: frames the emulator got this turn with a release
+	 * already past (no delay, a fast rate) leave now, not next turn */
+	work += transport_tx_flush(t->tp, transport_now_ns());
 	if (t->pushed) {
 		dp_ring_notify(&t->cq);
 		t->pushed = false;
@@ -244,14 +245,11 @@ static uint64_t sleep_ns(struct dp_thread *t, uint64_t now)
 			      DP_BUSY_SLEEP_NS) :
 		      fd < 0 ? DP_POLL_SLEEP_NS : DP_IDLE_SLEEP_NS;
 
-	if (t->tp->emu) {
-		uint64_t due = link_emu_next_due(t->tp->emu);
-
-		if (due <= now)
-			return 0;
-		if (due - now < ns)
-			ns = due - now;
-	}
+	/* up again TRANSPORT_EMU_SPIN_NS before the emulator's next release
+	 * (0: it is closer, poll on) */
+	ns = transport_emu_sleep_ns(t->tp, now, ns);
+	if (!ns)
+		return 0;
 	/* frames the wire refused are retried soon (transport_idle_wait) */
 	if (transport_tx_pending(t->tp) > 0 && ns > TRANSPORT_TX_RETRY_NS)
 		ns = TRANSPORT_TX_RETRY_NS;
@@ -330,6 +328,8 @@ static void *dp_main(void *arg)
 	write_fd(t->ack_fd);
 	if (ret)
 		return NULL;
+	if (t->tp->emu)
+		transport_precise_timers();	/* sleeps end on time */
 	while (!atomic_load_explicit(&t->stop, memory_order_acquire)) {
 		uint32_t cmd = atomic_load_explicit(&t->cmd,
 						    memory_order_acquire);
@@ -342,6 +342,10 @@ static void *dp_main(void *arg)
 		if (run_once(t, now)) {
 			idle_since = now;
 			t->dirty = true;
+		} else if (t->tp->emu && !transport_emu_sleep_ns(t->tp, now, 1)) {
+			/* an emulated frame is due within TRANSPORT_EMU_SPIN_NS:
+			 * poll on without yielding, a yield on a busy core may
+			 * give it away past the release */
 		} else if (now - idle_since < t->cfg.spin_ns) {
 			sched_yield();	/* a peer may need this core */
 		} else {

@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "dataplane/dp_log.h"
@@ -224,6 +225,11 @@ int transport_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 	if (k > 0)
 		tp->ops->rx_release(tp, in, k);
 	emu_stats_sync(tp);
+	/* the frames arrived at @now (before the receive call); what is due
+	 * is judged after it, or a frame due within the call's own time
+	 * would wait for the next turn, or a sleep */
+	if (link_emu_held(tp->emu, LINK_EMU_INGRESS))
+		now = transport_now_ns();
 	for (i = 0; i < n && link_emu_peek(tp->emu, LINK_EMU_INGRESS, now);
 	     i++) {
 		t = link_emu_take(tp->emu, LINK_EMU_INGRESS);
@@ -261,20 +267,50 @@ int transport_tx_pending(struct transport *tp)
 	return n;
 }
 
+uint64_t transport_emu_next_due(const struct transport *tp)
+{
+	return tp->emu ? link_emu_next_due(tp->emu) : UINT64_MAX;
+}
+
+uint64_t transport_emu_sleep_ns(const struct transport *tp, uint64_t now_ns,
+				uint64_t max_ns)
+{
+	uint64_t due = transport_emu_next_due(tp);
+
+	if (due == UINT64_MAX)
+		return max_ns;
+	if (due <= now_ns || due - now_ns <= TRANSPORT_EMU_SPIN_NS)
+		return 0;
+	due -= now_ns + TRANSPORT_EMU_SPIN_NS;
+	return due < max_ns ? due : max_ns;
+}
+
+void transport_precise_timers(void)
+{
+	static _Thread_local bool done;
+
+	if (done)
+		return;
+	done = true;
+	/* 1 ns: 0 would mean "back to the default" */
+	if (prctl(PR_SET_TIMERSLACK, 1ul, 0ul, 0ul, 0ul))
+		dp_warn("transport: cannot set the timer slack: %s",
+			strerror(errno));
+}
+
 void transport_idle_wait(struct transport *tp, uint64_t now_ns,
 			 uint64_t max_ns)
 {
-	uint64_t t = max_ns, due;
+	uint64_t t = max_ns;
 	struct timespec ts;
 	struct pollfd pfd;
 	int fd = tp->ops->wait_fd ? tp->ops->wait_fd(tp) : -1;
 
 	if (tp->emu) {
-		due = link_emu_next_due(tp->emu);
-		if (due <= now_ns)
-			return;
-		if (due - now_ns < t)
-			t = due - now_ns;
+		transport_precise_timers();
+		t = transport_emu_sleep_ns(tp, now_ns, max_ns);
+		if (!t)
+			return;		/* a release is close: poll on */
 	}
 	/*
 	 * Frames refused by the wire (EAGAIN, ENOBUFS, a full NIC ring) are

@@ -158,11 +158,41 @@ void transport_rx_release(struct transport *tp, struct transport_rx *rx,
 /*
  * Idle back-off for poll loops: sleep on wait_fd (if the transport has one)
  * or nanosleep, at most @max_ns, and less when the emulator holds frames
- * due sooner.  Never busy-waits: on a shared machine the peer needs the
- * core.
+ * due sooner (transport_emu_sleep_ns()).  It busy-waits only in the last
+ * TRANSPORT_EMU_SPIN_NS before an emulated frame is due: returns at once,
+ * so the caller's next turn releases it on time.
  */
 void transport_idle_wait(struct transport *tp, uint64_t now_ns,
 			 uint64_t max_ns);
+
+/*
+ * A sleeping thread wakes late: by its timer slack (50 us by default,
+ * which ppoll and epoll add to every timeout) and by the wake-up itself
+ * (20-30 us in a VM).  A poll loop over a transport with the emulator
+ * sleeps until TRANSPORT_EMU_SPIN_NS before the next release and polls
+ * the rest of the way, so held frames leave on time.
+ */
+#define TRANSPORT_EMU_SPIN_NS 50000
+
+/* the emulator's earliest release (either direction), UINT64_MAX when it
+ * holds nothing or is off */
+uint64_t transport_emu_next_due(const struct transport *tp);
+
+/*
+ * How long a poll loop may sleep at @now_ns, at most @max_ns, so that it
+ * is up again TRANSPORT_EMU_SPIN_NS before the emulator's next release;
+ * 0 when that release is due within TRANSPORT_EMU_SPIN_NS (poll, don't
+ * sleep).  @max_ns when the emulator holds nothing or is off.
+ */
+uint64_t transport_emu_sleep_ns(const struct transport *tp, uint64_t now_ns,
+				uint64_t max_ns);
+
+/*
+ * Set the calling thread's timer slack to the least (1 ns; once per
+ * thread), so its sleeps end when asked, not up to 50 us later.  A thread
+ * that drives a transport with the emulator calls it before its loop.
+ */
+void transport_precise_timers(void);
 
 /*
  * A new address table (a new roster): node ids may move, peers come and
