@@ -250,8 +250,10 @@ static uint64_t sleep_ns(struct dp_thread *t, uint64_t now)
 	ns = transport_emu_sleep_ns(t->tp, now, ns);
 	if (!ns)
 		return 0;
-	/* frames the wire refused are retried soon (transport_idle_wait) */
-	if (transport_tx_pending(t->tp) > 0 && ns > TRANSPORT_TX_RETRY_NS)
+	/* frames the wire refused are retried soon (transport_idle_wait);
+	 * not those the emulator holds: their release bounds the sleep */
+	if (t->tp->ops->tx_pending && t->tp->ops->tx_pending(t->tp) > 0 &&
+	    ns > TRANSPORT_TX_RETRY_NS)
 		ns = TRANSPORT_TX_RETRY_NS;
 	/* counters that changed are published within DP_PUBLISH_NS */
 	if (t->dirty && ns > DP_PUBLISH_NS)
@@ -280,6 +282,11 @@ static void idle_wait(struct dp_thread *t, uint64_t now)
 	    !atomic_load_explicit(&t->stop, memory_order_acquire)) {
 		t->st.sleeps++;
 		ppoll(pfd, pfd[2].fd >= 0 ? 3 : 2, &ts, NULL);
+		/* a resume that came before paused() slept leaves the
+		 * eventfd readable: empty it, or every sleep ends at once
+		 * and the thread spins (the loop re-reads cmd and stop) */
+		if (pfd[1].revents & POLLIN)
+			drain_fd(t->cmd_fd);
 	}
 	dp_ring_sleep_done(&t->sq);
 }
