@@ -514,6 +514,13 @@ void cluster_log_counters(const struct cluster *c)
 			 (unsigned long long)st.sleeps,
 			 (unsigned long long)st.tp.rx_pkts,
 			 (unsigned long long)st.tp.tx_pkts);
+		if (st.tp.emu_released)
+			log_info("dataplane thread %u: emulator released %llu "
+				 "frames, late mean %.1f us, max %.1f us", s,
+				 (unsigned long long)st.tp.emu_released,
+				 st.tp.emu_late_ns / 1e3 /
+				 (double)st.tp.emu_released,
+				 st.tp.emu_late_max_ns / 1e3);
 	}
 }
 

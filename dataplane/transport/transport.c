@@ -188,6 +188,10 @@ static int emu_release(struct transport *tp, uint64_t now_ns)
 			continue;
 		}
 		t = link_emu_take(tp->emu, LINK_EMU_EGRESS);
+		tp->stats.emu_released++;
+		tp->stats.emu_late_ns += now_ns - t.due_ns;
+		if (now_ns - t.due_ns > tp->stats.emu_late_max_ns)
+			tp->stats.emu_late_max_ns = now_ns - t.due_ns;
 		memcpy(buf, t.data, t.len);
 		tp->ops->tx_send(tp, t.dst, buf, t.len);
 		link_emu_free(tp->emu, t.data);

@@ -85,6 +85,9 @@ struct transport_stats {
 	/* added after the first draft: */
 	uint64_t rx_filtered;		/* well formed, but not for us */
 	uint64_t emu_pool_drops;	/* emulator buffer pool empty */
+	/* egress frames the emulator released, and how late the flush that
+	 * released them came after their due time (sum, max) */
+	uint64_t emu_released, emu_late_ns, emu_late_max_ns;
 };
 
 struct transport_ops {
