@@ -174,6 +174,7 @@ static int emu_release(struct transport *tp, uint64_t now_ns)
 {
 	const struct link_emu_frame *f;
 	struct link_emu_frame t;
+	uint64_t late;
 	uint8_t *buf;
 	int sent = 0, r;
 
@@ -188,10 +189,12 @@ static int emu_release(struct transport *tp, uint64_t now_ns)
 			continue;
 		}
 		t = link_emu_take(tp->emu, LINK_EMU_EGRESS);
+		late = now_ns - t.due_ns;
 		tp->stats.emu_released++;
-		tp->stats.emu_late_ns += now_ns - t.due_ns;
-		if (now_ns - t.due_ns > tp->stats.emu_late_max_ns)
-			tp->stats.emu_late_max_ns = now_ns - t.due_ns;
+		tp->stats.emu_late_ns += late;
+		tp->stats.emu_on_time += late <= TRANSPORT_EMU_ON_TIME_NS;
+		if (late > tp->stats.emu_late_max_ns)
+			tp->stats.emu_late_max_ns = late;
 		memcpy(buf, t.data, t.len);
 		tp->ops->tx_send(tp, t.dst, buf, t.len);
 		link_emu_free(tp->emu, t.data);

@@ -86,9 +86,13 @@ struct transport_stats {
 	uint64_t rx_filtered;		/* well formed, but not for us */
 	uint64_t emu_pool_drops;	/* emulator buffer pool empty */
 	/* egress frames the emulator released, and how late the flush that
-	 * released them came after their due time (sum, max) */
+	 * released them came after their due time (sum, max; and how many
+	 * within TRANSPORT_EMU_ON_TIME_NS) */
 	uint64_t emu_released, emu_late_ns, emu_late_max_ns;
+	uint64_t emu_on_time;
 };
+
+#define TRANSPORT_EMU_ON_TIME_NS 10000
 
 struct transport_ops {
 	const char *name;

@@ -533,9 +533,10 @@ static void check_lateness(const struct transport *tp,
 			   const uint64_t *offered, uint32_t n, uint64_t d)
 {
 	uint64_t late[FAKE_MAX], sum = 0;
+	uint32_t i;
 
 	assert_int_equal(atomic_load(&fake.n_sent), n);
-	for (uint32_t i = 0; i < n; i++) {
+	for (i = 0; i < n; i++) {
 		assert_int_equal(fake.sent_idx[i], i);
 		/* never early */
 		assert_true(fake.sent_ns[i] >= offered[i] + d);
@@ -549,6 +550,10 @@ static void check_lateness(const struct transport *tp,
 	assert_int_equal(tp->stats.emu_released, n);
 	assert_true(tp->stats.emu_late_ns <= sum);
 	assert_true(tp->stats.emu_late_max_ns <= late[n - 1]);
+	for (i = 0; i < n && late[i] <= TRANSPORT_EMU_ON_TIME_NS; i++)
+		;
+	assert_true(tp->stats.emu_on_time >= i);
+	assert_true(tp->stats.emu_on_time <= n);
 	print_message("released late: min %.1f us, median %.1f us, max %.1f "
 		      "us\n", late[0] / 1e3, late[n / 2] / 1e3,
 		      late[n - 1] / 1e3);
