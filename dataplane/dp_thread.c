@@ -245,8 +245,8 @@ static uint64_t sleep_ns(struct dp_thread *t, uint64_t now)
 			      DP_BUSY_SLEEP_NS) :
 		      fd < 0 ? DP_POLL_SLEEP_NS : DP_IDLE_SLEEP_NS;
 
-	/* up again TRANSPORT_EMU_SPIN_NS before the emulator's next release
-	 * (0: it is closer, poll on) */
+	/* up again the spin margin before the emulator's next release (0: it
+	 * is closer, poll on) */
 	ns = transport_emu_sleep_ns(t->tp, now, ns);
 	if (!ns)
 		return 0;
@@ -280,8 +280,14 @@ static void idle_wait(struct dp_thread *t, uint64_t now)
 	    !(atomic_load_explicit(&t->cmd, memory_order_acquire) &
 	      CMD_PAUSE) &&
 	    !atomic_load_explicit(&t->stop, memory_order_acquire)) {
+		uint64_t start = transport_now_ns();
+
 		t->st.sleeps++;
-		ppoll(pfd, pfd[2].fd >= 0 ? 3 : 2, &ts, NULL);
+		/* a timeout: how late it ended sets the emulator's margin */
+		if (ppoll(pfd, pfd[2].fd >= 0 ? 3 : 2, &ts, NULL) == 0 &&
+		    t->tp->emu)
+			transport_emu_woke(t->tp, start + ns,
+					   transport_now_ns());
 		/* a resume that came before paused() slept leaves the
 		 * eventfd readable: empty it, or every sleep ends at once
 		 * and the thread spins (the loop re-reads cmd and stop) */
@@ -349,13 +355,15 @@ static void *dp_main(void *arg)
 		if (run_once(t, now)) {
 			idle_since = now;
 			t->dirty = true;
-		} else if (t->tp->emu && !transport_emu_sleep_ns(t->tp, now, 1)) {
-			/* an emulated frame is due within TRANSPORT_EMU_SPIN_NS:
-			 * poll on without yielding, a yield on a busy core may
-			 * give it away past the release */
-		} else if (now - idle_since < t->cfg.spin_ns) {
+		} else if (now - idle_since < t->cfg.spin_ns &&
+			   transport_emu_next_due(t->tp) == UINT64_MAX) {
 			sched_yield();	/* a peer may need this core */
 		} else {
+			/* with frames the emulator holds, never a yield: on a
+			 * busy core it gives the core away until the next tick,
+			 * past their release.  idle_wait() sleeps until the
+			 * spin margin before it, then returns at once (we poll
+			 * up to it) */
 			idle_wait(t, now);
 		}
 		if (t->dirty && now - t->published_ns >= DP_PUBLISH_NS)

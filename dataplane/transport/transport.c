@@ -170,6 +170,34 @@ struct tly_tx_ops transport_tx_ops(struct transport *tp)
 
 /* move the frames the emulator releases at @now into the backend;
  * returns the frames sent by flushes made to make room */
+/*
+ * The next held frame if it is due at @now_ns, or comes due within
+ * TRANSPORT_EMU_GATHER_NS of the clock (read again): a burst released
+ * frame by frame (the serializer spaces 1 KiB frames 90 ns apart at
+ * 100 Gb/s) stays one burst, one send, instead of ending the turn after
+ * its first frames and leaving the rest to a peer's mercy on a busy core.
+ */
+static const struct link_emu_frame *emu_next(struct transport *tp,
+					     uint64_t *now_ns)
+{
+	const struct link_emu_frame *f = link_emu_peek(tp->emu,
+						       LINK_EMU_EGRESS,
+						       UINT64_MAX);
+	uint64_t now;
+
+	if (!f || f->due_ns <= *now_ns)
+		return f;
+	now = transport_now_ns();
+	if (now < *now_ns)
+		return NULL;	/* the caller keeps a time of its own */
+	while (now < f->due_ns && f->due_ns - now <= TRANSPORT_EMU_GATHER_NS)
+		now = transport_now_ns();
+	if (f->due_ns > now)
+		return NULL;
+	*now_ns = now;
+	return f;
+}
+
 static int emu_release(struct transport *tp, uint64_t now_ns)
 {
 	const struct link_emu_frame *f;
@@ -178,7 +206,7 @@ static int emu_release(struct transport *tp, uint64_t now_ns)
 	uint8_t *buf;
 	int sent = 0, r;
 
-	while ((f = link_emu_peek(tp->emu, LINK_EMU_EGRESS, now_ns))) {
+	while ((f = emu_next(tp, &now_ns))) {
 		buf = tp->ops->tx_alloc(tp, f->len);
 		if (!buf) {
 			/* backend full: make room, else hold it (back-pressure) */
@@ -279,16 +307,43 @@ uint64_t transport_emu_next_due(const struct transport *tp)
 	return tp->emu ? link_emu_next_due(tp->emu) : UINT64_MAX;
 }
 
+uint64_t transport_emu_spin_ns(const struct transport *tp)
+{
+	uint64_t s;
+
+	if (!tp->emu_woke_late_ns)
+		return TRANSPORT_EMU_SPIN_NS;	/* no wake-up seen yet */
+	s = 2 * tp->emu_woke_late_ns + 10000;
+	if (s < TRANSPORT_EMU_SPIN_MIN_NS)
+		return TRANSPORT_EMU_SPIN_MIN_NS;
+	return s < TRANSPORT_EMU_SPIN_MAX_NS ? s : TRANSPORT_EMU_SPIN_MAX_NS;
+}
+
+void transport_emu_woke(struct transport *tp, uint64_t end_ns,
+			uint64_t now_ns)
+{
+	uint64_t late = now_ns > end_ns ? now_ns - end_ns : 0;
+
+	/* a stall of milliseconds (a preempted process) says nothing about
+	 * the next wake-up: count it as the cap */
+	if (late > TRANSPORT_EMU_SPIN_MAX_NS)
+		late = TRANSPORT_EMU_SPIN_MAX_NS;
+	/* a running mean over about 8 wake-ups; never 0 once set */
+	tp->emu_woke_late_ns = tp->emu_woke_late_ns ?
+		(7 * tp->emu_woke_late_ns + late) / 8 + 1 : late + 1;
+}
+
 uint64_t transport_emu_sleep_ns(const struct transport *tp, uint64_t now_ns,
 				uint64_t max_ns)
 {
-	uint64_t due = transport_emu_next_due(tp);
+	uint64_t due = transport_emu_next_due(tp), spin;
 
 	if (due == UINT64_MAX)
 		return max_ns;
-	if (due <= now_ns || due - now_ns <= TRANSPORT_EMU_SPIN_NS)
+	spin = transport_emu_spin_ns(tp);
+	if (due <= now_ns || due - now_ns <= spin)
 		return 0;
-	due -= now_ns + TRANSPORT_EMU_SPIN_NS;
+	due -= now_ns + spin;
 	return due < max_ns ? due : max_ns;
 }
 
@@ -329,12 +384,15 @@ void transport_idle_wait(struct transport *tp, uint64_t now_ns,
 		t = TRANSPORT_TX_RETRY_NS;
 	ts.tv_sec = (time_t)(t / 1000000000ull);
 	ts.tv_nsec = (long)(t % 1000000000ull);
+	now_ns = transport_now_ns();	/* the sleep's start, for _woke() */
 	if (fd >= 0) {
 		pfd.fd = fd;
 		pfd.events = POLLIN;
 		pfd.revents = 0;
-		ppoll(&pfd, 1, &ts, NULL);
+		if (ppoll(&pfd, 1, &ts, NULL) == 0 && tp->emu)
+			transport_emu_woke(tp, now_ns + t, transport_now_ns());
 	} else {
-		nanosleep(&ts, NULL);
+		if (nanosleep(&ts, NULL) == 0 && tp->emu)
+			transport_emu_woke(tp, now_ns + t, transport_now_ns());
 	}
 }

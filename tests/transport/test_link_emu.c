@@ -512,6 +512,44 @@ static void test_sleep_ns(void **state)
 	assert_int_equal(transport_emu_sleep_ns(&tp, t0, 9 * MS), 9 * MS);
 }
 
+/* The margin follows how late timed sleeps end: 2 x their running mean
+ * (weights 7/8, 1/8, plus 1 ns) + 10 us, within [MIN, MAX]. */
+static void test_spin_margin(void **state)
+{
+	struct transport tp;
+	uint64_t mean;
+
+	(void)state;
+	fake_open(&tp, 1 * MS);
+	assert_int_equal(transport_emu_spin_ns(&tp), TRANSPORT_EMU_SPIN_NS);
+	transport_emu_woke(&tp, 5 * MS, 5 * MS + 10 * US);	/* 10 us late */
+	mean = 10 * US + 1;
+	assert_int_equal(transport_emu_spin_ns(&tp), 2 * mean + 10 * US);
+	transport_emu_woke(&tp, 6 * MS, 6 * MS + 15 * US);
+	mean = (7 * mean + 15 * US) / 8 + 1;
+	assert_int_equal(transport_emu_spin_ns(&tp), 2 * mean + 10 * US);
+	assert_true(transport_emu_spin_ns(&tp) < TRANSPORT_EMU_SPIN_MAX_NS);
+	/* sleeps that end on time bring it down to the floor */
+	for (int i = 0; i < 100; i++)
+		transport_emu_woke(&tp, 7 * MS, 7 * MS);
+	assert_int_equal(transport_emu_spin_ns(&tp),
+			 TRANSPORT_EMU_SPIN_MIN_NS);
+	/* an early end (a clock read before the deadline) counts as 0 */
+	transport_emu_woke(&tp, 8 * MS, 7 * MS);
+	assert_int_equal(transport_emu_spin_ns(&tp),
+			 TRANSPORT_EMU_SPIN_MIN_NS);
+	/* stalls of 10 ms count as the cap: the margin stays below it */
+	for (int i = 0; i < 100; i++)
+		transport_emu_woke(&tp, 9 * MS, 19 * MS);
+	assert_int_equal(transport_emu_spin_ns(&tp),
+			 TRANSPORT_EMU_SPIN_MAX_NS);
+	/* and the sleep follows the margin: a frame due at 30 ms */
+	assert_int_equal(link_emu_egress(tp.emu, 29 * MS, 1, fake.buf, 64), 1);
+	assert_int_equal(transport_emu_sleep_ns(&tp, 29 * MS, 10 * MS),
+			 1 * MS - TRANSPORT_EMU_SPIN_MAX_NS);
+	fake_close(&tp);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -662,6 +700,7 @@ int main(void)
 		cmocka_unit_test(test_replay),
 		cmocka_unit_test(test_next_due),
 		cmocka_unit_test(test_sleep_ns),
+		cmocka_unit_test(test_spin_margin),
 		cmocka_unit_test(test_release_on_time_idle_wait),
 		cmocka_unit_test(test_release_on_time_dp_thread),
 	};
