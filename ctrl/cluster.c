@@ -518,6 +518,15 @@ void cluster_log_counters(const struct cluster *c)
 			 (unsigned long long)st.tp.tx_pkts,
 			 (unsigned long long)st.tp.rx_handoff_out,
 			 (unsigned long long)st.tp.rx_handoff_in);
+		if (st.tp.emu_released)
+			log_info("dataplane thread %u: emulator released %llu "
+				 "frames, %llu within 10 us, late mean %.1f us, "
+				 "max %.1f us", s,
+				 (unsigned long long)st.tp.emu_released,
+				 (unsigned long long)st.tp.emu_on_time,
+				 st.tp.emu_late_ns / 1e3 /
+				 (double)st.tp.emu_released,
+				 st.tp.emu_late_max_ns / 1e3);
 	}
 }
 

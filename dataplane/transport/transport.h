@@ -96,7 +96,14 @@ struct transport_stats {
 	 * another queue's shard and passed on, and those taken from others
 	 * (counted in rx_pkts once taken) */
 	uint64_t rx_handoff_out, rx_handoff_in;
+	/* egress frames the emulator released, and how late the flush that
+	 * released them came after their due time (sum, max; and how many
+	 * within TRANSPORT_EMU_ON_TIME_NS) */
+	uint64_t emu_released, emu_late_ns, emu_late_max_ns;
+	uint64_t emu_on_time;
 };
+
+#define TRANSPORT_EMU_ON_TIME_NS 10000
 
 struct transport_ops {
 	const char *name;
@@ -130,6 +137,7 @@ struct transport {
 	struct transport_config cfg;
 	struct transport_stats stats;
 	struct link_emu *emu;		/* NULL when the emulator is off */
+	uint64_t emu_woke_late_ns;	/* mean lateness of timed wake-ups */
 	void *priv;
 	/*
 	 * Set by open when peers must put local_mac in their address table's
@@ -169,11 +177,59 @@ void transport_rx_release(struct transport *tp, struct transport_rx *rx,
 /*
  * Idle back-off for poll loops: sleep on wait_fd (if the transport has one)
  * or nanosleep, at most @max_ns, and less when the emulator holds frames
- * due sooner.  Never busy-waits: on a shared machine the peer needs the
- * core.
+ * due sooner (transport_emu_sleep_ns()).  It busy-waits only in the spin
+ * margin before an emulated frame is due: returns at once, so the
+ * caller's next turn releases it on time.
  */
 void transport_idle_wait(struct transport *tp, uint64_t now_ns,
 			 uint64_t max_ns);
+
+/*
+ * A sleeping thread wakes late: by its timer slack (50 us by default,
+ * which ppoll and epoll add to every timeout) and by the wake-up itself
+ * (20-30 us in a VM, 100 us and more after a long sleep on a loaded
+ * machine).  A poll loop over a transport with the emulator sleeps until
+ * a spin margin before the next release and polls the rest of the way,
+ * so held frames leave on time.  The margin starts at
+ * TRANSPORT_EMU_SPIN_NS and follows how late the loop's timed sleeps
+ * end (transport_emu_woke()): twice their running mean plus 10 us,
+ * within [TRANSPORT_EMU_SPIN_MIN_NS, TRANSPORT_EMU_SPIN_MAX_NS].  The
+ * cap is low on purpose: on 2 cores shared by 3 daemons, a margin of
+ * 250 us put every frame out on time but made the all-reduce slower
+ * (the spinning senders starve the receivers); a quiet machine, whose
+ * wake-ups are prompt, spins less.
+ */
+#define TRANSPORT_EMU_SPIN_NS 50000
+/* a release also takes the frames due within this much after it */
+#define TRANSPORT_EMU_GATHER_NS 2000
+#define TRANSPORT_EMU_SPIN_MIN_NS 20000
+#define TRANSPORT_EMU_SPIN_MAX_NS 50000
+
+/* the emulator's earliest release (either direction), UINT64_MAX when it
+ * holds nothing or is off */
+uint64_t transport_emu_next_due(const struct transport *tp);
+
+/*
+ * How long a poll loop may sleep at @now_ns, at most @max_ns, so that it
+ * is up again the spin margin (transport_emu_spin_ns()) before the
+ * emulator's next release; 0 when that release is due within the margin
+ * (poll, don't sleep).  @max_ns when the emulator holds nothing or is off.
+ */
+uint64_t transport_emu_sleep_ns(const struct transport *tp, uint64_t now_ns,
+				uint64_t max_ns);
+/* the spin margin now */
+uint64_t transport_emu_spin_ns(const struct transport *tp);
+/* A timed sleep meant to end at @end_ns ended (by its timeout) at @now_ns:
+ * the spin margin follows how late such wake-ups come. */
+void transport_emu_woke(struct transport *tp, uint64_t end_ns,
+			uint64_t now_ns);
+
+/*
+ * Set the calling thread's timer slack to the least (1 ns; once per
+ * thread), so its sleeps end when asked, not up to 50 us later.  A thread
+ * that drives a transport with the emulator calls it before its loop.
+ */
+void transport_precise_timers(void);
 
 /*
  * A new address table (a new roster): node ids may move, peers come and
