@@ -26,6 +26,11 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 	    !cfg->window || !cfg->max_tensors || !cfg->ops.alloc ||
 	    !cfg->ops.send || (cfg->n_aggs && !cfg->agg_nodes))
 		return NULL;
+	if (cfg->profile > TLY_PROFILE_SWITCH ||
+	    (cfg->profile == TLY_PROFILE_SWITCH &&
+	     (cfg->n_workers > TLY_SWITCH_MAX_WORKERS ||
+	      !tly_switch_k_ok(cfg->k))))
+		return NULL;
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
@@ -34,11 +39,14 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 		w->cfg.confirm_batch = 256;
 	if (!w->cfg.rto_max_ns)
 		w->cfg.rto_max_ns = 64 * cfg->rto_ns;
+	if (!w->cfg.release_max)
+		w->cfg.release_max = cfg->window < 64 ? 256 : 4 * cfg->window;
 	w->lim = (struct tly_wire_limits){
 		.job = cfg->job, .cookie = cfg->cookie, .k = cfg->k,
 		.n_ranks = cfg->n_workers,
 		.n_slots = cfg->n_slots,
 		.n_hops = (uint16_t)(2 * (cfg->n_workers - 1)),
+		.profile = cfg->profile,
 	};
 	w->tensors = calloc(cfg->max_tensors, sizeof(*w->tensors));
 	w->order = calloc(cfg->max_tensors, sizeof(*w->order));
@@ -49,7 +57,7 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 	if (cfg->n_aggs)
 		memcpy(w->aggs, cfg->agg_nodes, cfg->n_aggs * sizeof(*w->aggs));
 	w->cfg.agg_nodes = w->aggs;
-	if (credit_init(w))
+	if (credit_init(w) || release_init(w))
 		goto fail;
 	return w;
 fail:
@@ -76,6 +84,7 @@ void tly_worker_destroy(struct tly_worker *w)
 		for (i = 0; i < w->cfg.max_tensors; i++)
 			tensor_free(&w->tensors[i]);
 	credit_fini(w);
+	release_fini(w);
 	free(w->tensors);
 	free(w->order);
 	free(w->cb);
@@ -148,6 +157,8 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 	    (unsigned int)d->dtype > TLY_DT_I32 ||
 	    (unsigned int)d->algo > TLY_ALGO_RING || worker_find(w, d->id))
 		return -EINVAL;
+	if (w->cfg.profile == TLY_PROFILE_SWITCH && d->algo != TLY_ALGO_AGG)
+		return -EINVAL;		/* the switch profile aggregates */
 	for (i = 0; i < w->cfg.max_tensors && !t; i++)
 		if (!w->tensors[i].active)
 			t = &w->tensors[i];
