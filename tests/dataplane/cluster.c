@@ -159,7 +159,7 @@ static void poll_all(struct cluster *cl)
 	uint16_t i;
 
 	int sweep = cl->cfg.profile == TLY_PROFILE_SWITCH &&
-		    now >= cl->next_sweep;
+		    !cl->cfg.no_sweep && now >= cl->next_sweep;
 
 	for (i = 0; i < cl->n_nodes; i++) {
 		if (i < cl->cfg.n_workers)
