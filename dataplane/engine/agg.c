@@ -975,3 +975,8 @@ uint32_t tly_agg_sweep(struct tly_agg *a, uint64_t now)
 	}
 	return n;
 }
+
+uint64_t tly_agg_sweep_interval(const struct tly_agg *a)
+{
+	return a->cfg.profile == TLY_PROFILE_SWITCH ? a->cfg.evict_ns : 0;
+}

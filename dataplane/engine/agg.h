@@ -78,6 +78,9 @@ void tly_agg_poll(struct tly_agg *a, uint64_t now_ns);
  * profile (which evicts on collision).
  */
 uint32_t tly_agg_sweep(struct tly_agg *a, uint64_t now_ns);
+/* how often tly_agg_sweep() is due: evict_ns in the switch profile, 0
+ * (never) in the software profile */
+uint64_t tly_agg_sweep_interval(const struct tly_agg *a);
 const struct tly_counters *tly_agg_counters(const struct tly_agg *a);
 /* slots (primary + fallback) not FREE */
 uint32_t tly_agg_slots_busy(const struct tly_agg *a);
