@@ -65,6 +65,8 @@ struct wtensor {
 	uint32_t lo;		/* AGG: positions below are all DONE */
 	uint32_t gcursor;	/* AGG: next exponent group to send */
 	uint32_t start;		/* AGG: first chunk visited */
+	uint32_t dnext;		/* switch profile: the position the next
+				 * scan for refused chunks starts at */
 	uint32_t ring_unacked;	/* ring: hops of ours not yet acknowledged */
 	uint32_t q_head, q_tail; /* ring: ready queue of chunk indexes */
 	uint32_t *queue;
@@ -175,6 +177,8 @@ struct tly_worker {
 	uint32_t rel_mask;		/* table size - 1 */
 	uint32_t rel_n;			/* entries used */
 	uint64_t rel_deadline;		/* earliest timer (may be early) */
+	uint32_t defer_turn;		/* switch profile: the tensor whose
+					 * refused chunks go first */
 };
 
 /* ---- the narrow interface the algorithms use ---- */

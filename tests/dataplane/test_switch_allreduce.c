@@ -30,6 +30,7 @@ struct scenario {
 	enum tly_dtype dtype;
 	uint32_t n_tensors;
 	size_t sizes[MAX_T];
+	uint64_t max_ns;	/* virtual time allowed (0: 4 s) */
 };
 
 static void submit_set(struct cluster *cl, const struct scenario *sc,
@@ -126,7 +127,8 @@ static void test_scenario(void **state)
 	dp_tensors_alloc(&b, sc->dtype, sc->cl.n_workers, sc->n_tensors,
 			 sc->sizes, sc->cl.fab.seed * 7919 + 1);
 	submit_set(cl, sc, &b, 7);
-	assert_int_equal(cl_run(cl, sc->n_tensors, 4000000000ull), 0);
+	assert_int_equal(cl_run(cl, sc->n_tensors, sc->max_ns ? sc->max_ns :
+						    4000000000ull), 0);
 	check_results(sc, &b);
 	totals(cl, &s);
 	/* no fallback store; each placed chunk confirmed and ACKed */
@@ -282,6 +284,21 @@ static struct scenario scenarios[] = {
 	    FAB(18, 0.01, 0.01, 2000), 64 * 8, 64 * 2 + 1, 3),
 	SC("sw ded n4 i32 tiny release table", 4, CL_DEDICATED, TLY_DT_I32,
 	   FAB(19, 0.10, 0.05, 8000), .release_max = 2, .window = 16),
+	/*
+	 * Many more chunks refused than the window re-offers per back-off,
+	 * every worker on another tensor first: the pool fills with partial
+	 * sums that each wait for a worker busy re-offering its own first
+	 * tensor.  Re-offering refused chunks in turn (tensors and chunks)
+	 * is what lets them complete (tallyd's test_cluster_switch found it).
+	 */
+	{ .name = "sw ded n4 i32 pool64 window64 4 tensors in other orders",
+	  .cl = { .n_workers = 4, .k = 128, .role = CL_DEDICATED,
+		  .n_slots = 64, .window = 64, .max_tensors = 8,
+		  .profile = TLY_PROFILE_SWITCH,
+		  .fab = FAB(20, 0.01, 0.005, 300) },
+	  .dtype = TLY_DT_I32, .n_tensors = 4,
+	  .sizes = { 547 * 128 - 5, 547 * 128, 300 * 128 + 1, 547 * 128 },
+	  .max_ns = 400000000 },	/* it takes about 90 ms */
 };
 
 /* a seeded sweep over random switch-profile configurations */
