@@ -266,7 +266,12 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 			.n_slots = (uint32_t)c->cfg->pool_slots,
 			.n_fallback = c->cfg->dp_profile == TLY_PROFILE_SWITCH ?
 				      0 : (uint32_t)c->cfg->pool_slots / 4 + 64,
-			.evict_ns = (uint64_t)c->cfg->rto_us * 1000 * 16,
+			/* the switch profile's sweep takes partials by age
+			 * alone: well above the workers' longest retry
+			 * (rto_max_ns = 64 x rto) */
+			.evict_ns = (uint64_t)c->cfg->rto_us * 1000 *
+				    (c->cfg->dp_profile == TLY_PROFILE_SWITCH ?
+				     256 : 16),
 			.probe_ns = (uint64_t)c->cfg->rto_us * 1000 * 4,
 			.profile = (uint8_t)c->cfg->dp_profile,
 			.net = net, .ops = tx,

@@ -219,6 +219,12 @@ static void agg_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	};
 	struct tly_out o;
 
+	/* switch profile: every DATA asks for its ACK, so a contribution
+	 * held in a partial sum gives its credit back at once (no fallback
+	 * store moves partials aside: a window of credits held until rto
+	 * by partials that wait on refused chunks starved the re-offers) */
+	if (w->cfg.profile == TLY_PROFILE_SWITCH)
+		flags |= TLY_F_ACK_REQ;
 	h.flags = flags | (exp ? TLY_F_EXP : 0) |
 		  (tly_dtype(t->d.dtype)->exact ? TLY_F_INT : 0);
 	h.slot = (uint16_t)tly_slot_of(t->d.id, chunk, exp, w->cfg.n_slots);

@@ -746,7 +746,9 @@ static void test_worker_release(void **state)
 	memset(in, 0, sizeof(in));
 	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
 	tly_worker_poll(w, 0);
-	assert_int_equal(n_ws, 2);		/* two DATA */
+	assert_int_equal(n_ws, 2);		/* two DATA, ACK asked */
+	assert_int_equal(ws[0].h.flags, TLY_F_INT | TLY_F_ACK_REQ);
+	assert_int_equal(ws[1].h.flags, TLY_F_INT | TLY_F_ACK_REQ);
 	to_worker(w, TLY_T_RESULT, TLY_F_INT, 77, 0, 5, 10);
 	assert_int_equal(count_confirms(0, 0, TLY_F_ACK_REQ), 1);
 	assert_int_equal(ws[n_ws - 1].h.slot, slot_of(77, 0, 0));

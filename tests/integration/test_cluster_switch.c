@@ -22,7 +22,7 @@
 static const char *const switch_lossy[] = {
 	"--set", "dataplane.profile=switch",
 	"--set", "dataplane.k=128",
-	"--set", "dataplane.pool_slots=64",
+	"--set", "dataplane.pool_slots=1024",
 	"--set", "emulator.loss_ppm=10000",
 	"--set", "emulator.dup_ppm=5000",
 	"--set", "emulator.reorder_ppm=50000",
