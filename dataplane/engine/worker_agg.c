@@ -151,7 +151,7 @@ static void agg_receipt(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
 	}
 	dst = w->aggs[agg_index(w, tensor, chunk, exp)];
 	if (again)
-		release_again(w, tensor, chunk, exp, dst);
+		release_again(w, tensor, chunk, exp, dst, now);
 	else
 		release_start(w, tensor, chunk, exp, dst, now);
 }

@@ -272,7 +272,7 @@ void release_start(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
 		   uint8_t exp, uint16_t dst, uint64_t now);
 /* a RESULT of a chunk released or releasing: CONFIRM it again */
 void release_again(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
-		   uint8_t exp, uint16_t dst);
+		   uint8_t exp, uint16_t dst, uint64_t now);
 /* an ACK with TLY_F_RELEASED */
 void release_acked(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
 		   uint8_t exp);

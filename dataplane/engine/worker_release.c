@@ -129,15 +129,26 @@ void release_start(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
 	release_confirm(w, tensor, chunk, exp, dst, TLY_F_ACK_REQ);
 }
 
-/* a RESULT of a chunk already placed: CONFIRM it again */
+/*
+ * A RESULT of a chunk already placed: CONFIRM it again.  Releasing: the
+ * ACK is still wanted.  Released: this RESULT comes from a slot that
+ * completed again after it was freed (every worker's DATA duplicated or
+ * retransmitted late), and that slot waits for every receipt with no
+ * timer of its own, so the chunk is released again, until ACKed, while
+ * the table has room (else one CONFIRM).
+ */
 void release_again(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
-		   uint8_t exp, uint16_t dst)
+		   uint8_t exp, uint16_t dst, uint64_t now)
 {
 	struct wrelease *r = rel_find(w, tly_chunk_key(tensor, chunk, exp));
 
-	/* releasing: the ACK is still wanted; released: the receipt is in */
-	release_confirm(w, tensor, chunk, exp, dst,
-			r ? TLY_F_RETX | TLY_F_ACK_REQ : 0);
+	if (r)
+		release_confirm(w, tensor, chunk, exp, dst,
+				TLY_F_RETX | TLY_F_ACK_REQ);
+	else if (release_room(w))
+		release_start(w, tensor, chunk, exp, dst, now);
+	else
+		release_confirm(w, tensor, chunk, exp, dst, 0);
 }
 
 void release_acked(struct tly_worker *w, uint32_t tensor, uint16_t chunk,

@@ -796,16 +796,23 @@ static void test_worker_release(void **state)
 			 1);
 	to_worker(w, TLY_T_ACK, TLY_F_RELEASED, 77, 0, 0, 4002);
 	assert_int_equal(tly_worker_releasing(w), 0);
-	/* released: a RESULT again gets a CONFIRM, no ACK asked; a
-	 * duplicate ACK is stale; no timers left */
+	/* released: a RESULT again (a slot that completed again from late
+	 * DATA) is released again until ACKed; a duplicate ACK is stale;
+	 * no timers left */
 	mark = n_ws;
 	to_worker(w, TLY_T_RESULT, TLY_F_INT, 77, 0, 5, 4003);
-	assert_int_equal(count_confirms(mark, 0, 0), 1);
-	to_worker(w, TLY_T_ACK, TLY_F_RELEASED, 77, 0, 0, 4004);
+	assert_int_equal(count_confirms(mark, 0, TLY_F_ACK_REQ), 1);
+	assert_int_equal(tly_worker_releasing(w), 1);
+	tly_worker_poll(w, 4103);
+	assert_int_equal(count_confirms(mark, 0, TLY_F_ACK_REQ | TLY_F_RETX),
+			 1);
+	to_worker(w, TLY_T_ACK, TLY_F_RELEASED, 77, 0, 0, 4104);
+	assert_int_equal(tly_worker_releasing(w), 0);
+	to_worker(w, TLY_T_ACK, TLY_F_RELEASED, 77, 0, 0, 4104);
 	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_STALE],
 			 stale + 1);
 	mark = n_ws;
-	for (t = 4004; t < 10000; t += 50)
+	for (t = 4104; t < 10000; t += 50)
 		tly_worker_poll(w, t);
 	assert_int_equal(n_ws, mark);
 	tly_worker_destroy(w);
