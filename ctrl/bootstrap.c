@@ -97,7 +97,9 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 		tly_put32(p + 16, m->reg.job_key);
 		tly_put16(p + 20, m->reg.world);
 		p[22] = m->reg.algorithm;
-		p[23] = m->reg.threads ? m->reg.threads : 1;
+		/* threads (1 .. 16) in bits 0-6, the switch profile bit 7 */
+		p[23] = (uint8_t)((m->reg.threads ? m->reg.threads : 1) |
+				  (m->reg.profile ? 0x80 : 0));
 		memcpy(p + 24, m->reg.nonce, AUTH_NONCE_LEN);
 		break;
 	case BOOT_ROSTER:
@@ -198,8 +200,10 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 		m->reg.job_key = tly_get32(p + 16);
 		m->reg.world = tly_get16(p + 20);
 		m->reg.algorithm = p[22];
-		/* 0 from a daemon of before the field: one thread */
-		m->reg.threads = p[23] ? p[23] : 1;
+		/* 0 from a daemon of before the field: one thread, the
+		 * software profile */
+		m->reg.threads = p[23] & 0x7f ? p[23] & 0x7f : 1;
+		m->reg.profile = p[23] >> 7;
 		memcpy(m->reg.nonce, p + 24, AUTH_NONCE_LEN);
 		if (m->reg.world == 0 || m->reg.world > BOOT_MAX_MEMBERS ||
 		    m->reg.self.rank >= m->reg.world ||

@@ -84,6 +84,7 @@ struct boot_msg {
 			uint16_t world;
 			uint8_t algorithm;
 			uint8_t threads;	/* [dataplane] threads (0: 1) */
+			uint8_t profile;	/* [dataplane] profile */
 			uint8_t nonce[AUTH_NONCE_LEN];	/* member's */
 		} reg;
 		struct {		/* ROSTER */

@@ -251,6 +251,7 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 			.busy_ns = (uint64_t)c->cfg->rto_us * 1000,
 			.confirm_ns = 200000, .confirm_batch = 64,
 			.chunk_rotate = 0,
+			.profile = (uint8_t)c->cfg->dp_profile,
 			.net = net, .ops = tx,
 			.done = dp_thread_tensor_done, .done_ctx = sh->dp,
 		};
@@ -264,9 +265,16 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 			.job = job, .cookie = cookie, .k = (uint16_t)c->cfg->k,
 			.n_workers = c->n_workers, .self = c->self_node,
 			.n_slots = (uint32_t)c->cfg->pool_slots,
-			.n_fallback = (uint32_t)c->cfg->pool_slots / 4 + 64,
-			.evict_ns = (uint64_t)c->cfg->rto_us * 1000 * 16,
+			.n_fallback = c->cfg->dp_profile == TLY_PROFILE_SWITCH ?
+				      0 : (uint32_t)c->cfg->pool_slots / 4 + 64,
+			/* the switch profile's sweep takes partials by age
+			 * alone: well above the workers' longest retry
+			 * (rto_max_ns = 64 x rto) */
+			.evict_ns = (uint64_t)c->cfg->rto_us * 1000 *
+				    (c->cfg->dp_profile == TLY_PROFILE_SWITCH ?
+				     256 : 16),
 			.probe_ns = (uint64_t)c->cfg->rto_us * 1000 * 4,
+			.profile = (uint8_t)c->cfg->dp_profile,
 			.net = net, .ops = tx,
 		};
 
@@ -345,11 +353,22 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 	c->have_roster = false;
 	if (!me)
 		log_err("epoch %u: this daemon is not in the roster", r->epoch);
+	else if (c->cfg->dp_profile == TLY_PROFILE_SWITCH &&
+		 c->n_workers > TLY_SWITCH_MAX_WORKERS)
+		log_err("epoch %u: dataplane.profile = switch takes at most %d "
+			"workers (one 32-bit register per bitmap); the roster "
+			"has %u", r->epoch, TLY_SWITCH_MAX_WORKERS,
+			c->n_workers);
 	else
 		c->have_roster = apply_roster(c, r, me) == 0;
 	cluster_dp_resume(c);
 	if (had)
 		c->env.job_abort(c->env.ctx, "the job's membership changed");
+	else if (me && !c->have_roster &&
+		 c->cfg->dp_profile == TLY_PROFILE_SWITCH &&
+		 c->n_workers > TLY_SWITCH_MAX_WORKERS)
+		c->env.job_abort(c->env.ctx, "dataplane.profile = switch takes "
+				 "at most 32 workers");
 	if (!c->have_roster)
 		return;
 	cluster_ops_pump(c, tly_now_ns());	/* what waited for the first roster */
@@ -707,6 +726,15 @@ struct cluster *cluster_start(const struct cluster_env *env)
 	c->n_nodes = 1;
 	ret = shards_check(c, cpus, &n_cpus) ? -1 : cluster_ops_init(c);
 	mc.dp_threads = (uint8_t)c->n_shards;
+	mc.dp_profile = (uint8_t)cfg->dp_profile;
+	if (!ret) {
+		char err[200];
+
+		if (config_profile_check(cfg, err, sizeof(err))) {
+			log_err("%s", err);
+			ret = -1;
+		}
+	}
 	for_each_shard(c, sh) {
 		if (!ret)
 			open_transport(c, sh);

@@ -65,7 +65,7 @@ void config_defaults(struct tally_config *cfg)
 }
 
 enum key_type { K_INT, K_U64, K_U32, K_STR, K_LOG, K_ROLE, K_ALGO, K_ADDR,
-		K_MAC, K_TRANSPORT, K_SCHED, K_BOOL, K_CPUS };
+		K_MAC, K_TRANSPORT, K_SCHED, K_BOOL, K_CPUS, K_PROFILE };
 
 struct key_spec {
 	const char *section;
@@ -133,6 +133,7 @@ static const struct key_spec keys[] = {
 	{ "dataplane", "cc_base_window_ms", K_INT, F(cc_base_window_ms), 1,
 	  60000, 0 },
 	{ "dataplane", "threads", K_INT, F(dp_threads), 1, 16, 0 },
+	{ "dataplane", "profile", K_PROFILE, F(dp_profile), 0, 0, 0 },
 	{ "dataplane", "cpus", K_CPUS, F(dp_cpus), 0, 0,
 	  sizeof(((struct tally_config *)0)->dp_cpus) },
 	{ "emulator", "rate_bps", K_U64, F(emu_rate_bps), 0,
@@ -315,6 +316,10 @@ static int set_value(struct tally_config *cfg, const struct key_spec *k,
 		e = !strcmp(v, "aggregate") ? ALGO_AGGREGATE :
 		    !strcmp(v, "ring") ? ALGO_RING : -1;
 		break;
+	case K_PROFILE:
+		e = !strcmp(v, "software") ? TLY_PROFILE_SOFTWARE :
+		    !strcmp(v, "switch") ? TLY_PROFILE_SWITCH : -1;
+		break;
 	case K_ADDR:
 		/* fields only: a struct copy would carry stack bytes into the
 		 * padding, and two equal configurations would differ */
@@ -424,6 +429,11 @@ static void format_value(const struct tally_config *cfg,
 		v = *(const int *)field;
 		snprintf(buf, len, "%s", v == ALGO_RING ? "ring" : "aggregate");
 		return;
+	case K_PROFILE:
+		v = *(const int *)field;
+		snprintf(buf, len, "%s", v == TLY_PROFILE_SWITCH ? "switch" :
+			 "software");
+		return;
 	case K_ADDR:
 		in.s_addr = htonl(a->ip);
 		if (!a->ip || !inet_ntop(AF_INET, &in, ip, sizeof(ip)))
@@ -490,8 +500,30 @@ static bool is_loopback(uint32_t ip)
 	return (ip >> 24) == 127;
 }
 
+int config_profile_check(const struct tally_config *cfg, char *err,
+			 int errlen)
+{
+	if (cfg->dp_profile != TLY_PROFILE_SWITCH)
+		return 0;
+	if (!tly_switch_k_ok((uint32_t)cfg->k)) {
+		snprintf(err, (size_t)errlen, "dataplane.profile = switch needs "
+			 "dataplane.k = 64, 128 or 256 (a switch adds 64 lanes "
+			 "a pass), not %d", cfg->k);
+		return -1;
+	}
+	if (cfg->algorithm != ALGO_AGGREGATE) {
+		snprintf(err, (size_t)errlen, "dataplane.profile = switch is a "
+			 "profile of aggregation: cluster.algorithm = ring has "
+			 "no aggregator to run it");
+		return -1;
+	}
+	return 0;
+}
+
 int config_check(const struct tally_config *cfg, char *err, int errlen)
 {
+	if (config_profile_check(cfg, err, errlen))
+		return -1;
 	if (cfg->metrics_listen.ip && !is_loopback(cfg->metrics_listen.ip) &&
 	    !cfg->metrics_allow_remote) {
 		snprintf(err, (size_t)errlen, "metrics.listen is not a loopback "

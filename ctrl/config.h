@@ -69,6 +69,8 @@ struct tally_config {
 	int cc_min_window, cc_init_window;	/* packets */
 	int cc_target_delay_us, cc_base_window_ms;
 	int dp_threads;			/* dataplane threads per job */
+	int dp_profile;			/* enum tly_profile: software |
+					 * switch (docs/switch-profile.md) */
 	char dp_cpus[256];		/* their CPU list; "": unset */
 	/* [emulator]: the link emulator under the transport */
 	uint64_t emu_rate_bps;
@@ -122,6 +124,13 @@ int config_set(struct tally_config *cfg, const char *section,
 /* config_check - cross-key rules (e.g. a cluster needs a coordinator).
  * 0 or -1 with @err set. */
 int config_check(const struct tally_config *cfg, char *err, int errlen);
+
+/* config_profile_check - what dataplane.profile = switch cannot do, for
+ * the keys known before the job's roster (K, the algorithm); the worker
+ * count is checked against TLY_SWITCH_MAX_WORKERS once the roster is in.
+ * 0 or -1 with @err set.  config_check() runs it too. */
+int config_profile_check(const struct tally_config *cfg, char *err,
+			 int errlen);
 
 /*
  * config_diff - call @fn (when not NULL) for every key whose value differs

@@ -59,6 +59,7 @@ struct dp_thread {
 	struct tly_tx_ops tp_tx;
 	struct tly_worker *worker;
 	struct tly_agg *agg;
+	uint64_t next_sweep;	/* switch profile: the aggregator's sweep */
 	struct tly_net net;
 	struct tly_addr addrs[TRANSPORT_MAX_NODES];
 	struct dp_stats st;		/* counted here, published below */
@@ -211,6 +212,12 @@ static int run_once(struct dp_thread *t, uint64_t now)
 		tly_worker_poll(t->worker, now);
 	if (t->agg)
 		tly_agg_poll(t->agg, now);
+	/* the switch profile's control plane: every evict_ns, off the
+	 * per-packet path */
+	if (t->agg && tly_agg_sweep_interval(t->agg) && now >= t->next_sweep) {
+		tly_agg_sweep(t->agg, now);
+		t->next_sweep = now + tly_agg_sweep_interval(t->agg);
+	}
 	/* a fresh clock: frames the emulator got this turn with a release
 	 * already past (no delay, a fast rate) leave now, not next turn */
 	work += transport_tx_flush(t->tp, transport_now_ns());
@@ -241,7 +248,8 @@ static void write_fd(int fd)
 /* How long the engine's timers and the transport let us sleep. */
 static uint64_t sleep_ns(struct dp_thread *t, uint64_t now)
 {
-	bool busy = (t->worker && tly_worker_active(t->worker)) ||
+	bool busy = (t->worker && (tly_worker_active(t->worker) ||
+				   tly_worker_releasing(t->worker))) ||
 		    (t->agg && tly_agg_slots_busy(t->agg));
 	int fd = t->tp->ops->wait_fd ? t->tp->ops->wait_fd(t->tp) : -1;
 	uint64_t ns = busy ? (fd < 0 ? DP_BUSY_POLL_SLEEP_NS :
@@ -431,6 +439,7 @@ void dp_thread_set_engine(struct dp_thread *t, struct tly_worker *w,
 {
 	t->worker = w;
 	t->agg = a;
+	t->next_sweep = 0;
 	t->net = *net;
 	if (net->addrs) {
 		uint16_t n = net->n_nodes < TRANSPORT_MAX_NODES ?

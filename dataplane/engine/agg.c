@@ -37,8 +37,12 @@ struct agg_slot {
 	uint16_t slot;		/* the chunk's primary slot index */
 	uint8_t has_done;
 	/* the chunk this entry last completed and freed (a tombstone),
-	 * believed for tombstone_ns after done_ns */
-	uint64_t done_ns;
+	 * believed for tombstone_ns after done_ns; the switch profile has
+	 * no tombstones and keeps the claim time here instead */
+	union {
+		uint64_t done_ns;
+		uint64_t t_claim;
+	};
 	uint64_t done_key;
 };
 
@@ -300,10 +304,17 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 	    !cfg->ops.send ||
 	    (cfg->net.addrs && cfg->self >= cfg->net.n_nodes))
 		return NULL;
+	if (cfg->profile > TLY_PROFILE_SWITCH ||
+	    (cfg->profile == TLY_PROFILE_SWITCH &&
+	     (cfg->n_workers > TLY_SWITCH_MAX_WORKERS ||
+	      !tly_switch_k_ok(cfg->k))))
+		return NULL;
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
 	a->cfg = *cfg;
+	if (cfg->profile == TLY_PROFILE_SWITCH)
+		a->cfg.n_fallback = 0;	/* no second table */
 	if (!a->cfg.poll_budget)
 		a->cfg.poll_budget = 64;
 	if (!a->cfg.tombstone_ns)
@@ -312,14 +323,15 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 		.job = cfg->job, .cookie = cfg->cookie, .k = cfg->k,
 		.n_ranks = cfg->n_workers,
 		.n_slots = cfg->n_slots, .n_hops = 0,
+		.profile = cfg->profile,
 	};
 	tly_data_rx_init(&a->fast, &a->lim, cfg->net.addrs != NULL,
 			 cfg->net.port);
 	a->kern = agg_kernels(cfg->portable_loops, cfg->k);
-	if (cfg->n_fallback)
-		a->fb_magic = UINT64_MAX / cfg->n_fallback + 1;
+	if (a->cfg.n_fallback)
+		a->fb_magic = UINT64_MAX / a->cfg.n_fallback + 1;
 	a->all = cfg->n_workers == 64 ? ~0ull : (1ull << cfg->n_workers) - 1;
-	a->n_total = cfg->n_slots + cfg->n_fallback;
+	a->n_total = cfg->n_slots + a->cfg.n_fallback;
 	a->slots = aligned_alloc(64, (size_t)a->n_total * sizeof(*a->slots));
 	words = (size_t)a->n_total * cfg->k;
 	a->sums = aligned_alloc(64, (words * 4 + 63) & ~(size_t)63);
@@ -421,7 +433,7 @@ static int64_t fb_find(const struct tly_agg *a, const struct chunk_id *id)
 static void slot_release(struct tly_agg *a, struct agg_slot *s,
 			 uint64_t now)
 {
-	if (s->state == SLOT_DONE) {
+	if (s->state == SLOT_DONE && a->cfg.profile != TLY_PROFILE_SWITCH) {
 		s->done_ns = now;
 		s->done_key = s->key;
 		s->has_done = 1;
@@ -453,6 +465,8 @@ static void slot_claim(struct tly_agg *a, uint32_t idx,
 	s->probes = 0;
 	s->t_last = now;
 	s->fallback = idx >= a->cfg.n_slots;
+	if (a->cfg.profile == TLY_PROFILE_SWITCH)
+		s->t_claim = now;	/* for tly_agg_sweep() only */
 	a->busy++;
 	if (s->fallback)
 		a->fb_used++;
@@ -542,9 +556,10 @@ static void hdr_for_slot(struct tly_hdr *h, const struct agg_slot *s,
 		h->flags |= TLY_F_FALLBACK;
 }
 
-/* header-only reply (ACK or BUSY) echoing the packet's key */
+/* header-only reply (ACK or BUSY) echoing the packet's key; @extra:
+ * TLY_F_FALLBACK or TLY_F_RELEASED */
 static void agg_reply(struct tly_agg *a, const struct tly_hdr *in,
-		      uint8_t type, uint8_t dscp, int fallback)
+		      uint8_t type, uint8_t dscp, uint8_t extra)
 {
 	struct tly_out o;
 	struct tly_hdr h = *in;
@@ -553,8 +568,7 @@ static void agg_reply(struct tly_agg *a, const struct tly_hdr *in,
 			  in->rank, dscp, TLY_HDR_LEN))
 		return;
 	h.type = type;
-	h.flags = (in->flags & (TLY_F_EXP | TLY_F_INT)) |
-		  (fallback ? TLY_F_FALLBACK : 0);
+	h.flags = (in->flags & (TLY_F_EXP | TLY_F_INT)) | extra;
 	h.shift = 0;
 	h.job = a->cfg.job;
 	h.cookie = a->cfg.cookie;
@@ -667,7 +681,14 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 	int64_t idx = h->slot;
 	int last;
 
-	if (!slot_is(s, key)) {
+	if (!slot_is(s, key) && a->cfg.profile == TLY_PROFILE_SWITCH) {
+		/* one table, no eviction here: a free slot or BUSY */
+		if (s->state != SLOT_FREE) {
+			agg_reply(a, h, TLY_T_BUSY, dscp, 0);
+			return;
+		}
+		slot_claim(a, h->slot, h, key, now);
+	} else if (!slot_is(s, key)) {
 		struct chunk_id id = { .key = key, .hash = tly_key_hash(key) };
 
 		idx = slot_for_new(a, h, &id, now);
@@ -696,7 +717,8 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 	if (s->contrib & bit) {
 		a->c.dups++;
 		if (h->flags & (TLY_F_ACK_REQ | TLY_F_RETX))
-			agg_reply(a, h, TLY_T_ACK, dscp, s->fallback);
+			agg_reply(a, h, TLY_T_ACK, dscp,
+				  s->fallback ? TLY_F_FALLBACK : 0);
 		return;
 	}
 	sum = slot_sum(a, (uint32_t)idx);
@@ -721,7 +743,8 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 		a->c.completions++;
 		result_to_all(a, (uint32_t)idx, last ? pl : NULL);
 	} else if (h->flags & TLY_F_ACK_REQ) {
-		agg_reply(a, h, TLY_T_ACK, dscp, s->fallback);
+		agg_reply(a, h, TLY_T_ACK, dscp,
+			  s->fallback ? TLY_F_FALLBACK : 0);
 	}
 }
 
@@ -798,6 +821,31 @@ static void agg_confirm(struct tly_agg *a, const struct tly_hdr *h,
 	}
 }
 
+/*
+ * The switch profile's CONFIRM: one chunk, at the slot its header names
+ * (the parser checked it is the chunk's hashed slot).  Only a DONE slot
+ * of that chunk takes the receipt; anywhere else the chunk was freed
+ * before (all receipts in) and the sender only needs the ACK.
+ */
+static void agg_confirm_switch(struct tly_agg *a, const struct tly_hdr *h,
+			       uint8_t dscp, uint64_t now)
+{
+	struct agg_slot *s = &a->slots[h->slot];
+	uint64_t key = tly_chunk_key(h->tensor, h->chunk,
+				     h->flags & TLY_F_EXP);
+
+	if (s->state == SLOT_DONE && s->key == key) {
+		s->confirmed |= 1ull << h->rank;
+		a->c.confirms++;
+		if ((s->confirmed & a->all) == a->all)
+			slot_release(a, s, now);
+	} else {
+		a->c.dups++;
+	}
+	if (h->flags & TLY_F_ACK_REQ)
+		agg_reply(a, h, TLY_T_ACK, dscp, TLY_F_RELEASED);
+}
+
 /* any frame: not DATA of this job, or a DATA the fast check refused */
 static void agg_rx_general(struct tly_agg *a, const uint8_t *frame,
 			   size_t len, uint64_t now)
@@ -816,7 +864,10 @@ static void agg_rx_general(struct tly_agg *a, const uint8_t *frame,
 			 pkt + TLY_HDR_LEN, dscp, now);
 		break;
 	case TLY_T_CONFIRM:
-		agg_confirm(a, &h, pkt, now);
+		if (a->cfg.profile == TLY_PROFILE_SWITCH)
+			agg_confirm_switch(a, &h, dscp, now);
+		else
+			agg_confirm(a, &h, pkt, now);
 		break;
 	default:
 		a->c.drops[TLY_E_ROLE]++;
@@ -886,6 +937,8 @@ void tly_agg_poll(struct tly_agg *a, uint64_t now)
 {
 	uint32_t n;
 
+	if (a->cfg.profile == TLY_PROFILE_SWITCH)
+		return;		/* no timers: the workers drive recovery */
 	for (n = 0; n < a->cfg.poll_budget && n < a->n_total; n++) {
 		uint32_t idx = a->cursor;
 		struct agg_slot *s = &a->slots[idx];
@@ -903,4 +956,27 @@ void tly_agg_poll(struct tly_agg *a, uint64_t now)
 			s->probes++;
 		s->t_last = now + (a->cfg.probe_ns << s->probes);
 	}
+}
+
+uint32_t tly_agg_sweep(struct tly_agg *a, uint64_t now)
+{
+	uint32_t i, n = 0;
+
+	if (a->cfg.profile != TLY_PROFILE_SWITCH)
+		return 0;
+	for (i = 0; i < a->n_total; i++) {
+		struct agg_slot *s = &a->slots[i];
+
+		if (s->state != SLOT_AGG || now - s->t_claim < a->cfg.evict_ns)
+			continue;
+		a->c.evictions++;
+		slot_release(a, s, now);
+		n++;
+	}
+	return n;
+}
+
+uint64_t tly_agg_sweep_interval(const struct tly_agg *a)
+{
+	return a->cfg.profile == TLY_PROFILE_SWITCH ? a->cfg.evict_ns : 0;
 }

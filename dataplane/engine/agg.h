@@ -17,6 +17,14 @@
  *   drops late duplicates of it instead of starting a partial that could
  *   never complete.
  *
+ * The switch profile (cfg.profile = TLY_PROFILE_SWITCH,
+ * docs/switch-profile.md) keeps each packet's work to one slot look-up:
+ * no fallback store, BUSY on any collision, no tombstones, no probes (a
+ * DONE slot answers DATA with the RESULT until every worker's CONFIRM of
+ * that one chunk is in), and each CONFIRM with ACK_REQ is answered with
+ * an ACK (TLY_F_RELEASED).  Its only timer is the control plane's:
+ * tly_agg_sweep() every evict_ns frees partials claimed longer ago.
+ *
  * Sizing: n_slots * K * 4 bytes of sums (1024 slots of K = 256: 1 MiB,
  * L2-resident); evict_ns well above the workers' retry intervals.
  */
@@ -38,6 +46,9 @@ struct tly_agg_cfg {
 	uint64_t tombstone_ns;		/* a freed chunk's strays dropped
 					 * this long (0: 4 * evict_ns) */
 	uint32_t poll_budget;		/* slots visited per poll (0: 64) */
+	uint8_t profile;		/* enum tly_profile; switch: n_workers
+					 * <= 32, k 64/128/256, n_fallback
+					 * ignored (0) */
 	uint8_t portable_loops;		/* tests: the plain C payload loops
 					 * even where AVX2 is present */
 	struct tly_net net;		/* its address table must not change
@@ -58,6 +69,18 @@ void tly_agg_rx_burst(struct tly_agg *a, const uint8_t *const *frames,
 		      const uint16_t *lens, unsigned int n, uint64_t now_ns);
 /* re-send unconfirmed results; visits at most poll_budget slots */
 void tly_agg_poll(struct tly_agg *a, uint64_t now_ns);
+/*
+ * The switch profile's control plane: free the AGG slots claimed
+ * evict_ns or longer before @now (partials whose chunk is gone, e.g.
+ * started by a duplicate DATA after the slot was freed; a live one is
+ * rebuilt by the workers' probes).  Visits the whole pool: call it every
+ * evict_ns, not per packet.  Returns the slots freed; 0 in the software
+ * profile (which evicts on collision).
+ */
+uint32_t tly_agg_sweep(struct tly_agg *a, uint64_t now_ns);
+/* how often tly_agg_sweep() is due: evict_ns in the switch profile, 0
+ * (never) in the software profile */
+uint64_t tly_agg_sweep_interval(const struct tly_agg *a);
 const struct tly_counters *tly_agg_counters(const struct tly_agg *a);
 /* slots (primary + fallback) not FREE */
 uint32_t tly_agg_slots_busy(const struct tly_agg *a);

@@ -21,7 +21,7 @@ void tly_hdr_write(uint8_t *p, const struct tly_hdr *h)
 }
 
 /* allowed flag bits per type */
-static uint8_t type_flags(uint8_t type)
+static uint8_t type_flags(uint8_t type, uint8_t profile)
 {
 	switch (type) {
 	case TLY_T_DATA:
@@ -29,8 +29,18 @@ static uint8_t type_flags(uint8_t type)
 	case TLY_T_RESULT:
 		return TLY_F_EXP | TLY_F_INT | TLY_F_RETX | TLY_F_FALLBACK;
 	case TLY_T_ACK:
-	case TLY_T_BUSY:
+		if (profile == TLY_PROFILE_SWITCH)
+			return TLY_F_EXP | TLY_F_INT | TLY_F_RELEASED;
 		return TLY_F_EXP | TLY_F_INT | TLY_F_FALLBACK;
+	case TLY_T_BUSY:
+		if (profile == TLY_PROFILE_SWITCH)
+			return TLY_F_EXP | TLY_F_INT;
+		return TLY_F_EXP | TLY_F_INT | TLY_F_FALLBACK;
+	case TLY_T_CONFIRM:
+		/* the switch profile's: one chunk, named as DATA names it */
+		if (profile == TLY_PROFILE_SWITCH)
+			return TLY_F_EXP | TLY_F_ACK_REQ | TLY_F_RETX;
+		return 0;
 	case TLY_T_RING:
 		return TLY_F_INT | TLY_F_RETX;
 	case TLY_T_RING_ACK:
@@ -40,10 +50,22 @@ static uint8_t type_flags(uint8_t type)
 	}
 }
 
-static enum tly_drop confirm_check(const uint8_t *p, const struct tly_hdr *h)
+static enum tly_drop confirm_check(const uint8_t *p, const struct tly_hdr *h,
+				   const struct tly_wire_limits *lim)
 {
 	unsigned int i;
 
+	if (lim->profile == TLY_PROFILE_SWITCH) {
+		/* aux = 0, the chunk in the header, its hashed slot */
+		if (h->aux)
+			return TLY_E_CONFIRM;
+		if (h->slot >= lim->n_slots ||
+		    h->slot != tly_slot_of(h->tensor, h->chunk,
+					   !!(h->flags & TLY_F_EXP),
+					   lim->n_slots))
+			return TLY_E_SLOT;
+		return TLY_OK;
+	}
 	if (h->aux == 0 || h->slot || h->tensor || h->chunk)
 		return TLY_E_CONFIRM;
 	for (i = 0; i < h->aux; i++) {
@@ -65,7 +87,7 @@ static inline enum tly_drop hdr_check(const struct tly_hdr *h,
 {
 	if (h->type == 0 || h->type > TLY_T_MAX)
 		return TLY_E_TYPE;
-	if (h->flags & ~type_flags(h->type))
+	if (h->flags & ~type_flags(h->type, lim->profile))
 		return TLY_E_FLAGS;
 	if ((h->flags & TLY_F_EXP) && (h->flags & TLY_F_INT))
 		return TLY_E_FLAGS;
@@ -101,7 +123,7 @@ static inline enum tly_drop hdr_check(const struct tly_hdr *h,
 			return TLY_E_LEN;
 		break;
 	case TLY_T_CONFIRM:
-		return confirm_check(p, h);
+		return confirm_check(p, h, lim);
 	}
 	return TLY_OK;
 }

@@ -42,6 +42,21 @@
 /* chunks per tensor, and slots per pool: both fields are 16 bits wide */
 #define TLY_MAX_CHUNKS		65536
 #define TLY_MAX_SLOTS		65536
+/* the switch profile (docs/switch-profile.md): every bitmap one 32-bit
+ * register, K one pipeline pass of 64 lanes plus recirculations */
+#define TLY_SWITCH_MAX_WORKERS	32
+
+/* what the aggregator's per-packet work may be (tly_wire_limits.profile) */
+enum tly_profile {
+	TLY_PROFILE_SOFTWARE = 0,	/* docs/protocol.md sections 3, 4 */
+	TLY_PROFILE_SWITCH = 1,		/* docs/switch-profile.md */
+};
+
+/* K values the switch profile allows: 64, 128 or 256 */
+static inline int tly_switch_k_ok(uint32_t k)
+{
+	return k == 64 || k == 128 || k == 256;
+}
 
 enum tly_type {
 	TLY_T_DATA = 1,		/* worker -> aggregator: a contribution */
@@ -61,7 +76,10 @@ enum tly_flag {
 	TLY_F_RETX = 0x08,	/* retransmission or probe */
 	TLY_F_FALLBACK = 0x10,	/* held by the aggregator's fallback store */
 	TLY_F_REFUSE = 0x20,	/* RING_ACK: not taken, send again later */
-	TLY_F_ALL = 0x3f,
+	TLY_F_RELEASED = 0x40,	/* switch profile, ACK: answers a CONFIRM
+				 * (the chunk's receipt is in, or it was
+				 * freed before), not a DATA */
+	TLY_F_ALL = 0x7f,
 };
 
 /* parse verdicts; each has a drop counter (tly_drop_name()) */
@@ -97,7 +115,9 @@ struct tly_hdr {
 	uint32_t tensor;
 	uint16_t chunk;
 	int8_t shift;		/* block scale: value = int * 2^-shift */
-	uint8_t aux;		/* CONFIRM: number of ranges; RING_ACK: chunks
+	uint8_t aux;		/* CONFIRM: number of ranges (0: the switch
+				 * profile's CONFIRM of the one chunk the
+				 * header names); RING_ACK: chunks
 				 * chunk .. chunk + aux are acknowledged */
 	uint32_t cookie;	/* the epoch's, from the job secret */
 };
@@ -110,6 +130,8 @@ struct tly_wire_limits {
 	uint16_t n_ranks;	/* rank must be below this */
 	uint32_t n_slots;	/* slot must be below this (aggregator pool) */
 	uint16_t n_hops;	/* ring hop must be below this */
+	uint8_t profile;	/* enum tly_profile: which CONFIRM and ACK
+				 * forms are accepted */
 };
 
 /* L2-L4 address of a node (IPv4 and port in host byte order) */

@@ -26,6 +26,11 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 	    !cfg->window || !cfg->max_tensors || !cfg->ops.alloc ||
 	    !cfg->ops.send || (cfg->n_aggs && !cfg->agg_nodes))
 		return NULL;
+	if (cfg->profile > TLY_PROFILE_SWITCH ||
+	    (cfg->profile == TLY_PROFILE_SWITCH &&
+	     (cfg->n_workers > TLY_SWITCH_MAX_WORKERS ||
+	      !tly_switch_k_ok(cfg->k))))
+		return NULL;
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
@@ -34,11 +39,14 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 		w->cfg.confirm_batch = 256;
 	if (!w->cfg.rto_max_ns)
 		w->cfg.rto_max_ns = 64 * cfg->rto_ns;
+	if (!w->cfg.release_max)
+		w->cfg.release_max = cfg->window < 64 ? 256 : 4 * cfg->window;
 	w->lim = (struct tly_wire_limits){
 		.job = cfg->job, .cookie = cfg->cookie, .k = cfg->k,
 		.n_ranks = cfg->n_workers,
 		.n_slots = cfg->n_slots,
 		.n_hops = (uint16_t)(2 * (cfg->n_workers - 1)),
+		.profile = cfg->profile,
 	};
 	w->tensors = calloc(cfg->max_tensors, sizeof(*w->tensors));
 	w->order = calloc(cfg->max_tensors, sizeof(*w->order));
@@ -49,7 +57,7 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 	if (cfg->n_aggs)
 		memcpy(w->aggs, cfg->agg_nodes, cfg->n_aggs * sizeof(*w->aggs));
 	w->cfg.agg_nodes = w->aggs;
-	if (credit_init(w))
+	if (credit_init(w) || release_init(w))
 		goto fail;
 	return w;
 fail:
@@ -76,6 +84,7 @@ void tly_worker_destroy(struct tly_worker *w)
 		for (i = 0; i < w->cfg.max_tensors; i++)
 			tensor_free(&w->tensors[i]);
 	credit_fini(w);
+	release_fini(w);
 	free(w->tensors);
 	free(w->order);
 	free(w->cb);
@@ -148,6 +157,8 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 	    (unsigned int)d->dtype > TLY_DT_I32 ||
 	    (unsigned int)d->algo > TLY_ALGO_RING || worker_find(w, d->id))
 		return -EINVAL;
+	if (w->cfg.profile == TLY_PROFILE_SWITCH && d->algo != TLY_ALGO_AGG)
+		return -EINVAL;		/* the switch profile aggregates */
 	for (i = 0; i < w->cfg.max_tensors && !t; i++)
 		if (!w->tensors[i].active)
 			t = &w->tensors[i];
@@ -240,17 +251,42 @@ static void deferred_one(struct tly_worker *w, struct wtensor *t,
 		t->defer_deadline = ch->deadline;
 }
 
+/*
+ * The software profile scans refused chunks from the oldest; the switch
+ * profile from where its last scan launched one, round the span.  There
+ * a slot is never taken from a partial sum (BUSY, not eviction), so a
+ * partial completes only when every worker offers its chunk again: with
+ * more refused chunks than the window launches per back-off, a scan from
+ * the oldest would offer the same front chunks over and over and never
+ * the late ones the partials wait for.  In rotation every refused chunk
+ * comes round within (refused chunks / window) round trips.
+ */
 static void tensor_deferred(struct tly_worker *w, struct wtensor *t,
 			    uint64_t now)
 {
-	uint32_t i, p0, p1;
+	uint32_t i, p0, p1, mid, p;
 
 	t->defer_deadline = NEVER;
 	for (i = t->n_chunks; i < t->n_chunks + t->n_groups; i++)
 		deferred_one(w, t, i, now);
 	t->algo->span(t, &p0, &p1);
-	for (; p0 < p1; p0++)
-		deferred_one(w, t, t->algo->at(t, p0), now);
+	if (w->cfg.profile != TLY_PROFILE_SWITCH) {
+		for (; p0 < p1; p0++)
+			deferred_one(w, t, t->algo->at(t, p0), now);
+		return;
+	}
+	mid = t->dnext > p0 && t->dnext < p1 ? t->dnext : p0;
+	for (i = 0; i < p1 - p0; i++) {
+		uint32_t c;
+
+		p = mid + i < p1 ? mid + i : mid + i - (p1 - p0);
+		c = t->algo->at(t, p);
+		if (t->chunks[c].state != C_DEFER)
+			continue;
+		deferred_one(w, t, c, now);
+		if (t->chunks[c].state != C_DEFER)
+			t->dnext = p + 1;	/* launched */
+	}
 }
 
 /* fresh chunks of @t, in its order, while their destinations have room */
@@ -287,9 +323,16 @@ void tly_worker_poll(struct tly_worker *w, uint64_t now)
 			tensor_timers(w, w->order[i], now);
 	for (i = 0; i < w->n_active && w->inflight < w->cfg.window; i++)
 		tensor_fresh(w, w->order[i], now);
-	for (i = 0; i < w->n_active && w->inflight < w->cfg.window; i++)
-		if (w->order[i]->defer_deadline <= now)
-			tensor_deferred(w, w->order[i], now);
+	/* refused chunks: by priority, or (switch profile) each tensor in
+	 * turn first, for the reason tensor_deferred() gives */
+	a = w->cfg.profile == TLY_PROFILE_SWITCH && w->n_active ?
+	    w->defer_turn++ % w->n_active : 0;
+	for (i = 0; i < w->n_active && w->inflight < w->cfg.window; i++) {
+		struct wtensor *t = w->order[(a + i) % w->n_active];
+
+		if (t->defer_deadline <= now)
+			tensor_deferred(w, t, now);
+	}
 	for (a = 0; a < sizeof(algos) / sizeof(algos[0]); a++)
 		if (algos[a]->flush_late)
 			algos[a]->flush_late(w, now);

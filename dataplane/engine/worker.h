@@ -62,6 +62,13 @@ struct tly_worker_cfg {
 	uint64_t confirm_ns;		/* send receipts at most this late */
 	uint32_t confirm_batch;		/* ... or when this many are due */
 	uint32_t chunk_rotate;		/* first chunk sent: rank * rotate */
+	/* enum tly_profile.  TLY_PROFILE_SWITCH (docs/switch-profile.md):
+	 * n_workers <= 32, k 64/128/256, AGG tensors only; each placed
+	 * RESULT is released by a CONFIRM of its own, re-sent until ACKed,
+	 * instead of the batched receipts (confirm_ns, confirm_batch) */
+	uint8_t profile;
+	uint32_t release_max;		/* chunks releasing at once (0: 4 x
+					 * window, at least 256) */
 	/* congestion control; fields left at zero take the defaults of
 	 * dataplane/engine/cc.h */
 	uint8_t cc_off;			/* 1: a fixed window, as before */
@@ -87,6 +94,8 @@ void tly_worker_rx(struct tly_worker *w, const uint8_t *frame, size_t len,
 void tly_worker_poll(struct tly_worker *w, uint64_t now_ns);
 uint32_t tly_worker_inflight(const struct tly_worker *w);
 uint32_t tly_worker_active(const struct tly_worker *w);
+/* switch profile: chunks whose CONFIRM awaits its ACK (timers pending) */
+uint32_t tly_worker_releasing(const struct tly_worker *w);
 const struct tly_counters *tly_worker_counters(const struct tly_worker *w);
 /* the congestion window towards @node, in packets (cfg.window when
  * cc_off or @node is no destination of this worker) */

@@ -135,10 +135,35 @@ added:
 		confirm_flush(w, a);
 }
 
+/*
+ * A receipt for a chunk whose RESULT is placed (@again: it was placed
+ * before).  The software profile batches it; the switch profile releases
+ * the chunk by a CONFIRM of its own (worker_release.c).
+ */
+static void agg_receipt(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
+			uint8_t exp, int again, uint64_t now)
+{
+	uint16_t dst;
+
+	if (w->cfg.profile != TLY_PROFILE_SWITCH) {
+		confirm_add(w, tensor, chunk, exp, now);
+		return;
+	}
+	dst = w->aggs[agg_index(w, tensor, chunk, exp)];
+	if (again)
+		release_again(w, tensor, chunk, exp, dst, now);
+	else
+		release_start(w, tensor, chunk, exp, dst, now);
+}
+
 static void agg_flush_late(struct tly_worker *w, uint64_t now)
 {
 	uint32_t a;
 
+	if (w->cfg.profile == TLY_PROFILE_SWITCH) {
+		release_poll(w, now);
+		return;
+	}
 	for (a = 0; a < w->cfg.n_aggs; a++)
 		if (w->cb[a].n_ranges &&
 		    now - w->cb[a].oldest >= w->cfg.confirm_ns)
@@ -194,6 +219,12 @@ static void agg_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	};
 	struct tly_out o;
 
+	/* switch profile: every DATA asks for its ACK, so a contribution
+	 * held in a partial sum gives its credit back at once (no fallback
+	 * store moves partials aside: a window of credits held until rto
+	 * by partials that wait on refused chunks starved the re-offers) */
+	if (w->cfg.profile == TLY_PROFILE_SWITCH)
+		flags |= TLY_F_ACK_REQ;
 	h.flags = flags | (exp ? TLY_F_EXP : 0) |
 		  (tly_dtype(t->d.dtype)->exact ? TLY_F_INT : 0);
 	h.slot = (uint16_t)tly_slot_of(t->d.id, chunk, exp, w->cfg.n_slots);
@@ -348,7 +379,7 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 	if (!t) {
 		/* finished (or foreign): receipt again so the slot frees */
 		w->c.dups++;
-		confirm_add(w, h->tensor, h->chunk, exp, now);
+		agg_receipt(w, h->tensor, h->chunk, exp, 1, now);
 		return NULL;
 	}
 	ch = agg_chunk_of(w, t, h, &idx);
@@ -356,12 +387,18 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 		return NULL;
 	if (ch->state == C_DONE) {
 		w->c.dups++;
-		confirm_add(w, h->tensor, h->chunk, exp, now);
+		agg_receipt(w, h->tensor, h->chunk, exp, 1, now);
 		return NULL;
 	}
 	if (!exp && !tly_dtype(t->d.dtype)->exact &&
 	    (ch->state == C_WAIT || h->shift != ch->shift)) {
 		w->c.drops[TLY_E_MISMATCH]++;
+		return NULL;
+	}
+	if (w->cfg.profile == TLY_PROFILE_SWITCH && !release_room(w)) {
+		/* no room to track its release: not placed; the chunk's
+		 * retransmitted DATA fetches the RESULT again later */
+		w->c.tx_nobuf++;
 		return NULL;
 	}
 	if (exp && agg_exp_result(w, t, h->chunk, pkt + TLY_HDR_LEN)) {
@@ -374,7 +411,7 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 		agg_data_result(w, t, h->chunk, pkt + TLY_HDR_LEN);
 		t->done++;
 	}
-	confirm_add(w, h->tensor, h->chunk, exp, now);
+	agg_receipt(w, h->tensor, h->chunk, exp, 0, now);
 	return tensor_complete(t) ? t : NULL;
 }
 
@@ -419,6 +456,12 @@ static struct wtensor *agg_rx(struct tly_worker *w, const struct tly_hdr *h,
 	}
 	if (h->type == TLY_T_RESULT)
 		return agg_rx_result(w, h, pkt, now);
+	if (h->type == TLY_T_ACK && (h->flags & TLY_F_RELEASED)) {
+		/* the parser lets it through in the switch profile only */
+		release_acked(w, h->tensor, h->chunk,
+			      !!(h->flags & TLY_F_EXP));
+		return NULL;
+	}
 	agg_rx_ack(w, h, now);
 	return NULL;
 }

@@ -69,11 +69,10 @@ static struct wdest *dest_of(struct tly_worker *w, const struct wtensor *t,
  * and read as losses.  Backed off per retry up to rto_max_ns (or the
  * path's timeout, if longer).
  */
-uint64_t credit_rto(struct tly_worker *w, const struct wtensor *t,
-		    uint32_t idx, uint8_t retries)
+static uint64_t rto_of(const struct tly_worker *w, const struct wdest *d,
+		       uint8_t retries)
 {
 	uint64_t base = w->cfg.rto_ns, max = w->cfg.rto_max_ns, rto;
-	struct wdest *d = w->cfg.cc_off ? NULL : dest_of(w, t, idx);
 
 	if (d && tly_cc_rto(&d->cc) > base)
 		base = tly_cc_rto(&d->cc);
@@ -81,6 +80,19 @@ uint64_t credit_rto(struct tly_worker *w, const struct wtensor *t,
 		max = base;
 	rto = base << (retries < 16 ? retries : 16);
 	return rto < max ? rto : max;
+}
+
+uint64_t credit_rto(struct tly_worker *w, const struct wtensor *t,
+		    uint32_t idx, uint8_t retries)
+{
+	return rto_of(w, w->cfg.cc_off ? NULL : dest_of(w, t, idx), retries);
+}
+
+uint64_t credit_rto_node(struct tly_worker *w, uint16_t dst,
+			 uint8_t retries)
+{
+	return rto_of(w, w->cfg.cc_off || dst >= w->n_dests ? NULL :
+			 &w->dests[dst], retries);
 }
 
 void credit_take(struct tly_worker *w, struct wtensor *t, uint32_t idx,

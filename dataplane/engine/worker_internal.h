@@ -65,6 +65,8 @@ struct wtensor {
 	uint32_t lo;		/* AGG: positions below are all DONE */
 	uint32_t gcursor;	/* AGG: next exponent group to send */
 	uint32_t start;		/* AGG: first chunk visited */
+	uint32_t dnext;		/* switch profile: the position the next
+				 * scan for refused chunks starts at */
 	uint32_t ring_unacked;	/* ring: hops of ours not yet acknowledged */
 	uint32_t q_head, q_tail; /* ring: ready queue of chunk indexes */
 	uint32_t *queue;
@@ -127,6 +129,15 @@ struct confirm_batch {
 	} r[CONFIRM_RANGES];
 };
 
+/* switch profile: a chunk whose CONFIRM awaits its ACK (RELEASING) */
+struct wrelease {
+	uint64_t key;		/* tly_chunk_key() */
+	uint64_t deadline;
+	uint16_t dst;		/* its aggregator's node */
+	uint8_t retries;
+	uint8_t used;
+};
+
 /* ring: acknowledgements not sent yet (consecutive chunks, one hop) */
 struct ring_ack_range {
 	uint32_t tensor;
@@ -162,6 +173,12 @@ struct tly_worker {
 	uint32_t retired_pos;		/* next entry to overwrite */
 	uint32_t retired_n;		/* entries filled, up to RETIRED */
 	struct ring_ack_range ack;
+	struct wrelease *rel;		/* switch profile (worker_release.c) */
+	uint32_t rel_mask;		/* table size - 1 */
+	uint32_t rel_n;			/* entries used */
+	uint64_t rel_deadline;		/* earliest timer (may be early) */
+	uint32_t defer_turn;		/* switch profile: the tensor whose
+					 * refused chunks go first */
 };
 
 /* ---- the narrow interface the algorithms use ---- */
@@ -240,5 +257,28 @@ void credit_timeout(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 /* the retransmission timeout after @retries tries */
 uint64_t credit_rto(struct tly_worker *w, const struct wtensor *t,
 		    uint32_t idx, uint8_t retries);
+/* the same for a packet to node @dst */
+uint64_t credit_rto_node(struct tly_worker *w, uint16_t dst,
+			 uint8_t retries);
+
+/* worker_release.c: the switch profile's releases (chunk keys of
+ * tly_chunk_key(); @dst the chunk's aggregator node) */
+int release_init(struct tly_worker *w);
+void release_fini(struct tly_worker *w);
+/* whether one more chunk may start releasing */
+int release_room(const struct tly_worker *w);
+/* @chunk's RESULT is placed: CONFIRM it, until ACKed */
+void release_start(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
+		   uint8_t exp, uint16_t dst, uint64_t now);
+/* a RESULT of a chunk released or releasing: CONFIRM it again */
+void release_again(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
+		   uint8_t exp, uint16_t dst, uint64_t now);
+/* an ACK with TLY_F_RELEASED */
+void release_acked(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
+		   uint8_t exp);
+/* re-send the CONFIRMs whose timer is due */
+void release_poll(struct tly_worker *w, uint64_t now);
+void release_confirm(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
+		     uint8_t exp, uint16_t dst, uint8_t flags);
 
 #endif /* TALLY_DATAPLANE_ENGINE_WORKER_INTERNAL_H */

@@ -70,6 +70,19 @@ static void test_register_round_trip(void **state)
 	len = boot_encode(&in, buf, sizeof(buf));
 	assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
 	assert_int_equal(out.reg.threads, 1);
+	assert_int_equal(out.reg.profile, 0);
+	/* the switch profile rides in the same byte: both come back */
+	in.reg.threads = 16;
+	in.reg.profile = 1;
+	len = boot_encode(&in, buf, sizeof(buf));
+	assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
+	assert_int_equal(out.reg.threads, 16);
+	assert_int_equal(out.reg.profile, 1);
+	in.reg.threads = 1;
+	len = boot_encode(&in, buf, sizeof(buf));
+	assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
+	assert_int_equal(out.reg.threads, 1);
+	assert_int_equal(out.reg.profile, 1);
 }
 
 static void test_challenge_round_trip(void **state)

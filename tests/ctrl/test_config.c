@@ -14,6 +14,7 @@
 
 #include <tally/tally.h>
 #include "ctrl/bootstrap.h"
+#include "dataplane/engine/wire.h"
 #include "ctrl/config.h"
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
@@ -74,6 +75,45 @@ static void expect_error(const struct cfg_file *f, const char *text,
 			 prefix);
 	if (!strstr(err + strlen(prefix), needle))
 		fail_msg("error \"%s\" does not mention \"%s\"", err, needle);
+}
+
+/* dataplane.profile: its values, and what the switch profile refuses */
+static void test_config_profile(void **state)
+{
+	struct tally_config cfg;
+	char err[256];
+
+	config_defaults(&cfg);
+	assert_int_equal(cfg.dp_profile, TLY_PROFILE_SOFTWARE);
+	write_file(*state, "[dataplane]\nprofile = switch\nk = 128\n");
+	assert_int_equal(config_load_file(&cfg, ((struct cfg_file *)*state)->
+					  path, err, sizeof(err)), 0);
+	assert_int_equal(cfg.dp_profile, TLY_PROFILE_SWITCH);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(config_set(&cfg, "dataplane", "profile", "software",
+				    err, sizeof(err)), 0);
+	assert_int_equal(cfg.dp_profile, TLY_PROFILE_SOFTWARE);
+	expect_error(*state, "[dataplane]\nprofile = p4\n", 2, "profile");
+	/* K: one pass of 64 lanes and recirculations */
+	config_defaults(&cfg);
+	cfg.dp_profile = TLY_PROFILE_SWITCH;
+	for (int k = 8; k <= 363; k++) {
+		cfg.k = k;
+		assert_int_equal(config_check(&cfg, err, sizeof(err)),
+				 k == 64 || k == 128 || k == 256 ? 0 : -1);
+	}
+	cfg.k = 96;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "dataplane.k"));
+	cfg.k = 256;
+	cfg.algorithm = ALGO_RING;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "ring"));
+	assert_int_equal(config_profile_check(&cfg, err, sizeof(err)), -1);
+	/* the software profile takes both */
+	cfg.dp_profile = TLY_PROFILE_SOFTWARE;
+	cfg.k = 96;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
 }
 
 static void test_config_defaults(void **state)
@@ -752,6 +792,8 @@ int main(void)
 		cmocka_unit_test(test_config_numa_node_values),
 		cmocka_unit_test(test_config_cpus_values),
 		cmocka_unit_test(test_config_placement_not_reloadable),
+		cmocka_unit_test_setup_teardown(test_config_profile,
+						file_setup, file_teardown),
 	};
 #undef T
 

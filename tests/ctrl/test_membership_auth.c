@@ -27,6 +27,7 @@
 
 #include "ctrl/auth.h"
 #include "ctrl/bootstrap.h"
+#include "dataplane/engine/wire.h"
 #include "ctrl/membership.h"
 
 #define SECRET "the job's shared secret, 32 bytes"
@@ -211,8 +212,8 @@ static int fake_send(struct fake *f, struct boot_msg *m, bool forge,
 	return len;
 }
 
-static void fake_register_threads(struct fake *f, bool forge, uint8_t *raw,
-				  uint8_t threads)
+static void fake_register_full(struct fake *f, bool forge, uint8_t *raw,
+			       uint8_t threads, uint8_t profile)
 {
 	struct boot_msg m = { .type = BOOT_REGISTER };
 
@@ -222,8 +223,15 @@ static void fake_register_threads(struct fake *f, bool forge, uint8_t *raw,
 	m.reg.world = 2;
 	m.reg.algorithm = ALGO_AGGREGATE;
 	m.reg.threads = threads;
+	m.reg.profile = profile;
 	memcpy(m.reg.nonce, f->nm, AUTH_NONCE_LEN);
 	fake_send(f, &m, forge, raw);
+}
+
+static void fake_register_threads(struct fake *f, bool forge, uint8_t *raw,
+				  uint8_t threads)
+{
+	fake_register_full(f, forge, raw, threads, 0);
 }
 
 static void fake_register(struct fake *f, bool forge, uint8_t *raw)
@@ -268,6 +276,20 @@ static void test_other_thread_count_refused(void **state)
 	(void)state;
 	fake_connect(&f, SECRET);
 	fake_register_threads(&f, false, NULL, 2);
+	expect_refused(&f, REFUSE_CONFIG);
+	assert_false(mb.present[1]);
+	assert_int_equal(n_rosters, 0);
+}
+
+/* A daemon in the other dataplane.profile would send receipts its
+ * aggregators do not take: refused at registration too. */
+static void test_other_profile_refused(void **state)
+{
+	struct fake f;
+
+	(void)state;
+	fake_connect(&f, SECRET);
+	fake_register_full(&f, false, NULL, 1, TLY_PROFILE_SWITCH);
 	expect_refused(&f, REFUSE_CONFIG);
 	assert_false(mb.present[1]);
 	assert_int_equal(n_rosters, 0);
@@ -478,6 +500,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_other_secret_refused),
 		cmocka_unit_test(test_other_thread_count_refused),
+		cmocka_unit_test(test_other_profile_refused),
 		cmocka_unit_test(test_forged_tag_refused),
 		cmocka_unit_test(test_honest_then_replay_then_forgery),
 		cmocka_unit_test(test_member_drops_forged_coordinator),

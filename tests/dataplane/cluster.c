@@ -56,6 +56,8 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 			agg_nodes[i] = i;
 	}
 	cl->n_nodes = n + (cfg->role == CL_DEDICATED ? n_aggs : 0);
+	cl->evict_ns = 250 * rto;
+	cl->next_sweep = cl->evict_ns;
 	cl->fab = fab_create(cl->n_nodes, &cfg->fab);
 	cl->a = calloc(cl->n_nodes, sizeof(*cl->a));
 	cl->nodes = calloc(cl->n_nodes, sizeof(*cl->nodes));
@@ -97,6 +99,8 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 				.confirm_batch = cfg->confirm_batch ?
 						 cfg->confirm_batch : 64,
 				.chunk_rotate = cfg->chunk_rotate,
+				.profile = cfg->profile,
+				.release_max = cfg->release_max,
 				.net = net,
 				.ops = fab_ops(cl->fab, i, 0, cl->addrs),
 				.done = done_cb, .done_ctx = &cl->nodes[i],
@@ -113,8 +117,9 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 				.k = cfg->k, .n_workers = n,
 				.self = i, .n_slots = cfg->n_slots,
 				.n_fallback = cfg->n_fallback,
-				.evict_ns = 250 * rto,
+				.evict_ns = cl->evict_ns,
 				.probe_ns = rto * 5 / 2,
+				.profile = cfg->profile,
 				.net = net,
 				.ops = fab_ops(cl->fab, i, cfg->multicast,
 					       cl->addrs),
@@ -153,12 +158,19 @@ static void poll_all(struct cluster *cl)
 	uint64_t now = fab_now(cl->fab);
 	uint16_t i;
 
+	int sweep = cl->cfg.profile == TLY_PROFILE_SWITCH &&
+		    !cl->cfg.no_sweep && now >= cl->next_sweep;
+
 	for (i = 0; i < cl->n_nodes; i++) {
 		if (i < cl->cfg.n_workers)
 			tly_worker_poll(cl->w[i], now);
 		if (cl->a[i])
 			tly_agg_poll(cl->a[i], now);
+		if (cl->a[i] && sweep)
+			cl->swept += tly_agg_sweep(cl->a[i], now);
 	}
+	if (sweep)
+		cl->next_sweep = now + cl->evict_ns;
 }
 
 int cl_run(struct cluster *cl, uint32_t tensors, uint64_t max_ns)

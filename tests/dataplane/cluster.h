@@ -30,6 +30,11 @@ struct cl_cfg {
 	 * 0: 20 us */
 	uint64_t rto_ns;
 	uint8_t cc_off;		/* the workers' fixed window */
+	/* enum tly_profile of workers and aggregators; in the switch
+	 * profile the runner sweeps each aggregator every evict_ns */
+	uint8_t profile;
+	uint32_t release_max;	/* workers' (0: their default) */
+	uint8_t no_sweep;	/* tests: the switch profile without it */
 	/* called on every completed tensor, after it is counted */
 	void (*on_done)(void *ctx, uint16_t rank,
 			const struct tly_tensor_desc *d);
@@ -45,6 +50,9 @@ struct cluster {
 	struct tly_worker *w[TLY_MAX_WORKERS];
 	struct tly_agg **a;	/* per node, NULL where none */
 	uint32_t done[TLY_MAX_WORKERS];
+	uint64_t evict_ns;	/* the aggregators' */
+	uint64_t next_sweep;	/* switch profile: the next tly_agg_sweep() */
+	uint64_t swept;		/* slots the sweeps freed */
 	struct cl_node {
 		struct cluster *cl;
 		uint16_t node;

@@ -3,16 +3,20 @@
  * fuzz_wire.c - libFuzzer target for everything that reads a received
  * frame: the header parser, then an aggregator and a worker (with a float
  * tensor through aggregation and an int32 tensor through the ring) fed the
- * same packets, bare or in full Ethernet/IPv4/UDP frames.
+ * same packets, bare or in full Ethernet/IPv4/UDP frames, in the software
+ * profile or the switch profile (docs/switch-profile.md: K = 64, no ring,
+ * its CONFIRM of one chunk, the aggregator's sweep).
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <errno.h>
 #include <stdlib.h>
 
 #include "dataplane/engine/agg.h"
 #include "dataplane/engine/worker.h"
 
 #define K 8
+#define K_SWITCH 64
 
 static uint8_t txbuf[2][4096];
 static int n_tx;
@@ -47,23 +51,26 @@ struct engines {
 	int32_t isrc[100], idst[100];
 };
 
-static void make(struct engines *e, int l2l4)
+static void make(struct engines *e, int l2l4, int sw)
 {
 	static const uint16_t agg_nodes[1] = { 3 };
 	struct tly_net net = {
 		.addrs = l2l4 ? addrs : NULL, .n_nodes = 4, .port = 9191,
 	};
 	struct tly_tx_ops ops = { .alloc = fz_alloc, .send = fz_send };
+	uint16_t k = sw ? K_SWITCH : K;
+	uint8_t profile = sw ? TLY_PROFILE_SWITCH : TLY_PROFILE_SOFTWARE;
 	struct tly_agg_cfg ac = {
-		.job = 0x7a11, .k = K, .n_workers = 3, .self = 3,
+		.job = 0x7a11, .k = k, .n_workers = 3, .self = 3,
 		.n_slots = 16, .n_fallback = 4, .evict_ns = 100,
-		.probe_ns = 100, .net = net, .ops = ops,
+		.probe_ns = 100, .profile = profile, .net = net, .ops = ops,
 	};
 	struct tly_worker_cfg wc = {
-		.job = 0x7a11, .k = K, .n_workers = 3, .rank = 0,
+		.job = 0x7a11, .k = k, .n_workers = 3, .rank = 0,
 		.n_slots = 16, .n_aggs = 1, .agg_nodes = agg_nodes,
 		.window = 4, .max_tensors = 4, .rto_ns = 10, .acked_ns = 10,
-		.busy_ns = 10, .confirm_ns = 10, .net = net, .ops = ops,
+		.busy_ns = 10, .confirm_ns = 10, .profile = profile,
+		.release_max = 4, .net = net, .ops = ops,
 	};
 	struct tly_tensor_desc d = {
 		.id = 7, .dtype = TLY_DT_F32, .src = e->src, .dst = e->dst,
@@ -74,18 +81,25 @@ static void make(struct engines *e, int l2l4)
 	e->w = tly_worker_create(&wc);
 	if (!e->a || !e->w || tly_worker_submit(e->w, &d, 0))
 		abort();
+	d.id = 9;		/* an int32 tensor through aggregation */
+	d.dtype = TLY_DT_I32;
+	d.src = e->isrc;
+	d.dst = e->idst;
+	if (sw && tly_worker_submit(e->w, &d, 0))
+		abort();
 	d.id = 8;
 	d.algo = TLY_ALGO_RING;
 	d.dtype = TLY_DT_I32;
 	d.src = e->isrc;
 	d.dst = e->idst;
-	if (tly_worker_submit(e->w, &d, 0))
-		abort();
+	if (tly_worker_submit(e->w, &d, 0) != (sw ? -EINVAL : 0))
+		abort();		/* the switch profile has no ring */
 	tly_worker_poll(e->w, 0);
 }
 
 /*
- * Input: one byte of mode (bit 0: full frames), then records of
+ * Input: one byte of mode (bit 0: full frames; bit 1: the switch
+ * profile), then records of
  * [op][len:2][len bytes].  Each record goes to the aggregator and to the
  * worker; op's high bits advance the clock and run the pollers.  Fresh
  * engines per input, so a crash reproduces from its input alone.
@@ -98,25 +112,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	make(&e, data[0] & 1);
+	make(&e, data[0] & 1, !!(data[0] & 2));
 	while (off + 3 <= size) {
 		uint8_t op = data[off];
 		size_t len = (size_t)data[off + 1] << 8 | data[off + 2];
 		struct tly_hdr h;
-		static const struct tly_wire_limits lim = {
-			.job = 0x7a11, .k = K, .n_ranks = 3, .n_slots = 16,
-			.n_hops = 4,
+		static const struct tly_wire_limits lim[2] = {
+			{ .job = 0x7a11, .k = K, .n_ranks = 3, .n_slots = 16,
+			  .n_hops = 4 },
+			{ .job = 0x7a11, .k = K_SWITCH, .n_ranks = 3,
+			  .n_slots = 16, .n_hops = 4,
+			  .profile = TLY_PROFILE_SWITCH },
 		};
 
 		off += 3;
 		if (len > size - off)
 			len = size - off;
-		(void)tly_hdr_parse(data + off, len, &lim, &h);
+		(void)tly_hdr_parse(data + off, len, &lim[0], &h);
+		(void)tly_hdr_parse(data + off, len, &lim[1], &h);
 		tly_agg_rx(e.a, data + off, len, now);
 		tly_worker_rx(e.w, data + off, len, now);
 		now += (uint64_t)(op >> 2) * 3;
 		if (op & 2) {
 			tly_agg_poll(e.a, now);
+			(void)tly_agg_sweep(e.a, now);
 			tly_worker_poll(e.w, now);
 		}
 		off += len;

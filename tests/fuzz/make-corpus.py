@@ -111,6 +111,30 @@ with open(os.path.join(out, "sequence"), "wb") as f:
                                ("result-exp", "data", "ack", "result",
                                 "confirm", "ring", "ring-ack")))
 
+# the switch profile (mode bit 1: K 64, docs/switch-profile.md): DATA,
+# RESULT, the CONFIRM of one chunk (aux 0, its slot) and its ACK (RELEASED)
+K_SW = 64
+payload_sw = b"".join(struct.pack(">i", i * 7 - 200) for i in range(K_SW))
+sw_seeds = {
+    "sw-data": hdr(1, 0x06, 1, 9, 0) + payload_sw,
+    "sw-result": hdr(2, 0x02, 0, 9, 1) + payload_sw,
+    "sw-result-exp": hdr(2, 0x01, 0, 7, 0) + payload_sw,
+    "sw-confirm": hdr(5, 0x04, 2, 9, 1),
+    "sw-confirm-exp": hdr(5, 0x0d, 1, 7, 0),
+    "sw-ack-released": hdr(3, 0x40, 0, 9, 1),
+    "sw-busy": hdr(4, 0x02, 0, 9, 0),
+}
+for name, pkt in sw_seeds.items():
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(b"\x02" + record(pkt))
+    with open(os.path.join(out, name + "-frame"), "wb") as f:
+        f.write(b"\x03" + record(frame(pkt)))
+with open(os.path.join(out, "sw-sequence"), "wb") as f:
+    f.write(b"\x02" + b"".join(record(sw_seeds[n]) for n in
+                               ("sw-result-exp", "sw-data", "sw-result",
+                                "sw-confirm", "sw-ack-released",
+                                "sw-result", "sw-busy")))
+
 
 # ---- fuzz-bootstrap: the daemons' control messages (ctrl/bootstrap.h) ----
 # Version 2: 16-byte header, payload, 32-byte MAC tag (not checked by the
