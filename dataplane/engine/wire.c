@@ -20,36 +20,6 @@ void tly_hdr_write(uint8_t *p, const struct tly_hdr *h)
 	tly_put32(p + TLY_COOKIE_OFF, h->cookie);
 }
 
-/* allowed flag bits per type */
-static uint8_t type_flags(uint8_t type, uint8_t profile)
-{
-	switch (type) {
-	case TLY_T_DATA:
-		return TLY_F_EXP | TLY_F_INT | TLY_F_ACK_REQ | TLY_F_RETX;
-	case TLY_T_RESULT:
-		return TLY_F_EXP | TLY_F_INT | TLY_F_RETX | TLY_F_FALLBACK;
-	case TLY_T_ACK:
-		if (profile == TLY_PROFILE_SWITCH)
-			return TLY_F_EXP | TLY_F_INT | TLY_F_RELEASED;
-		return TLY_F_EXP | TLY_F_INT | TLY_F_FALLBACK;
-	case TLY_T_BUSY:
-		if (profile == TLY_PROFILE_SWITCH)
-			return TLY_F_EXP | TLY_F_INT;
-		return TLY_F_EXP | TLY_F_INT | TLY_F_FALLBACK;
-	case TLY_T_CONFIRM:
-		/* the switch profile's: one chunk, named as DATA names it */
-		if (profile == TLY_PROFILE_SWITCH)
-			return TLY_F_EXP | TLY_F_ACK_REQ | TLY_F_RETX;
-		return 0;
-	case TLY_T_RING:
-		return TLY_F_INT | TLY_F_RETX;
-	case TLY_T_RING_ACK:
-		return TLY_F_INT | TLY_F_REFUSE;
-	default:
-		return 0;
-	}
-}
-
 static enum tly_drop confirm_check(const uint8_t *p, const struct tly_hdr *h,
 				   const struct tly_wire_limits *lim)
 {
@@ -87,7 +57,7 @@ static inline enum tly_drop hdr_check(const struct tly_hdr *h,
 {
 	if (h->type == 0 || h->type > TLY_T_MAX)
 		return TLY_E_TYPE;
-	if (h->flags & ~type_flags(h->type, lim->profile))
+	if (h->flags & ~tly_type_flags(h->type, lim->profile))
 		return TLY_E_FLAGS;
 	if ((h->flags & TLY_F_EXP) && (h->flags & TLY_F_INT))
 		return TLY_E_FLAGS;

@@ -192,6 +192,38 @@ static inline void tly_put32(uint8_t *p, uint32_t v)
 	memcpy(p, &v, 4);
 }
 
+/* the flag bits each type may carry in each profile (docs/protocol.md,
+ * section 1; docs/switch-profile.md): the one table, the XDP aggregator's
+ * too */
+static inline uint8_t tly_type_flags(uint8_t type, uint8_t profile)
+{
+	switch (type) {
+	case TLY_T_DATA:
+		return TLY_F_EXP | TLY_F_INT | TLY_F_ACK_REQ | TLY_F_RETX;
+	case TLY_T_RESULT:
+		return TLY_F_EXP | TLY_F_INT | TLY_F_RETX | TLY_F_FALLBACK;
+	case TLY_T_ACK:
+		if (profile == TLY_PROFILE_SWITCH)
+			return TLY_F_EXP | TLY_F_INT | TLY_F_RELEASED;
+		return TLY_F_EXP | TLY_F_INT | TLY_F_FALLBACK;
+	case TLY_T_BUSY:
+		if (profile == TLY_PROFILE_SWITCH)
+			return TLY_F_EXP | TLY_F_INT;
+		return TLY_F_EXP | TLY_F_INT | TLY_F_FALLBACK;
+	case TLY_T_CONFIRM:
+		/* the switch profile's: one chunk, named as DATA names it */
+		if (profile == TLY_PROFILE_SWITCH)
+			return TLY_F_EXP | TLY_F_ACK_REQ | TLY_F_RETX;
+		return 0;
+	case TLY_T_RING:
+		return TLY_F_INT | TLY_F_RETX;
+	case TLY_T_RING_ACK:
+		return TLY_F_INT | TLY_F_REFUSE;
+	default:
+		return 0;
+	}
+}
+
 static inline size_t tly_payload_len(uint8_t type, uint16_t k, uint8_t aux)
 {
 	switch (type) {

@@ -86,27 +86,6 @@ INLINE void ip_fix(__u8 *ip)
 	ip[11] = (__u8)c;
 }
 
-/* flags each type may carry; CONFIRM's are the switch profile's */
-INLINE __u8 type_flags(__u8 type)
-{
-	switch (type) {
-	case TLY_T_DATA:
-	case TLY_T_CONFIRM:
-		return TLY_F_EXP | TLY_F_INT | TLY_F_ACK_REQ | TLY_F_RETX;
-	case TLY_T_RESULT:
-		return TLY_F_EXP | TLY_F_INT | TLY_F_RETX | TLY_F_FALLBACK;
-	case TLY_T_ACK:
-	case TLY_T_BUSY:
-		return TLY_F_EXP | TLY_F_INT | TLY_F_FALLBACK;
-	case TLY_T_RING:
-		return TLY_F_INT | TLY_F_RETX;
-	case TLY_T_RING_ACK:
-		return TLY_F_INT | TLY_F_REFUSE;
-	default:
-		return 0;
-	}
-}
-
 /* what the slot machine decided; the frame is written after the unlock */
 enum act {
 	ACT_NONE,		/* absorbed, nothing to send */
@@ -286,8 +265,9 @@ INLINE void swap_addrs(__u8 *f, __u16 tally_len)
 	ip_fix(ip);
 }
 
-/* ACK or BUSY: a 20-byte header echoing the key, EXP and INT */
-INLINE int reply_hdr(struct xdp_md *ctx, __u8 type)
+/* ACK or BUSY: a 20-byte header echoing the key, EXP and INT, plus
+ * @extra (RELEASED on the ACK that answers a CONFIRM) */
+INLINE int reply_hdr(struct xdp_md *ctx, __u8 type, __u8 extra)
 {
 	void *data, *end;
 	__u8 *f, *h;
@@ -301,7 +281,7 @@ INLINE int reply_hdr(struct xdp_md *ctx, __u8 type)
 		return drop(TLY_XDP_C_TX_ERR);
 	h = f + TLY_L2L4_LEN;
 	h[0] = TLY_VERSION << 4 | type;
-	h[1] &= TLY_F_EXP | TLY_F_INT;
+	h[1] = (h[1] & (TLY_F_EXP | TLY_F_INT)) | extra;
 	h[14] = 0;
 	h[15] = 0;
 	swap_addrs(f, TLY_HDR_LEN);
@@ -443,7 +423,7 @@ int tly_xdp_agg(struct xdp_md *ctx)
 	aux = h[15];
 	if (type == 0 || type > TLY_T_MAX)
 		return drop(TLY_E_TYPE);
-	if (flags & ~type_flags(type))
+	if (flags & ~tly_type_flags(type, TLY_PROFILE_SWITCH))
 		return drop(TLY_E_FLAGS);
 	if ((flags & TLY_F_EXP) && (flags & TLY_F_INT))
 		return drop(TLY_E_FLAGS);
@@ -500,7 +480,7 @@ int tly_xdp_agg(struct xdp_md *ctx)
 		if (!held)
 			count(TLY_XDP_C_CONFIRM_NONE);
 		if (flags & TLY_F_ACK_REQ)
-			return reply_hdr(ctx, TLY_T_ACK);
+			return reply_hdr(ctx, TLY_T_ACK, TLY_F_RELEASED);
 		return XDP_DROP;
 	}
 
@@ -530,9 +510,9 @@ int tly_xdp_agg(struct xdp_md *ctx)
 	case ACT_NONE:
 		return XDP_DROP;
 	case ACT_ACK:
-		return reply_hdr(ctx, TLY_T_ACK);
+		return reply_hdr(ctx, TLY_T_ACK, 0);
 	case ACT_BUSY:
-		return reply_hdr(ctx, TLY_T_BUSY);
+		return reply_hdr(ctx, TLY_T_BUSY, 0);
 	case ACT_RESULT_ALL:
 		return result_out(ctx, cfg, out_mode, out_shift, 1);
 	case ACT_RESULT_ONE:

@@ -157,6 +157,7 @@ static struct tly_hdr check_out(const struct out *o, const uint8_t mac[6],
 	struct tly_wire_limits lim = {
 		.job = JOB, .cookie = COOKIE, .k = job.k,
 		.n_ranks = UINT16_MAX, .n_slots = job.n_slots,
+		.profile = TLY_PROFILE_SWITCH,
 	};
 	uint8_t pkt[TLY_HDR_LEN + 4 * TLY_XDP_K_MAX];
 	struct tly_hdr h;
@@ -211,7 +212,8 @@ static void check_reply(const struct out *o, uint8_t type, uint32_t tensor,
 	struct tly_hdr h = check_out(o, w.mac, w.ip, w.port, TLY_HDR_LEN);
 
 	assert_int_equal(h.type, type);
-	assert_int_equal(h.flags, flags & (TLY_F_EXP | TLY_F_INT));
+	assert_int_equal(h.flags,
+			 flags & (TLY_F_EXP | TLY_F_INT | TLY_F_RELEASED));
 	assert_int_equal(h.rank, rank);
 	assert_int_equal(h.tensor, tensor);
 	assert_int_equal(h.chunk, chunk);
@@ -399,28 +401,26 @@ static void test_chunk_life(void **state)
 	}
 	assert_int_equal(delta(TLY_XDP_C_RESULT_RETX), 1);
 	/* CONFIRM from two of three: the slot holds */
-	send_confirm(tensor, chunk, TLY_F_INT | TLY_F_ACK_REQ, 2, &o);
-	check_reply(&o, TLY_T_ACK, tensor, chunk, TLY_F_INT, 2);
-	send_confirm(tensor, chunk, TLY_F_INT, 0, &o);
+	send_confirm(tensor, chunk, TLY_F_ACK_REQ, 2, &o);
+	check_reply(&o, TLY_T_ACK, tensor, chunk, TLY_F_RELEASED, 2);
+	send_confirm(tensor, chunk, 0, 0, &o);
 	assert_int_equal(o.ret, XDP_DROP);
 	/* a repeated CONFIRM changes nothing */
-	send_confirm(tensor, chunk, TLY_F_INT, 0, &o);
+	send_confirm(tensor, chunk, 0, 0, &o);
 	assert_int_equal(delta(TLY_XDP_C_FREED), 0);
 	h = data_hdr(tensor, chunk, TLY_F_INT, 0, 0);
 	send_data(&h, l[0], &o);
 	assert_int_equal(o.ret, XDP_TX);	/* still DONE: RESULT */
 	assert_int_equal(delta(TLY_XDP_C_RESULT_RETX), 1);
 	/* the last CONFIRM frees it */
-	send_confirm(tensor, chunk, TLY_F_INT | TLY_F_ACK_REQ | TLY_F_RETX, 1,
-		     &o);
-	check_reply(&o, TLY_T_ACK, tensor, chunk, TLY_F_INT, 1);
+	send_confirm(tensor, chunk, TLY_F_ACK_REQ | TLY_F_RETX, 1, &o);
+	check_reply(&o, TLY_T_ACK, tensor, chunk, TLY_F_RELEASED, 1);
 	assert_int_equal(delta(TLY_XDP_C_FREED), 1);
 	assert_int_equal(delta(TLY_XDP_C_CONFIRM_NONE), 0);
 	/* a CONFIRM of the freed chunk: ACK if asked, nothing else */
-	send_confirm(tensor, chunk, TLY_F_INT | TLY_F_ACK_REQ | TLY_F_RETX, 1,
-		     &o);
-	check_reply(&o, TLY_T_ACK, tensor, chunk, TLY_F_INT, 1);
-	send_confirm(tensor, chunk, TLY_F_INT, 2, &o);
+	send_confirm(tensor, chunk, TLY_F_ACK_REQ | TLY_F_RETX, 1, &o);
+	check_reply(&o, TLY_T_ACK, tensor, chunk, TLY_F_RELEASED, 1);
+	send_confirm(tensor, chunk, 0, 2, &o);
 	assert_int_equal(o.ret, XDP_DROP);
 	assert_int_equal(delta(TLY_XDP_C_CONFIRM_NONE), 2);
 	assert_int_equal(delta(TLY_XDP_C_FREED), 0);

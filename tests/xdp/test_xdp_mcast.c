@@ -302,10 +302,11 @@ static void test_result_to_every_worker(void **state)
 	}
 	/* receipts: each ACKed to its sender; the slot is freed */
 	for (w = 0; w < 2; w++) {
-		send_pkt(w, TLY_T_CONFIRM, TLY_F_INT | TLY_F_ACK_REQ, NULL);
+		send_pkt(w, TLY_T_CONFIRM, TLY_F_ACK_REQ, NULL);
 		n = recv_pkt(w, p, sizeof(p));
 		assert_int_equal(n, TLY_HDR_LEN);
 		assert_int_equal(p[0] & 0x0f, TLY_T_ACK);
+		assert_int_equal(p[1], TLY_F_RELEASED);
 		assert_int_equal(tly_get16(p + 4), w);
 	}
 	assert_int_equal(tly_xdp_counters(ctl, c), 0);
