@@ -252,14 +252,14 @@ static void deferred_one(struct tly_worker *w, struct wtensor *t,
 }
 
 /*
- * The software profile scans refused chunks from the oldest; the switch
- * profile from where its last scan launched one, round the span.  There
- * a slot is never taken from a partial sum (BUSY, not eviction), so a
- * partial completes only when every worker offers its chunk again: with
- * more refused chunks than the window launches per back-off, a scan from
- * the oldest would offer the same front chunks over and over and never
- * the late ones the partials wait for.  In rotation every refused chunk
- * comes round within (refused chunks / window) round trips.
+ * Refused chunks are scanned from where the last scan launched one, round
+ * the span.  A partial sum completes only when every worker offers its
+ * chunk again: with more refused chunks than the window launches per
+ * back-off, a scan from the oldest offered the same front chunks over and
+ * over and never the late ones the partials filling the pool waited for
+ * (both profiles stalled; docs/protocol.md section 4, rule 2).  In
+ * rotation every refused chunk comes round within (refused chunks /
+ * window) round trips.
  */
 static void tensor_deferred(struct tly_worker *w, struct wtensor *t,
 			    uint64_t now)
@@ -270,11 +270,6 @@ static void tensor_deferred(struct tly_worker *w, struct wtensor *t,
 	for (i = t->n_chunks; i < t->n_chunks + t->n_groups; i++)
 		deferred_one(w, t, i, now);
 	t->algo->span(t, &p0, &p1);
-	if (w->cfg.profile != TLY_PROFILE_SWITCH) {
-		for (; p0 < p1; p0++)
-			deferred_one(w, t, t->algo->at(t, p0), now);
-		return;
-	}
 	mid = t->dnext > p0 && t->dnext < p1 ? t->dnext : p0;
 	for (i = 0; i < p1 - p0; i++) {
 		uint32_t c;
@@ -323,10 +318,9 @@ void tly_worker_poll(struct tly_worker *w, uint64_t now)
 			tensor_timers(w, w->order[i], now);
 	for (i = 0; i < w->n_active && w->inflight < w->cfg.window; i++)
 		tensor_fresh(w, w->order[i], now);
-	/* refused chunks: by priority, or (switch profile) each tensor in
-	 * turn first, for the reason tensor_deferred() gives */
-	a = w->cfg.profile == TLY_PROFILE_SWITCH && w->n_active ?
-	    w->defer_turn++ % w->n_active : 0;
+	/* refused chunks: each tensor in turn first, for the reason
+	 * tensor_deferred() gives */
+	a = w->n_active ? w->defer_turn++ % w->n_active : 0;
 	for (i = 0; i < w->n_active && w->inflight < w->cfg.window; i++) {
 		struct wtensor *t = w->order[(a + i) % w->n_active];
 

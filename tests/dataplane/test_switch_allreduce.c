@@ -299,6 +299,16 @@ static struct scenario scenarios[] = {
 	  .dtype = TLY_DT_I32, .n_tensors = 4,
 	  .sizes = { 547 * 128 - 5, 547 * 128, 300 * 128 + 1, 547 * 128 },
 	  .max_ns = 400000000 },	/* it takes about 90 ms */
+	/* the same race in the software profile, whose fallback store and
+	 * eviction did not save it either: refused chunks in turn there too */
+	{ .name = "software ded n4 i32 pool64 window64 4 tensors in other orders",
+	  .cl = { .n_workers = 4, .k = 128, .role = CL_DEDICATED,
+		  .n_slots = 64, .window = 64, .max_tensors = 8,
+		  .profile = TLY_PROFILE_SOFTWARE,
+		  .fab = FAB(20, 0.01, 0.005, 300) },
+	  .dtype = TLY_DT_I32, .n_tensors = 4,
+	  .sizes = { 547 * 128 - 5, 547 * 128, 300 * 128 + 1, 547 * 128 },
+	  .max_ns = 400000000 },
 };
 
 /* a seeded sweep over random switch-profile configurations */
