@@ -3,6 +3,9 @@
  * be_sw.c - backend: tally's software aggregator (dataplane/engine/agg.c)
  * in this process, in the job's profile; in the switch profile the
  * backend is also its control plane and sweeps every evict_ns.
+ *
+ * cf_be_sw_mutant() is issue 14's aggregator, to show the suite fails
+ * it: tally's with INT cleared on every re-sent RESULT (rule 4 broken).
  */
 #include <stdlib.h>
 
@@ -13,6 +16,7 @@ struct be_sw {
 	struct cf_backend be;
 	struct tly_agg *a;
 	uint64_t next_sweep;
+	int strip_int;		/* the mutant: no INT on re-sent RESULTs */
 	/* the aggregator allocates a frame per worker before sending */
 	uint8_t buf[TLY_MAX_WORKERS + 2][CF_PKT_MAX];
 	unsigned int next;
@@ -30,6 +34,9 @@ static void sw_send(void *ctx, uint16_t dst, uint8_t *f, size_t len)
 {
 	struct be_sw *s = ctx;
 
+	if (s->strip_int && (f[0] & 0x0f) == TLY_T_RESULT &&
+	    (f[1] & TLY_F_RETX))
+		f[1] &= (uint8_t)~TLY_F_INT;
 	s->be.reply(s->be.run, dst, f, len);
 }
 
@@ -89,4 +96,15 @@ struct cf_backend *cf_be_sw(const struct cf_job *j)
 	};
 	s->next_sweep = tly_agg_sweep_interval(s->a);
 	return &s->be;
+}
+
+struct cf_backend *cf_be_sw_mutant(const struct cf_job *j)
+{
+	struct be_sw *s = (struct be_sw *)cf_be_sw(j);
+
+	if (s) {
+		s->strip_int = 1;
+		s->be.name = "sw-mutant-int";
+	}
+	return s ? &s->be : NULL;
 }

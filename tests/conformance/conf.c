@@ -650,7 +650,12 @@ void cf_raw_send(struct cf_run *r, const struct tly_hdr *h,
 unsigned int cf_raw_collect(struct cf_run *r, struct cf_reply *out,
 			    unsigned int max, uint64_t wait_ns)
 {
-	uint64_t end = now_of(r) + wait_ns * (r->be->realtime ? 20 : 1);
+	uint64_t end;
+
+	/* on the real clock, at least 100 ms: a loaded host */
+	if (r->be->realtime)
+		wait_ns = wait_ns * 20 > 100000000 ? wait_ns * 20 : 100000000;
+	end = now_of(r) + wait_ns;
 	unsigned int n;
 
 	r->n_cap = 0;

@@ -8,6 +8,8 @@
  *   test_conformance xdp         the XDP program (switch; root)
  *   test_conformance udp-self    tally's aggregator behind a UDP socket
  *                                this test starts (software profile)
+ *   test_conformance sw-mutant-int  issue 14's aggregator (INT not echoed
+ *                                on re-sent RESULTs): must fail
  *   test_conformance addr        TALLY_CONFORMANCE_AGG=ip:port and the
  *                                job from TALLY_CONFORMANCE_{JOB,COOKIE,
  *                                N,K,SLOTS,PROFILE}
@@ -27,6 +29,7 @@
 #include "dataplane/engine/wire.h"
 
 struct cf_backend *cf_be_udp_self(const struct cf_job *j);
+struct cf_backend *cf_be_sw_mutant(const struct cf_job *j);
 
 static const char *mode = "sw";
 
@@ -77,6 +80,8 @@ struct cf_backend *cf_be_open(const struct cf_job *j)
 		be = cf_be_sw(j);
 	else if (!strcmp(mode, "xdp"))
 		be = cf_be_xdp(j);
+	else if (!strcmp(mode, "sw-mutant-int"))
+		be = cf_be_sw_mutant(j);
 	else if (!strcmp(mode, "udp-self"))
 		be = cf_be_udp_self(j);
 	else if (!strcmp(mode, "addr") && getenv("TALLY_CONFORMANCE_AGG"))
@@ -285,6 +290,7 @@ static void check_sum(const struct cf_reply *x, const struct cf_job *j,
 	int32_t a[256], b[256];
 	uint16_t i;
 
+	assert_non_null(x);
 	lanes_of(a, j->k, 0, chunk);
 	lanes_of(b, j->k, 1, chunk);
 	for (i = 0; i < j->k; i++)
@@ -292,14 +298,21 @@ static void check_sum(const struct cf_reply *x, const struct cf_job *j,
 				 (int32_t)((uint32_t)a[i] + (uint32_t)b[i]));
 }
 
-static const struct cf_reply *find(unsigned int n, uint8_t type, int rank)
+static const struct cf_reply *find_flag(unsigned int n, uint8_t type,
+				       int rank, uint8_t flag)
 {
 	unsigned int i;
 
 	for (i = 0; i < n; i++)
-		if (rep[i].h.type == type && (rank < 0 || rep[i].rank == rank))
+		if (rep[i].h.type == type && (rank < 0 || rep[i].rank == rank)
+		    && (rep[i].h.flags & flag) == flag)
 			return &rep[i];
 	return NULL;
+}
+
+static const struct cf_reply *find(unsigned int n, uint8_t type, int rank)
+{
+	return find_flag(n, type, rank, 0);
 }
 
 /* rules 4 and 5: a DATA with ACK_REQ gets one ACK echoing INT (and EXP) */
@@ -313,12 +326,12 @@ static void ob_ack_echoes_mode(void **state)
 	send_data(r, &j, 0, 3, TLY_F_INT | TLY_F_ACK_REQ, 0, 0);
 	n = cf_raw_collect(r, rep, MAXR, 200000);
 	assert_int_equal(count(n, TLY_T_ACK, 0), 1);
-	assert_true(rep[0].h.flags & TLY_F_INT);
+	assert_true(find(n, TLY_T_ACK, 0)->h.flags & TLY_F_INT);
 	assert_int_equal(count(n, TLY_T_RESULT, -1), 0);
 	send_data(r, &j, 0, 4, TLY_F_EXP | TLY_F_ACK_REQ, 0, 0);
 	n = cf_raw_collect(r, rep, MAXR, 200000);
 	assert_int_equal(count(n, TLY_T_ACK, 0), 1);
-	assert_true(rep[0].h.flags & TLY_F_EXP);
+	assert_true(find(n, TLY_T_ACK, 0)->h.flags & TLY_F_EXP);
 	cf_raw_close(r);
 }
 
@@ -448,9 +461,8 @@ static void ob_resend_until_confirmed(void **state)
 	 * intervals, 16 ms here; the case waits 20 ms for each re-send */
 	for (i = 0; i < 3; i++) {
 		n = cf_raw_collect(r, rep, MAXR, 20000000);
-		assert_non_null(find(n, TLY_T_RESULT, 1));
-		assert_true(find(n, TLY_T_RESULT, 1)->h.flags & TLY_F_RETX);
-		check_sum(find(n, TLY_T_RESULT, 1), &j, 10);
+		assert_non_null(find_flag(n, TLY_T_RESULT, 1, TLY_F_RETX));
+		check_sum(find_flag(n, TLY_T_RESULT, 1, TLY_F_RETX), &j, 10);
 	}
 	send_confirm(r, &j, 1, 10);
 	(void)cf_raw_collect(r, rep, MAXR, 20000000);
@@ -474,7 +486,9 @@ static void ob_confirm_freed(void **state)
 		send_confirm(r, &j, 0, 11);
 		send_confirm(r, &j, 1, 11);
 		n = cf_raw_collect(r, rep, MAXR, 50000);
-		assert_int_equal(count(n, TLY_T_RESULT, -1), 0);
+		/* the first round may cross a re-send of the aggregator */
+		if (i)
+			assert_int_equal(count(n, TLY_T_RESULT, -1), 0);
 		assert_int_equal(count(n, TLY_T_BUSY, -1), 0);
 	}
 	/* the aggregator still works: another chunk, exact */
