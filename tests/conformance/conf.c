@@ -652,9 +652,9 @@ unsigned int cf_raw_collect(struct cf_run *r, struct cf_reply *out,
 {
 	uint64_t end;
 
-	/* on the real clock, at least 100 ms: a loaded host */
+	/* on the real clock, at least 250 ms: a loaded host */
 	if (r->be->realtime)
-		wait_ns = wait_ns * 20 > 100000000 ? wait_ns * 20 : 100000000;
+		wait_ns = wait_ns * 20 > 250000000 ? wait_ns * 20 : 250000000;
 	end = now_of(r) + wait_ns;
 	unsigned int n;
 

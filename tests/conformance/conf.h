@@ -109,7 +109,7 @@ void cf_raw_close(struct cf_run *r);
 /* send a DATA or CONFIRM from @h->rank (job/cookie filled when 0) */
 void cf_raw_send(struct cf_run *r, const struct tly_hdr *h,
 		 const int32_t *lanes, size_t n_lanes);
-/* let the aggregator answer for @wait_ns (x20, at least 100 ms, on the
+/* let the aggregator answer for @wait_ns (x20, at least 250 ms, on the
  * real clock);
  * returns the replies (up to @max) */
 unsigned int cf_raw_collect(struct cf_run *r, struct cf_reply *out,

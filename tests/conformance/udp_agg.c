@@ -118,8 +118,9 @@ struct cf_backend *cf_be_udp_self(const struct cf_job *j)
 	struct tly_agg_cfg ac = {
 		.job = j->job, .cookie = j->cookie, .k = j->k,
 		.n_workers = j->n, .self = j->n, .n_slots = j->slots,
-		/* the workers' retry ceiling on the real clock: 20 ms */
-		.evict_ns = 500000000, .probe_ns = 5000000,
+		/* the workers' retry ceiling on the real clock: 20 ms; re-sends
+		 * back off to 64 probe intervals */
+		.evict_ns = 500000000, .probe_ns = 1000000,
 		.profile = j->profile,
 		.ops = { .alloc = ua_alloc, .send = ua_send, .ctx = s },
 	};
