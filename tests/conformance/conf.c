@@ -60,7 +60,7 @@ struct cf_run {
 	int raw;
 	struct cf_reply *cap;
 	unsigned int n_cap, max_cap;
-	uint64_t replies, results;
+	uint64_t replies, results, busy, retx;
 };
 
 static uint64_t rnd(uint64_t *s)
@@ -253,9 +253,13 @@ static void check_reply(struct cf_run *r, uint16_t rank, const uint8_t *pkt,
 			 r->be->name, h.type, h.chunk,
 			 !!(h.flags & TLY_F_INT), k->mode,
 			 h.flags & TLY_F_RETX ? " (re-sent)" : "");
+	if (h.type == TLY_T_BUSY)
+		r->busy++;
 	if (h.type != TLY_T_RESULT)
 		return;
 	r->results++;
+	if (h.flags & TLY_F_RETX)
+		r->retx++;
 	if (h.shift != k->shift)
 		fail_msg("%s: RESULT shift %d, DATA %d", r->be->name, h.shift,
 			 k->shift);
@@ -594,6 +598,17 @@ void cf_allreduce(const struct cf_case *c)
 		}
 	}
 	assert_true(r->results > 0);
+	print_message("%s: %llu replies, %llu RESULTs (%llu re-sent), "
+		      "%llu BUSY\n", r->be->name,
+		      (unsigned long long)r->replies,
+		      (unsigned long long)r->results,
+		      (unsigned long long)r->retx,
+		      (unsigned long long)r->busy);
+	/* the case did reach what it is about */
+	if (c->expect_busy)
+		assert_true(r->busy > 0);
+	if (c->expect_retx)
+		assert_true(r->retx > 0);
 	dp_tensors_free(&b);
 	run_free(r);
 }

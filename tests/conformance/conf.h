@@ -92,6 +92,9 @@ struct cf_case {
 				 * order */
 	struct cf_faults f;
 	uint64_t max_ns;	/* give up after (virtual or real) */
+	/* the run must have seen BUSY / re-sent RESULTs (the case's
+	 * pressure was reached) */
+	uint8_t expect_busy, expect_retx;
 };
 
 /* a whole all-reduce; checks results and replies; fails the test */
