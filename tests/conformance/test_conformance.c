@@ -492,6 +492,14 @@ static void ob_confirm_freed(void **state)
 		if (i)
 			assert_int_equal(count(n, TLY_T_RESULT, -1), 0);
 		assert_int_equal(count(n, TLY_T_BUSY, -1), 0);
+		/* switch profile: every CONFIRM with ACK_REQ gets its ACK
+		 * with RELEASED, whatever the slot's state */
+		if (j.profile == TLY_PROFILE_SWITCH) {
+			assert_non_null(find_flag(n, TLY_T_ACK, 0,
+						  TLY_F_RELEASED));
+			assert_non_null(find_flag(n, TLY_T_ACK, 1,
+						  TLY_F_RELEASED));
+		}
 	}
 	/* the aggregator still works: another chunk, exact */
 	send_data(r, &j, 0, 12, TLY_F_INT, 0, 0);
