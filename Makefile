@@ -92,7 +92,7 @@ demo: build
 # it runs tally's own backends (sw, sw-switch, udp-self; xdp as root).
 AGG ?=
 CASE ?=
-conformance: deps $(BUILD)/build.ninja
+conformance: $(BUILD)/build.ninja
 	ninja -C $(BUILD) tests/conformance/test_conformance
 ifneq ($(AGG),)
 	TALLY_CONFORMANCE_AGG=$(AGG) $(if $(JOB),TALLY_CONFORMANCE_JOB=$(JOB)) \
