@@ -20,7 +20,7 @@ TSAN_TESTS ?= test_local_allreduce test_local_faults test_local_peer_loss \
 	test_pipeline_emu dataplane_dp_ring dataplane_dp_thread
 
 .PHONY: all deps build test test-asan test-tsan fuzz fuzz-build fuzz-coverage \
-	bench soak demo clean
+	bench soak demo clean conformance
 
 all: build
 
@@ -85,6 +85,27 @@ soak: build
 
 demo: build
 	@tools/demo $(BUILD)
+
+# The aggregator conformance suite (docs/conformance.md) against your own
+# aggregator: make conformance AGG=ip:port [JOB=0x2a17 COOKIE=0x5eed1234
+# N=2 K=64 SLOTS=256 PROFILE=software|switch CASE=name-part].  Without AGG
+# it runs tally's own backends (sw, sw-switch, udp-self; xdp as root).
+AGG ?=
+CASE ?=
+conformance: $(BUILD)/build.ninja
+	ninja -C $(BUILD) tests/conformance/test_conformance
+ifneq ($(AGG),)
+	TALLY_CONFORMANCE_AGG=$(AGG) $(if $(JOB),TALLY_CONFORMANCE_JOB=$(JOB)) \
+	$(if $(COOKIE),TALLY_CONFORMANCE_COOKIE=$(COOKIE)) \
+	$(if $(N),TALLY_CONFORMANCE_N=$(N)) $(if $(K),TALLY_CONFORMANCE_K=$(K)) \
+	$(if $(SLOTS),TALLY_CONFORMANCE_SLOTS=$(SLOTS)) \
+	$(if $(PROFILE),TALLY_CONFORMANCE_PROFILE=$(PROFILE)) \
+	$(BUILD)/tests/conformance/test_conformance addr $(CASE)
+else
+	for b in sw sw-switch udp-self $$([ $$(id -u) = 0 ] && echo xdp); do \
+		$(BUILD)/tests/conformance/test_conformance $$b $(CASE) || exit 1; \
+	done
+endif
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) \
