@@ -730,7 +730,8 @@ struct cluster *cluster_start(const struct cluster_env *env)
 	if (!ret) {
 		char err[200];
 
-		if (config_profile_check(cfg, err, sizeof(err))) {
+		if (config_profile_check(cfg, err, sizeof(err)) ||
+		    config_compression_check(cfg, err, sizeof(err))) {
 			log_err("%s", err);
 			ret = -1;
 		}

@@ -326,6 +326,10 @@ static int submit_parts(struct cluster *c)
 			.prio = nu->u.priority > 7 ? 7 : (uint8_t)nu->u.priority,
 			.user = (void *)(uintptr_t)ui,
 		};
+		/* [compression] method: float tensors only (int32 is exact
+		 * by contract; config_compression_check refused the ring) */
+		if (t.dtype != TLY_DT_I32)
+			t.codec = (uint8_t)c->cfg->compression;
 		unsigned int s = shard_of(c, t.id);
 		struct cluster_shard *sh = &c->shards[s];
 
