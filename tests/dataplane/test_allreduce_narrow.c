@@ -5,7 +5,7 @@
  * co-located aggregators, loss, duplication, reordering, small pools
  * (BUSY, fallback, eviction), different send orders per worker, sizes that
  * are not multiples of the chunk, float32/float16/bfloat16, 2..8 and 33
- * workers, and a seeded sweep.
+ * workers, the switch profile, and a seeded sweep.
  *
  * The expectation is computed here, independently of narrow.c: per chunk
  * of 2K (int16) or 4K (int8) elements, E from the largest magnitude over
@@ -314,6 +314,14 @@ static struct scenario scenarios[] = {
 	   FAB(14, 0.01, 0.01, 2000)),
 	SC("ded n33 f32 int16 loss1", 33, CL_DEDICATED, TLY_DT_F32, I16,
 	   FAB(15, 0.01, 0.01, 2000)),
+	/* the switch profile (docs/switch-profile.md): 16/8-bit register
+	 * lanes, same bytes per slot (docs/compression.md section 7) */
+	SC("switch ded n4 f32 int16 loss1 dup reorder", 4, CL_DEDICATED,
+	   TLY_DT_F32, I16, FAB(16, 0.01, 0.02, 4000),
+	   .profile = TLY_PROFILE_SWITCH, .n_fallback = 0),
+	SC("switch colo n8 f32 int8 loss10 small pool", 8, CL_COLOCATED,
+	   TLY_DT_F32, I8, FAB(17, 0.10, 0.05, 8000),
+	   .profile = TLY_PROFILE_SWITCH, .n_fallback = 0, .n_slots = 16),
 };
 
 #define N_RANDOM 24
