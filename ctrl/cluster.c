@@ -727,6 +727,7 @@ struct cluster *cluster_start(const struct cluster_env *env)
 	ret = shards_check(c, cpus, &n_cpus) ? -1 : cluster_ops_init(c);
 	mc.dp_threads = (uint8_t)c->n_shards;
 	mc.dp_profile = (uint8_t)cfg->dp_profile;
+	mc.compression = (uint8_t)cfg->compression;
 	if (!ret) {
 		char err[200];
 
