@@ -11,6 +11,7 @@
 #include <tally/tally.h>
 #include "ctrl/auth.h"
 #include "ctrl/cluster.h"
+#include "dataplane/engine/codec.h"
 #include "ctrl/cluster_internal.h"
 #include "ctrl/config.h"
 #include "dataplane/clock.h"
@@ -371,6 +372,11 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 				 "at most 32 workers");
 	if (!c->have_roster)
 		return;
+	/* docs/compression.md section 2: lim = 2^(7 - ceil(log2 n)) - 1 */
+	if (c->cfg->compression == TLY_CODEC_INT8 && c->n_workers > 32)
+		log_warn("epoch %u: compression.method = int8 with %u workers "
+			 "keeps three levels per element (lim 1); int16 keeps "
+			 "511", c->epoch, c->n_workers);
 	cluster_ops_pump(c, tly_now_ns());	/* what waited for the first roster */
 	log_info("epoch %u: %u workers, %u aggregators, %d processes; this "
 		 "daemon is node %u (%s), %u dataplane thread(s)", c->epoch,
