@@ -96,7 +96,9 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 		put_entry(p, &m->reg.self);
 		tly_put32(p + 16, m->reg.job_key);
 		tly_put16(p + 20, m->reg.world);
-		p[22] = m->reg.algorithm;
+		/* the algorithm in bits 0-3, [compression] method in 4-5 */
+		p[22] = (uint8_t)((m->reg.algorithm & 0x0f) |
+				  (m->reg.compression & 3) << 4);
 		/* threads (1 .. 16) in bits 0-6, the switch profile bit 7 */
 		p[23] = (uint8_t)((m->reg.threads ? m->reg.threads : 1) |
 				  (m->reg.profile ? 0x80 : 0));
@@ -199,7 +201,9 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 			return BOOT_E_FIELD;
 		m->reg.job_key = tly_get32(p + 16);
 		m->reg.world = tly_get16(p + 20);
-		m->reg.algorithm = p[22];
+		/* 0 in bits 4-7 from a daemon of before the field: none */
+		m->reg.algorithm = p[22] & 0x0f;
+		m->reg.compression = p[22] >> 4;
 		/* 0 from a daemon of before the field: one thread, the
 		 * software profile */
 		m->reg.threads = p[23] & 0x7f ? p[23] & 0x7f : 1;
@@ -207,7 +211,7 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 		memcpy(m->reg.nonce, p + 24, AUTH_NONCE_LEN);
 		if (m->reg.world == 0 || m->reg.world > BOOT_MAX_MEMBERS ||
 		    m->reg.self.rank >= m->reg.world ||
-		    !algo_ok(m->reg.algorithm))
+		    !algo_ok(m->reg.algorithm) || m->reg.compression > 3)
 			return BOOT_E_FIELD;
 		break;
 	case BOOT_ROSTER:

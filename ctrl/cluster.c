@@ -11,6 +11,7 @@
 #include <tally/tally.h>
 #include "ctrl/auth.h"
 #include "ctrl/cluster.h"
+#include "dataplane/engine/codec.h"
 #include "ctrl/cluster_internal.h"
 #include "ctrl/config.h"
 #include "dataplane/clock.h"
@@ -371,6 +372,11 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 				 "at most 32 workers");
 	if (!c->have_roster)
 		return;
+	/* docs/compression.md section 2: lim = 2^(7 - ceil(log2 n)) - 1 */
+	if (c->cfg->compression == TLY_CODEC_INT8 && c->n_workers > 32)
+		log_warn("epoch %u: compression.method = int8 with %u workers "
+			 "keeps three levels per element (lim 1); int16 keeps "
+			 "511", c->epoch, c->n_workers);
 	cluster_ops_pump(c, tly_now_ns());	/* what waited for the first roster */
 	log_info("epoch %u: %u workers, %u aggregators, %d processes; this "
 		 "daemon is node %u (%s), %u dataplane thread(s)", c->epoch,
@@ -727,10 +733,12 @@ struct cluster *cluster_start(const struct cluster_env *env)
 	ret = shards_check(c, cpus, &n_cpus) ? -1 : cluster_ops_init(c);
 	mc.dp_threads = (uint8_t)c->n_shards;
 	mc.dp_profile = (uint8_t)cfg->dp_profile;
+	mc.compression = (uint8_t)cfg->compression;
 	if (!ret) {
 		char err[200];
 
-		if (config_profile_check(cfg, err, sizeof(err))) {
+		if (config_profile_check(cfg, err, sizeof(err)) ||
+		    config_compression_check(cfg, err, sizeof(err))) {
 			log_err("%s", err);
 			ret = -1;
 		}

@@ -36,6 +36,7 @@ struct net_unit {
 	bool used;
 	struct sched_unit u;
 	uint8_t dtype;
+	uint8_t codec;			/* enum tly_codec of its first op */
 	void *merged;			/* staging of a multi-segment unit */
 	uint64_t iteration, key;	/* of its first segment: tensor ids */
 	uint32_t parts, parts_submitted, parts_done;

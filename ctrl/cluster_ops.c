@@ -271,6 +271,7 @@ static int unit_start(struct cluster *c, const struct sched_unit *u)
 		return -ENOSPC;
 	*nu = (struct net_unit){ .used = true, .u = *u,
 				 .dtype = g0->op.dtype,
+				 .codec = g0->op.codec,
 				 .iteration = g0->op.iteration,
 				 .key = g0->op.key };
 	if (u->n_segments > 1) {
@@ -326,6 +327,10 @@ static int submit_parts(struct cluster *c)
 			.prio = nu->u.priority > 7 ? 7 : (uint8_t)nu->u.priority,
 			.user = (void *)(uintptr_t)ui,
 		};
+		/* job_submit() resolved the op's method against the job's
+		 * [compression] method: float tensors through aggregators */
+		if (t.dtype != TLY_DT_I32 && t.algo == TLY_ALGO_AGG)
+			t.codec = nu->codec;
 		unsigned int s = shard_of(c, t.id);
 		struct cluster_shard *sh = &c->shards[s];
 

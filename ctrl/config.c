@@ -17,6 +17,8 @@
 #include <tally/tally.h>
 #include "ctrl/bootstrap.h"
 #include "ctrl/config.h"
+
+#include "dataplane/engine/codec.h"
 #include "shm/proto.h"
 #include "dataplane/engine/wire.h"
 #include "dataplane/sched/sched.h"
@@ -65,7 +67,8 @@ void config_defaults(struct tally_config *cfg)
 }
 
 enum key_type { K_INT, K_U64, K_U32, K_STR, K_LOG, K_ROLE, K_ALGO, K_ADDR,
-		K_MAC, K_TRANSPORT, K_SCHED, K_BOOL, K_CPUS, K_PROFILE };
+		K_MAC, K_TRANSPORT, K_SCHED, K_BOOL, K_CPUS, K_PROFILE,
+		K_CODEC };
 
 struct key_spec {
 	const char *section;
@@ -134,6 +137,7 @@ static const struct key_spec keys[] = {
 	  60000, 0 },
 	{ "dataplane", "threads", K_INT, F(dp_threads), 1, 16, 0 },
 	{ "dataplane", "profile", K_PROFILE, F(dp_profile), 0, 0, 0 },
+	{ "compression", "method", K_CODEC, F(compression), 0, 0, 0 },
 	{ "dataplane", "cpus", K_CPUS, F(dp_cpus), 0, 0,
 	  sizeof(((struct tally_config *)0)->dp_cpus) },
 	{ "emulator", "rate_bps", K_U64, F(emu_rate_bps), 0,
@@ -316,6 +320,9 @@ static int set_value(struct tally_config *cfg, const struct key_spec *k,
 		e = !strcmp(v, "aggregate") ? ALGO_AGGREGATE :
 		    !strcmp(v, "ring") ? ALGO_RING : -1;
 		break;
+	case K_CODEC:
+		e = tly_codec_from_name(v);
+		break;
 	case K_PROFILE:
 		e = !strcmp(v, "software") ? TLY_PROFILE_SOFTWARE :
 		    !strcmp(v, "switch") ? TLY_PROFILE_SWITCH : -1;
@@ -429,6 +436,10 @@ static void format_value(const struct tally_config *cfg,
 		v = *(const int *)field;
 		snprintf(buf, len, "%s", v == ALGO_RING ? "ring" : "aggregate");
 		return;
+	case K_CODEC:
+		snprintf(buf, len, "%s",
+			 tly_codec((unsigned int)*(const int *)field)->name);
+		return;
 	case K_PROFILE:
 		v = *(const int *)field;
 		snprintf(buf, len, "%s", v == TLY_PROFILE_SWITCH ? "switch" :
@@ -520,9 +531,26 @@ int config_profile_check(const struct tally_config *cfg, char *err,
 	return 0;
 }
 
+/* what docs/compression.md section 7 refuses at job start */
+int config_compression_check(const struct tally_config *cfg, char *err,
+			     int errlen)
+{
+	if (cfg->compression == TLY_CODEC_NONE ||
+	    cfg->algorithm == ALGO_AGGREGATE)
+		return 0;
+	snprintf(err, (size_t)errlen, "compression.method = %s needs "
+		 "cluster.algorithm = aggregate: ring hops carry float32 "
+		 "partial sums without an exponent round, so narrow lanes "
+		 "would be re-quantized at every hop",
+		 tly_codec((unsigned int)cfg->compression)->name);
+	return -1;
+}
+
 int config_check(const struct tally_config *cfg, char *err, int errlen)
 {
 	if (config_profile_check(cfg, err, errlen))
+		return -1;
+	if (config_compression_check(cfg, err, errlen))
 		return -1;
 	if (cfg->metrics_listen.ip && !is_loopback(cfg->metrics_listen.ip) &&
 	    !cfg->metrics_allow_remote) {

@@ -72,6 +72,8 @@ struct tally_config {
 	int dp_profile;			/* enum tly_profile: software |
 					 * switch (docs/switch-profile.md) */
 	char dp_cpus[256];		/* their CPU list; "": unset */
+	/* [compression] (docs/compression.md): the job's float tensors */
+	int compression;		/* enum tly_codec: none | int16 | int8 */
 	/* [emulator]: the link emulator under the transport */
 	uint64_t emu_rate_bps;
 	int emu_delay_us;
@@ -129,6 +131,10 @@ int config_check(const struct tally_config *cfg, char *err, int errlen);
  * the keys known before the job's roster (K, the algorithm); the worker
  * count is checked against TLY_SWITCH_MAX_WORKERS once the roster is in.
  * 0 or -1 with @err set.  config_check() runs it too. */
+/* config_compression_check - compression.method with what it cannot go
+ * with (docs/compression.md section 7: narrow lanes and the ring) */
+int config_compression_check(const struct tally_config *cfg, char *err,
+			     int errlen);
 int config_profile_check(const struct tally_config *cfg, char *err,
 			 int errlen);
 

@@ -15,6 +15,8 @@
 
 #include <tally/tally.h>
 #include "dataplane/clock.h"
+#include "dataplane/engine/codec.h"
+#include "ctrl/bootstrap.h"
 #include "ctrl/cluster.h"
 #include "ctrl/job.h"
 #include "ctrl/log.h"
@@ -147,6 +149,34 @@ static int check_sqe(const struct tally_sqe *s, uint64_t *bytes)
 	return 0;
 }
 
+/*
+ * The engine codec of a submission (docs/compression.md section 7): the
+ * op's method, or the job's for TALLY_COMPRESS_DEFAULT; int32 tensors
+ * stay exact unless a lossy method is named for one, which is refused, as
+ * is any lossy method in a ring job.  -TALLY_EINVAL when refused.
+ */
+static int sqe_codec(const struct job *j, const struct tally_sqe *s,
+		     uint8_t *codec)
+{
+	static const uint8_t from_api[] = {
+		[TALLY_COMPRESS_NONE] = TLY_CODEC_NONE,
+		[TALLY_COMPRESS_INT16] = TLY_CODEC_INT16,
+		[TALLY_COMPRESS_INT8] = TLY_CODEC_INT8,
+	};
+	enum tally_compression m = TALLY_F_COMPRESSION(s->flags);
+	bool exact = s->dtype == TALLY_INT32;
+
+	if (m == TALLY_COMPRESS_DEFAULT) {
+		*codec = exact ? TLY_CODEC_NONE : (uint8_t)j->cfg.compression;
+		return 0;
+	}
+	*codec = from_api[m];
+	if (*codec != TLY_CODEC_NONE &&
+	    (exact || j->cfg.algorithm == ALGO_RING))
+		return -TALLY_EINVAL;
+	return 0;
+}
+
 /* Resolve one buffer of a descriptor and take a reference on its segment. */
 static void *resolve(struct daemon_client *cl, uint32_t seg_id, uint64_t off,
 		     uint64_t len, struct daemon_seg **ref)
@@ -166,7 +196,7 @@ void job_submit(struct job *j, struct daemon_client *cl,
 	struct lg_op op = { s->key, s->iteration, s->count, s->dtype,
 			    s->redop, s->priority, s->group,
 			    (s->flags & TALLY_F_LAST_OF_ITERATION) != 0,
-			    tly_now_ns() };
+			    tly_now_ns(), TLY_CODEC_NONE };
 	struct lg_member m = { .user_data = s->user_data };
 	struct daemon_seg *sref = NULL, *rref = NULL;
 	struct lg_group *g;
@@ -178,6 +208,20 @@ void job_submit(struct job *j, struct daemon_client *cl,
 		return;
 	}
 	ret = check_sqe(s, &bytes);
+	if (!ret && sqe_codec(j, s, &op.codec)) {
+		ret = -TALLY_EINVAL;
+		if (client_log_bad(cl))
+			log_warn("job %s rank %d: compression %s refused for "
+				 "a%s tensor (key %llu): lossy lanes are for "
+				 "float tensors through aggregators", j->id,
+				 cl->rank,
+				 tly_codec(TALLY_F_COMPRESSION(s->flags) - 1u)
+				 ->name, s->dtype == TALLY_INT32 ?
+				 "n int32" : " ring job's",
+				 (unsigned long long)s->key);
+		complete(j, cl, s->user_data, ret);
+		return;
+	}
 	if (ret) {
 		if (client_log_bad(cl))
 			log_warn("job %s rank %d: bad request (opcode %u dtype "

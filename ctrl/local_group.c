@@ -72,7 +72,7 @@ static struct lg_group *lookup(struct local_group *lg, uint64_t key,
 static bool same_op(const struct lg_op *a, const struct lg_op *b)
 {
 	return a->count == b->count && a->dtype == b->dtype &&
-	       a->redop == b->redop;
+	       a->redop == b->redop && a->codec == b->codec;
 }
 
 enum lg_result local_group_add(struct local_group *lg, unsigned int rank,

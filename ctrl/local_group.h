@@ -28,6 +28,7 @@ struct lg_op {
 	uint16_t group;		/* mgwfbp merge group */
 	bool last;		/* the iteration's last gradient */
 	uint64_t submit_ns;	/* first member's submission (metrics) */
+	uint8_t codec;		/* enum tly_codec the tensor travels in */
 };
 
 struct lg_member {

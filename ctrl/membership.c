@@ -192,17 +192,21 @@ static void on_register(struct membership *m, struct mb_conn *c,
 	if (msg->reg.world != m->cfg.world ||
 	    msg->reg.algorithm != m->cfg.algorithm ||
 	    msg->reg.threads != (m->cfg.dp_threads ? m->cfg.dp_threads : 1) ||
-	    msg->reg.profile != m->cfg.dp_profile) {
+	    msg->reg.profile != m->cfg.dp_profile ||
+	    msg->reg.compression != m->cfg.compression) {
 		/* shard s of every daemon talks to shard s of the others: a
 		 * different thread count would leave tensors unanswered; a
-		 * different profile, receipts no aggregator takes */
+		 * different profile, receipts no aggregator takes; another
+		 * compression method, lanes the aggregators drop */
 		log_warn("registration of rank %u refused: world %u algorithm "
-			 "%u dataplane.threads %u profile %u, ours %u %u %u %u",
+			 "%u dataplane.threads %u profile %u compression %u, "
+			 "ours %u %u %u %u %u",
 			 e->rank, msg->reg.world, msg->reg.algorithm,
-			 msg->reg.threads, msg->reg.profile, m->cfg.world,
+			 msg->reg.threads, msg->reg.profile,
+			 msg->reg.compression, m->cfg.world,
 			 m->cfg.algorithm,
 			 m->cfg.dp_threads ? m->cfg.dp_threads : 1,
-			 m->cfg.dp_profile);
+			 m->cfg.dp_profile, m->cfg.compression);
 		refuse(c, REFUSE_CONFIG, now);
 		conn_close(m, c);
 		return;
@@ -410,6 +414,7 @@ static void member_register(struct membership *m, const struct boot_msg *ch,
 	reg.reg.algorithm = m->cfg.algorithm;
 	reg.reg.threads = m->cfg.dp_threads ? m->cfg.dp_threads : 1;
 	reg.reg.profile = m->cfg.dp_profile;
+	reg.reg.compression = m->cfg.compression;
 	c->rank = 0;
 	c->last_rx_ms = now;
 	if (conn_send(c, &reg, now)) {

@@ -54,6 +54,7 @@ struct membership_cfg {
 	uint8_t algorithm;
 	uint8_t dp_threads;		/* shards per daemon: all alike (0: 1) */
 	uint8_t dp_profile;		/* enum tly_profile: all alike */
+	uint8_t compression;		/* enum tly_codec: all alike */
 	uint32_t job_key;
 	uint16_t k;
 	uint32_t pool_slots;

@@ -174,7 +174,11 @@ static struct tcu_chunk *chunk_new(struct tally_cuda *tc,
 		.dtype = a->wire_dtype,
 		.op = a->op,
 		.priority = a->priority,
-		.flags = c + 1 == plan->chunks ? a->flags : 0,
+		/* the compression on every chunk, the iteration's end on
+		 * the last */
+		.flags = (a->flags & TALLY_F_COMPRESS_MASK) |
+			 (c + 1 == plan->chunks ?
+			  a->flags & TALLY_F_LAST_OF_ITERATION : 0),
 	};
 	return ch;
 }

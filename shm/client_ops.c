@@ -172,7 +172,7 @@ int tally_allreduce(struct tally_client *c,
 	sqe.priority = a->priority > UINT16_MAX ? UINT16_MAX :
 		       (uint16_t)a->priority;
 	sqe.group = (uint16_t)a->group;
-	sqe.flags = (uint8_t)a->flags;
+	sqe.flags = (uint8_t)a->flags;	/* TALLY_F_ALL fits 8 bits */
 	sqe.key = a->key;
 	sqe.iteration = a->iteration;
 	sqe.count = a->count;

@@ -56,6 +56,19 @@ def uncompressed(ddp):
     return None
 
 
+def narrow(compression):
+    """The DDP hook with the gradients in 16- or 8-bit lanes (per tensor,
+    docs/compression.md section 2)."""
+    def setup(ddp):
+        import tally.torch
+
+        ddp.register_comm_hook(
+            tally.torch.HookState(compression=compression),
+            tally.torch.allreduce_hook)
+        return None
+    return setup
+
+
 def local_sgd(period):
     def setup(ddp):
         import tally.torch
@@ -68,6 +81,8 @@ def local_sgd(period):
 # each optimizer step, or None
 METHODS = {
     "none": uncompressed,
+    "int16": narrow("int16"),
+    "int8": narrow("int8"),
     "local_sgd_h4": local_sgd(4),
     "local_sgd_h8": local_sgd(8),
     "local_sgd_h16": local_sgd(16),

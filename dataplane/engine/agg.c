@@ -27,7 +27,7 @@ struct agg_slot {
 	uint64_t contrib;	/* workers whose contribution is in the sum */
 	uint16_t count;
 	uint8_t state;
-	uint8_t mode;		/* TLY_F_EXP / TLY_F_INT */
+	uint8_t mode;		/* TLY_F_EXP / TLY_F_INT / lane code */
 	int8_t shift;
 	uint8_t dscp;
 	uint8_t fallback;
@@ -60,7 +60,7 @@ struct tly_agg {
 	struct tly_agg_cfg cfg;
 	struct tly_wire_limits lim;
 	struct tly_data_rx fast;	/* DATA frames of this job */
-	struct sum_kernels kern;
+	struct sum_kernels kern[3];	/* by lane code: int32, 16, 8 */
 	struct tly_out_cache res_env;	/* the multicast RESULT's envelope */
 	struct tly_counters c;
 	uint64_t fb_magic;	/* n_fallback's reciprocal (fb_mod()) */
@@ -131,6 +131,93 @@ static void sum_add_emit(uint32_t *restrict sum, const uint8_t *pl,
 		o[i] = tly_be32(sum[i]);
 	}
 }
+
+/*
+ * Narrow lanes (docs/compression.md, section 2): the slot's k words hold
+ * 2k int16 lanes (host order) or 4k int8 lanes.  Addition wraps at the
+ * lane's width, which the narrow shift and limit keep from ever being
+ * reached (n * lim < 2^(b-1)); tly_narrow_add() is the reference.  Plain
+ * loops the compiler vectorises (a byte-swapping add of 16-bit lanes).
+ */
+static void lane16_copy(uint32_t *restrict sum, const uint8_t *pl, size_t k)
+{
+	uint16_t *s16 = (uint16_t *)sum;
+	size_t i;
+
+	for (i = 0; i < 2 * k; i++)
+		s16[i] = tly_get16(pl + 2 * i);
+}
+
+static void lane16_add(uint32_t *restrict sum, const uint8_t *pl, size_t k)
+{
+	uint16_t *s16 = (uint16_t *)sum;
+	size_t i;
+
+	for (i = 0; i < 2 * k; i++)
+		s16[i] = (uint16_t)(s16[i] + tly_get16(pl + 2 * i));
+}
+
+static void lane16_emit(uint8_t *restrict pl, const uint32_t *sum, size_t k)
+{
+	const uint16_t *s16 = (const uint16_t *)sum;
+	size_t i;
+
+	for (i = 0; i < 2 * k; i++)
+		tly_put16(pl + 2 * i, s16[i]);
+}
+
+static void lane16_add_emit(uint32_t *restrict sum, const uint8_t *pl,
+			    uint8_t *restrict out, size_t k)
+{
+	lane16_add(sum, pl, k);
+	lane16_emit(out, sum, k);
+}
+
+static void lane8_copy(uint32_t *restrict sum, const uint8_t *pl, size_t k)
+{
+	memcpy(sum, pl, 4 * k);
+}
+
+static void lane8_add(uint32_t *restrict sum, const uint8_t *pl, size_t k)
+{
+	uint8_t *s8 = (uint8_t *)sum;
+	size_t i;
+
+	for (i = 0; i < 4 * k; i++)
+		s8[i] = (uint8_t)(s8[i] + pl[i]);
+}
+
+static void lane8_emit(uint8_t *restrict pl, const uint32_t *sum, size_t k)
+{
+	memcpy(pl, sum, 4 * k);
+}
+
+static void lane8_add_emit(uint32_t *restrict sum, const uint8_t *pl,
+			   uint8_t *restrict out, size_t k)
+{
+	lane8_add(sum, pl, k);
+	lane8_emit(out, sum, k);
+}
+
+/* never called: an exponent round is never narrow (tly_lanes_ok()) */
+static void lane_max(uint32_t *restrict sum, const uint8_t *pl, size_t k)
+{
+	(void)sum;
+	(void)pl;
+	(void)k;
+}
+
+static const struct sum_kernels lane_kernels[2] = {
+	{ .copy = lane16_copy, .add = lane16_add, .max = lane_max,
+	  .emit = lane16_emit, .add_emit = lane16_add_emit },
+	{ .copy = lane8_copy, .add = lane8_add, .max = lane_max,
+	  .emit = lane8_emit, .add_emit = lane8_add_emit },
+};
+
+/* the kernels of a slot's mode (its lane code) */
+#define SLOT_KERN(a, mode)	(&(a)->kern[((mode) & TLY_F_LANES) >> 6])
+/* what a slot's DATA must agree on */
+#define MODE_BITS	(TLY_F_EXP | TLY_F_INT | TLY_F_LANES)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -327,7 +414,9 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 	};
 	tly_data_rx_init(&a->fast, &a->lim, cfg->net.addrs != NULL,
 			 cfg->net.port);
-	a->kern = agg_kernels(cfg->portable_loops, cfg->k);
+	a->kern[0] = agg_kernels(cfg->portable_loops, cfg->k);
+	a->kern[1] = lane_kernels[0];
+	a->kern[2] = lane_kernels[1];
 	if (a->cfg.n_fallback)
 		a->fb_magic = UINT64_MAX / a->cfg.n_fallback + 1;
 	a->all = cfg->n_workers == 64 ? ~0ull : (1ull << cfg->n_workers) - 1;
@@ -457,7 +546,7 @@ static void slot_claim(struct tly_agg *a, uint32_t idx,
 	s->state = SLOT_AGG;
 	s->key = key;
 	s->slot = h->slot;
-	s->mode = h->flags & (TLY_F_EXP | TLY_F_INT);
+	s->mode = h->flags & MODE_BITS;
 	s->shift = h->shift;
 	s->contrib = 0;
 	s->confirmed = 0;
@@ -604,7 +693,8 @@ static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 				  a->cfg.self, rank, s->dscp, tl);
 	if (r) {
 		if (last)
-			a->kern.add(slot_sum(a, idx), last, a->cfg.k);
+			SLOT_KERN(a, s->mode)->add(slot_sum(a, idx), last,
+						   a->cfg.k);
 		return -1;
 	}
 	hdr_for_slot(&h, s, TLY_T_RESULT, rank);
@@ -614,10 +704,11 @@ static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 	h.shift = s->shift;
 	tly_hdr_write(o->pkt, &h);
 	if (last)
-		a->kern.add_emit(slot_sum(a, idx), last, o->pkt + TLY_HDR_LEN,
-				 a->cfg.k);
+		SLOT_KERN(a, s->mode)->add_emit(slot_sum(a, idx), last,
+						o->pkt + TLY_HDR_LEN, a->cfg.k);
 	else
-		a->kern.emit(o->pkt + TLY_HDR_LEN, slot_sum(a, idx), a->cfg.k);
+		SLOT_KERN(a, s->mode)->emit(o->pkt + TLY_HDR_LEN,
+					    slot_sum(a, idx), a->cfg.k);
 	return 0;
 }
 
@@ -709,8 +800,7 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 		result_unicast(a, (uint32_t)idx, h->rank);
 		return;
 	}
-	if (s->mode != (h->flags & (TLY_F_EXP | TLY_F_INT)) ||
-	    s->shift != h->shift) {
+	if (s->mode != (h->flags & MODE_BITS) || s->shift != h->shift) {
 		a->c.drops[TLY_E_MISMATCH]++;
 		return;
 	}
@@ -726,11 +816,11 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 	last = s->count + 1 == a->cfg.n_workers && s->count &&
 	       !(s->mode & TLY_F_EXP);
 	if (!s->count)
-		a->kern.copy(sum, pl, a->cfg.k);
+		SLOT_KERN(a, s->mode)->copy(sum, pl, a->cfg.k);
 	else if (s->mode & TLY_F_EXP)
-		a->kern.max(sum, pl, a->cfg.k);
+		a->kern[0].max(sum, pl, a->cfg.k);
 	else if (!last)
-		a->kern.add(sum, pl, a->cfg.k);
+		SLOT_KERN(a, s->mode)->add(sum, pl, a->cfg.k);
 	s->contrib |= bit;
 	s->count++;
 	s->t_last = now;
@@ -764,15 +854,15 @@ static inline int agg_data_common(struct tly_agg *a,
 	uint32_t *sum;
 
 	if (s->key != key || s->state != SLOT_AGG ||
-	    s->mode != (h->flags & (TLY_F_EXP | TLY_F_INT)) ||
+	    s->mode != (h->flags & MODE_BITS) ||
 	    s->shift != h->shift || (s->contrib & bit) || !s->count ||
 	    s->count + 1u >= a->cfg.n_workers || (h->flags & TLY_F_ACK_REQ))
 		return 0;
 	sum = slot_sum(a, h->slot);	/* a primary slot: no fallback */
 	if (s->mode & TLY_F_EXP)
-		a->kern.max(sum, pl, a->cfg.k);
+		a->kern[0].max(sum, pl, a->cfg.k);
 	else
-		a->kern.add(sum, pl, a->cfg.k);
+		SLOT_KERN(a, s->mode)->add(sum, pl, a->cfg.k);
 	s->contrib |= bit;
 	s->count++;
 	s->t_last = now;

@@ -61,6 +61,9 @@ static inline enum tly_drop hdr_check(const struct tly_hdr *h,
 		return TLY_E_FLAGS;
 	if ((h->flags & TLY_F_EXP) && (h->flags & TLY_F_INT))
 		return TLY_E_FLAGS;
+	if ((h->type == TLY_T_DATA || h->type == TLY_T_RESULT) &&
+	    !tly_lanes_ok(h->flags))
+		return TLY_E_FLAGS;
 	if (h->type != TLY_T_CONFIRM && h->type != TLY_T_RING_ACK && h->aux)
 		return TLY_E_LEN;
 	if (len != TLY_HDR_LEN + tly_payload_len(h->type, lim->k, h->aux))
@@ -234,7 +237,8 @@ void tly_data_rx_init(struct tly_data_rx *f,
 	}
 	hw[0] = TLY_VERSION << 4 | TLY_T_DATA;
 	hm[0] = 0xff;
-	hm[1] = (uint8_t)~(TLY_F_EXP | TLY_F_INT | TLY_F_ACK_REQ | TLY_F_RETX);
+	hm[1] = (uint8_t)~(TLY_F_EXP | TLY_F_INT | TLY_F_ACK_REQ | TLY_F_RETX |
+			   TLY_F_LANES);
 	tly_put16(hw + 2, lim->job);
 	tly_put16(hm + 2, 0xffff);
 	hm[15] = 0xff;			/* aux: 0 */

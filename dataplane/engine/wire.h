@@ -80,7 +80,38 @@ enum tly_flag {
 				 * (the chunk's receipt is in, or it was
 				 * freed before), not a DATA */
 	TLY_F_ALL = 0x7f,
+	/* DATA and RESULT: the lane code (docs/compression.md, section 7):
+	 * 00 int32 words, 01 (LANE16) 2K int16 lanes, 10 (LANE8) 4K int8
+	 * lanes; 11 (sign) is refused until sign_ef joins the engine.
+	 * Never with EXP or INT; ACK and BUSY never carry it (0x40 is the
+	 * switch profile's RELEASED there) */
+	TLY_F_LANE16 = 0x40,
+	TLY_F_LANE8 = 0x80,
+	TLY_F_LANES = 0xc0,
 };
+
+/* bytes per lane of a DATA/RESULT's lane code (4: int32) */
+static inline unsigned int tly_lane_bytes(uint8_t flags)
+{
+	switch (flags & TLY_F_LANES) {
+	case TLY_F_LANE16:
+		return 2;
+	case TLY_F_LANE8:
+		return 1;
+	default:
+		return 4;
+	}
+}
+
+/* whether the flags' lane code is one this engine carries, and allowed
+ * with the rest of the flags */
+static inline int tly_lanes_ok(uint8_t flags)
+{
+	if (!(flags & TLY_F_LANES))
+		return 1;
+	return (flags & TLY_F_LANES) != TLY_F_LANES &&
+	       !(flags & (TLY_F_EXP | TLY_F_INT));
+}
 
 /* parse verdicts; each has a drop counter (tly_drop_name()) */
 enum tly_drop {
@@ -199,9 +230,11 @@ static inline uint8_t tly_type_flags(uint8_t type, uint8_t profile)
 {
 	switch (type) {
 	case TLY_T_DATA:
-		return TLY_F_EXP | TLY_F_INT | TLY_F_ACK_REQ | TLY_F_RETX;
+		return TLY_F_EXP | TLY_F_INT | TLY_F_ACK_REQ | TLY_F_RETX |
+		       TLY_F_LANES;
 	case TLY_T_RESULT:
-		return TLY_F_EXP | TLY_F_INT | TLY_F_RETX | TLY_F_FALLBACK;
+		return TLY_F_EXP | TLY_F_INT | TLY_F_RETX | TLY_F_FALLBACK |
+		       TLY_F_LANES;
 	case TLY_T_ACK:
 		if (profile == TLY_PROFILE_SWITCH)
 			return TLY_F_EXP | TLY_F_INT | TLY_F_RELEASED;
@@ -462,7 +495,7 @@ static inline int tly_data_rx(const struct tly_data_rx *f,
 	h->aux = 0;
 	h->cookie = tly_be32(cookie);
 	if ((flags & (TLY_F_EXP | TLY_F_INT)) == (TLY_F_EXP | TLY_F_INT) ||
-	    h->rank >= f->n_ranks || h->slot >= f->n_slots)
+	    !tly_lanes_ok(flags) || h->rank >= f->n_ranks || h->slot >= f->n_slots)
 		return 0;
 	if (shift && (shift < -TLY_SHIFT_MAX ||
 		      (flags & (TLY_F_EXP | TLY_F_INT))))

@@ -151,11 +151,19 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 	uint32_t i;
 	int err;
 
+	const struct tly_codec_ops *codec = tly_codec(d->codec);
+
 	(void)now;
-	if (!d->count || !d->src || !d->dst ||
-	    d->count > (size_t)0x10000 * w->cfg.k ||
+	if (!codec || !d->count || !d->src || !d->dst ||
 	    (unsigned int)d->dtype > TLY_DT_I32 ||
 	    (unsigned int)d->algo > TLY_ALGO_RING || worker_find(w, d->id))
+		return -EINVAL;
+	/* lossy lanes: float tensors through aggregators only
+	 * (docs/compression.md, section 7) */
+	if (d->codec != TLY_CODEC_NONE &&
+	    (tly_dtype(d->dtype)->exact || d->algo != TLY_ALGO_AGG))
+		return -EINVAL;
+	if (d->count > (size_t)0x10000 * codec->chunk_elems(w->cfg.k))
 		return -EINVAL;
 	if (w->cfg.profile == TLY_PROFILE_SWITCH && d->algo != TLY_ALGO_AGG)
 		return -EINVAL;		/* the switch profile aggregates */
@@ -170,7 +178,9 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 	t->seq = w->seq++;
 	t->next_deadline = NEVER;
 	t->defer_deadline = NEVER;
-	t->n_chunks = (uint32_t)((d->count + w->cfg.k - 1) / w->cfg.k);
+	t->codec = codec;
+	t->ck = (uint32_t)codec->chunk_elems(w->cfg.k);
+	t->n_chunks = (uint32_t)((d->count + t->ck - 1) / t->ck);
 	err = t->algo->setup(w, t);
 	if (err) {
 		tensor_free(t);

@@ -29,6 +29,9 @@
 
 enum tly_dtype { TLY_DT_F32, TLY_DT_F16, TLY_DT_BF16, TLY_DT_I32 };
 enum tly_algo { TLY_ALGO_AGG, TLY_ALGO_RING };
+/* how a float tensor travels (codec.h, docs/compression.md): int32 lanes,
+ * or 16/8-bit lanes; never for int32 tensors or the ring */
+enum tly_codec { TLY_CODEC_NONE, TLY_CODEC_INT16, TLY_CODEC_INT8 };
 
 struct tly_tensor_desc {
 	uint32_t id;		/* tly_tensor_id(key, iteration, partition) */
@@ -37,8 +40,10 @@ struct tly_tensor_desc {
 	const void *src;
 	void *dst;		/* may be src: each chunk is read before its
 				 * result is written */
-	size_t count;		/* elements; at most TLY_MAX_CHUNKS * K */
+	size_t count;		/* elements; at most TLY_MAX_CHUNKS chunks
+				 * (K elements; 2K int16, 4K int8) */
 	uint8_t prio;		/* 0 most urgent .. 7 least; also the DSCP */
+	uint8_t codec;		/* enum tly_codec (AGG float tensors only) */
 	void *user;
 };
 
@@ -86,7 +91,8 @@ struct tly_worker;
 
 struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg);
 void tly_worker_destroy(struct tly_worker *w);
-/* 0, -EINVAL (bad descriptor), -EBUSY (max_tensors in progress) */
+/* 0, -EINVAL (bad descriptor; a codec other than TLY_CODEC_NONE for an
+ * int32 tensor or the ring), -EBUSY (max_tensors in progress) */
 int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 		      uint64_t now_ns);
 void tly_worker_rx(struct tly_worker *w, const uint8_t *frame, size_t len,

@@ -22,11 +22,10 @@ static uint32_t agg_index(const struct tly_worker *w, uint32_t tensor,
 /* local block exponents, one per chunk, for the exponent round */
 static void agg_local_exps(struct tly_worker *w, struct wtensor *t)
 {
-	uint16_t k = w->cfg.k;
-	uint32_t c;
-
+	uint32_t k = t->ck, c;
 	const struct tly_dtype_info *dt = tly_dtype(t->d.dtype);
 
+	(void)w;
 	for (c = 0; c < t->n_chunks; c++) {
 		size_t n = chunk_elems(t, c, k), off = (size_t)c * k;
 
@@ -190,11 +189,12 @@ static void agg_fill_payload(struct tly_worker *w, struct wtensor *t,
 		}
 		return;
 	}
-	size_t n = chunk_elems(t, idx, k), off = (size_t)idx * k;
+	size_t n = chunk_elems(t, idx, t->ck), off = (size_t)idx * t->ck;
 	const struct tly_dtype_info *dt = tly_dtype(t->d.dtype);
 
-	dt->quantize(pl, (const uint8_t *)t->d.src + off * dt->size, n, k,
-		     t->chunks[idx].shift);
+	t->codec->pack(pl, (const uint8_t *)t->d.src + off * dt->size,
+		       t->d.dtype, n, k, t->chunks[idx].shift,
+		       w->cfg.n_workers);
 }
 
 static uint16_t agg_dest(const struct tly_worker *w, const struct wtensor *t,
@@ -225,7 +225,7 @@ static void agg_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	 * by partials that wait on refused chunks starved the re-offers) */
 	if (w->cfg.profile == TLY_PROFILE_SWITCH)
 		flags |= TLY_F_ACK_REQ;
-	h.flags = flags | (exp ? TLY_F_EXP : 0) |
+	h.flags = flags | (exp ? TLY_F_EXP : t->codec->lanes) |
 		  (tly_dtype(t->d.dtype)->exact ? TLY_F_INT : 0);
 	h.slot = (uint16_t)tly_slot_of(t->d.id, chunk, exp, w->cfg.n_slots);
 	h.shift = exp || tly_dtype(t->d.dtype)->exact ? 0 : ch->shift;
@@ -324,7 +324,7 @@ static int agg_exp_result(struct tly_worker *w, struct wtensor *t,
 	for (i = 0; i < w->cfg.k && first + i < t->n_chunks; i++) {
 		struct wchunk *ch = &t->chunks[first + i];
 
-		ch->shift = (int8_t)tly_quant_shift(exp_word(pl, i),
+		ch->shift = (int8_t)t->codec->shift(exp_word(pl, i),
 						    w->cfg.n_workers);
 		if (ch->state == C_WAIT)
 			ch->state = C_READY;
@@ -332,14 +332,14 @@ static int agg_exp_result(struct tly_worker *w, struct wtensor *t,
 	return 0;
 }
 
-static void agg_data_result(struct tly_worker *w, struct wtensor *t,
-			    uint32_t c, const uint8_t *pl)
+static void agg_data_result(struct wtensor *t, uint32_t c,
+			    const uint8_t *pl)
 {
-	size_t n = chunk_elems(t, c, w->cfg.k), off = (size_t)c * w->cfg.k;
+	size_t n = chunk_elems(t, c, t->ck), off = (size_t)c * t->ck;
 	const struct tly_dtype_info *dt = tly_dtype(t->d.dtype);
 
-	dt->dequantize((uint8_t *)t->d.dst + off * dt->size, pl, n,
-		       t->chunks[c].shift);
+	t->codec->decode((uint8_t *)t->d.dst + off * dt->size, t->d.dtype,
+			 pl, n, t->chunks[c].shift);
 }
 
 /*
@@ -391,7 +391,8 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 		return NULL;
 	}
 	if (!exp && !tly_dtype(t->d.dtype)->exact &&
-	    (ch->state == C_WAIT || h->shift != ch->shift)) {
+	    (ch->state == C_WAIT || h->shift != ch->shift ||
+	     (h->flags & TLY_F_LANES) != t->codec->lanes)) {
 		w->c.drops[TLY_E_MISMATCH]++;
 		return NULL;
 	}
@@ -408,7 +409,7 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 	credit_release(w, t, idx, 1, now);
 	ch->state = C_DONE;
 	if (!exp) {
-		agg_data_result(w, t, h->chunk, pkt + TLY_HDR_LEN);
+		agg_data_result(t, h->chunk, pkt + TLY_HDR_LEN);
 		t->done++;
 	}
 	agg_receipt(w, h->tensor, h->chunk, exp, 0, now);

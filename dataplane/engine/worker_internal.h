@@ -16,6 +16,7 @@
 #define TALLY_DATAPLANE_ENGINE_WORKER_INTERNAL_H
 
 #include "dataplane/engine/cc.h"
+#include "dataplane/engine/codec.h"
 #include "dataplane/engine/dtype.h"
 #include "dataplane/engine/frame.h"
 #include "dataplane/engine/worker.h"
@@ -55,6 +56,8 @@ struct worker_algo;
 struct wtensor {
 	struct tly_tensor_desc d;
 	const struct worker_algo *algo;	/* chosen at submit */
+	const struct tly_codec_ops *codec;	/* chosen at submit */
+	uint32_t ck;		/* elements per data chunk (codec's) */
 	uint64_t seq;
 	uint64_t next_deadline;	/* earliest INFLIGHT/ACKED timer */
 	uint64_t defer_deadline;	/* earliest DEFER timer */
@@ -184,7 +187,7 @@ struct tly_worker {
 /* ---- the narrow interface the algorithms use ---- */
 
 static inline size_t chunk_elems(const struct wtensor *t, uint32_t c,
-				 uint16_t k)
+				 uint32_t k)
 {
 	size_t first = (size_t)c * k;
 

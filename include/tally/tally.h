@@ -113,7 +113,32 @@ struct tally_allreduce_args {
 /* The iteration's last gradient: the bsp schedule starts communicating
  * when it arrives. */
 #define TALLY_F_LAST_OF_ITERATION 0x1u
-#define TALLY_F_ALL 0x1u
+
+/*
+ * Per-tensor compression (docs/compression.md), a 2-bit field in
+ * tally_allreduce_args.flags: TALLY_F_COMPRESS(TALLY_COMPRESS_INT8).  The
+ * struct has no size member, so it cannot grow without breaking programs
+ * built against TALLY_1; in flags an older library or daemon refuses the
+ * bits (-TALLY_EINVAL, -TALLY_EBADOP) instead of misreading them.
+ * DEFAULT (0): the job's [compression] method.  A lossy method named for
+ * an int32 tensor, or in a ring job, is refused at submission
+ * (-TALLY_EINVAL); DEFAULT leaves int32 tensors exact.  Every process
+ * must name the same method for a tensor (like count, dtype and op).
+ */
+enum tally_compression {
+	TALLY_COMPRESS_DEFAULT = 0,
+	TALLY_COMPRESS_NONE = 1,	/* int32 block fixed point */
+	TALLY_COMPRESS_INT16 = 2,	/* 16-bit lanes: half the bytes */
+	TALLY_COMPRESS_INT8 = 3,	/* 8-bit lanes: a quarter */
+};
+#define TALLY_F_COMPRESS_SHIFT 4
+#define TALLY_F_COMPRESS_MASK 0x30u
+#define TALLY_F_COMPRESS(m) \
+	(((uint32_t)(m) << TALLY_F_COMPRESS_SHIFT) & TALLY_F_COMPRESS_MASK)
+#define TALLY_F_COMPRESSION(flags) \
+	((enum tally_compression)(((flags) & TALLY_F_COMPRESS_MASK) >> \
+				  TALLY_F_COMPRESS_SHIFT))
+#define TALLY_F_ALL (TALLY_F_LAST_OF_ITERATION | TALLY_F_COMPRESS_MASK)
 
 /*
  * tally_connect - connect to the host's daemon.

@@ -30,6 +30,19 @@ from .errors import TallyError, EAGAIN, EINPROGRESS, ETIMEDOUT, \
 FLOAT32, FLOAT16, BFLOAT16, INT32 = 0, 1, 2, 3
 SUM, AVG = 0, 1
 F_LAST_OF_ITERATION = 0x1
+# per-tensor compression (TALLY_F_COMPRESS, docs/compression.md): None is
+# the job's [compression] method
+COMPRESSION = {None: 0, "none": 1, "int16": 2, "int8": 3}
+_F_COMPRESS_SHIFT = 4
+
+
+def compression_flags(compression):
+    """The flags bits of a compression name (None: the job's)."""
+    try:
+        return COMPRESSION[compression] << _F_COMPRESS_SHIFT
+    except KeyError:
+        raise ValueError("tally: compression is one of none, int16, int8 "
+                         "(or None for the job's), not %r" % (compression,))
 MAX_INFLIGHT = 256              # TALLY_MAX_INFLIGHT
 DTYPE_NAMES = {"float32": FLOAT32, "float16": FLOAT16,
                "bfloat16": BFLOAT16, "int32": INT32}
@@ -262,11 +275,14 @@ class Client:
 
     def allreduce(self, send, recv=None, *, key, iteration, op=SUM,
                   dtype=None, count=None, priority=0, group=0,
-                  last=False, keep=()):
+                  last=False, keep=(), compression=None):
         """Submit an all-reduce of @send into @recv (in place when None).
 
         Both must lie in this client's shared buffers.  dtype and count
         come from the arrays/tensors, or must be given for a Buffer.
+        compression: "none", "int16", "int8" or None (the job's method);
+        float tensors only (an int32 tensor with a lossy method fails with
+        EINVAL), every process naming the same for a tensor.
         Returns a Request; @keep holds more objects alive until it ends.
         """
         recv = send if recv is None else recv
@@ -284,11 +300,14 @@ class Client:
         if nbytes > sbytes or nbytes > rbytes or count <= 0:
             raise TallyError(EINVAL, _lib.strerror(-EINVAL),
                              "count %d does not fit the buffers" % count)
+        flags = compression_flags(compression)
+        if last:
+            flags |= F_LAST_OF_ITERATION
         keep = (send, recv, keep)
         args = _lib.AllreduceArgs(
             key=key, iteration=iteration, sendbuf=sptr, recvbuf=rptr,
             count=count, dtype=dtype, op=op, priority=priority,
-            group=group, flags=F_LAST_OF_ITERATION if last else 0)
+            group=group, flags=flags)
         handle = ctypes.c_uint64()
         req = Request(keep, (key, iteration))   # text made on failure
         with self._cv:

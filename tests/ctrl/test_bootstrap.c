@@ -83,6 +83,14 @@ static void test_register_round_trip(void **state)
 	assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
 	assert_int_equal(out.reg.threads, 1);
 	assert_int_equal(out.reg.profile, 1);
+	assert_int_equal(out.reg.compression, 0);
+	/* [compression] method rides beside the algorithm */
+	in.reg.compression = 2;
+	len = boot_encode(&in, buf, sizeof(buf));
+	assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
+	assert_int_equal(out.reg.compression, 2);
+	assert_int_equal(out.reg.algorithm, ALGO_RING);
+	assert_int_equal(out.reg.profile, 1);
 }
 
 static void test_challenge_round_trip(void **state)

@@ -16,6 +16,7 @@
 #include "ctrl/bootstrap.h"
 #include "dataplane/engine/wire.h"
 #include "ctrl/config.h"
+#include "dataplane/engine/codec.h"
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 
@@ -113,6 +114,39 @@ static void test_config_profile(void **state)
 	/* the software profile takes both */
 	cfg.dp_profile = TLY_PROFILE_SOFTWARE;
 	cfg.k = 96;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+}
+
+/* compression.method (docs/compression.md): its values, and the ring
+ * refused at job start */
+static void test_config_compression(void **state)
+{
+	struct tally_config cfg;
+	char err[256];
+
+	config_defaults(&cfg);
+	assert_int_equal(cfg.compression, TLY_CODEC_NONE);
+	write_file(*state, "[compression]\nmethod = int8\n");
+	assert_int_equal(config_load_file(&cfg, ((struct cfg_file *)*state)->
+					  path, err, sizeof(err)), 0);
+	assert_int_equal(cfg.compression, TLY_CODEC_INT8);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(config_set(&cfg, "compression", "method", "int16",
+				    err, sizeof(err)), 0);
+	assert_int_equal(cfg.compression, TLY_CODEC_INT16);
+	expect_error(*state, "[compression]\nmethod = fp8\n", 2, "method");
+	cfg.algorithm = ALGO_RING;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "compression.method = int16"));
+	assert_non_null(strstr(err, "ring"));
+	assert_int_equal(config_compression_check(&cfg, err, sizeof(err)),
+			 -1);
+	cfg.compression = TLY_CODEC_NONE;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	/* the switch profile takes the narrow lanes (section 7) */
+	cfg.algorithm = ALGO_AGGREGATE;
+	cfg.dp_profile = TLY_PROFILE_SWITCH;
+	cfg.compression = TLY_CODEC_INT8;
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
 }
 
@@ -793,6 +827,8 @@ int main(void)
 		cmocka_unit_test(test_config_cpus_values),
 		cmocka_unit_test(test_config_placement_not_reloadable),
 		cmocka_unit_test_setup_teardown(test_config_profile,
+						file_setup, file_teardown),
+		cmocka_unit_test_setup_teardown(test_config_compression,
 						file_setup, file_teardown),
 	};
 #undef T

@@ -123,12 +123,17 @@ static struct membership_cfg cfg_of(uint16_t rank, uint16_t port,
 	return cfg;
 }
 
+/* [compression] method of the next start() (enum tly_codec) */
+static uint8_t start_compression;
+
 /* Start the membership of job slot @job; membership_start's result. */
 static int start(uint16_t job, uint16_t rank, uint16_t port,
 		 uint32_t job_key, uint32_t connect_timeout_ms)
 {
 	struct membership_cfg cfg = cfg_of(rank, port, job_key, job,
 					   connect_timeout_ms);
+
+	cfg.compression = start_compression;
 	struct membership_ops ops = { on_roster, on_down, on_lost,
 				      &seen[job] };
 	int ret;
@@ -333,6 +338,24 @@ static void test_member_before_coordinator(void **state)
 	assert_int_equal(n_foreign, 0);
 }
 
+/* a member with another [compression] method than rank 0's is refused:
+ * its lanes would be dropped by every aggregator (mismatch) */
+static void test_compression_differs_refused(void **state)
+{
+	uint16_t port = free_port();
+
+	(void)state;
+	start_compression = 0;
+	assert_int_equal(start(2, 0, port, 13, 5000), 0);
+	start_compression = 2;		/* int8 */
+	assert_int_equal(start(1, 1, port, 13, 5000), 0);
+	start_compression = 0;
+	pump_until(lost1, 3000);
+	assert_int_equal(seen[1].lost, 1);
+	assert_non_null(strstr(seen[1].lost_why, "configuration differs"));
+	assert_int_equal(seen[1].rosters, 0);
+}
+
 static bool all_rostered(void)
 {
 	for (int j = 1; j <= 4; j++)
@@ -389,6 +412,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_jobs_one_epoll,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_compression_differs_refused, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

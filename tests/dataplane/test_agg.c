@@ -12,6 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "dataplane/compress/narrow.h"
 #include "dataplane/engine/agg.h"
 
 #define K 8
@@ -447,6 +448,52 @@ static void test_shift_mismatch_dropped(void **state)
 	tly_agg_destroy(a);
 }
 
+/*
+ * Narrow lanes (docs/compression.md): the slot keeps the lane code, a DATA
+ * with another code is a mismatch, the RESULT echoes the code and holds
+ * the lane-wise sums, each lane wrapping at its own width (no carry into
+ * its neighbour), as tly_narrow_add() says.
+ */
+static void test_lane_codes(void **state)
+{
+	static const uint8_t codes[2] = { TLY_F_LANE16, TLY_F_LANE8 };
+	unsigned int c, i;
+
+	(void)state;
+	for (c = 0; c < 2; c++) {
+		struct tly_agg *a = make(2, 0, 0);
+		uint8_t p0[4 * K], p1[4 * K];
+		unsigned int lb = c ? 1 : 2;
+
+		for (i = 0; i < K; i++) {
+			tly_put32(p0 + 4 * i, (uint32_t)0x7fff80f0 + i);
+			tly_put32(p1 + 4 * i, (uint32_t)0x0002ff20 + i);
+		}
+		tly_narrow_add(p0, p1, 4 * K / lb, lb);
+		n_out = 0;
+		send_data(a, 0, 7, 1, codes[c], -3, 0x7fff80f0, 0);
+		send_data(a, 1, 7, 1, codes[1 - c], -3, 0x0002ff20, 0);
+		send_data(a, 1, 7, 1, 0, -3, 0x0002ff20, 0);
+		assert_int_equal(n_out, 0);
+		assert_int_equal(tly_agg_counters(a)->drops[TLY_E_MISMATCH],
+				 2);
+		send_data(a, 1, 7, 1, codes[c], -3, 0x0002ff20, 0);
+		assert_int_equal(n_out, 2);
+		for (i = 0; i < 2; i++) {
+			assert_int_equal(out[i].h.flags & TLY_F_LANES,
+					 codes[c]);
+			assert_int_equal(out[i].h.shift, -3);
+			for (unsigned int j = 0; j < K; j++)
+				assert_int_equal(out[i].v[j],
+						 (int32_t)tly_get32(p0 + 4 * j));
+		}
+		/* the lanes did wrap, each alone */
+		assert_int_equal(out[0].v[0], c ? (int32_t)0x7f017f10 :
+				 (int32_t)0x80018010);
+		tly_agg_destroy(a);
+	}
+}
+
 static void test_foreign_dropped(void **state)
 {
 	struct tly_agg *a = make(2, 0, 0);
@@ -784,6 +831,7 @@ int main(void)
 		cmocka_unit_test(test_idle_partial_evicted),
 		cmocka_unit_test(test_exponent_round_takes_max),
 		cmocka_unit_test(test_shift_mismatch_dropped),
+		cmocka_unit_test(test_lane_codes),
 		cmocka_unit_test(test_foreign_dropped),
 		cmocka_unit_test(test_wrong_slot_dropped),
 		cmocka_unit_test(test_wrong_cookie_dropped_first),

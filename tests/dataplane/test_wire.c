@@ -119,8 +119,6 @@ static void test_flags(void **state)
 	struct tly_hdr h = data_hdr();
 
 	(void)state;
-	h.flags = 0x80;
-	assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
 	h.flags = TLY_F_EXP | TLY_F_INT;
 	assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
 	h = data_hdr();
@@ -130,6 +128,61 @@ static void test_flags(void **state)
 	h.flags = TLY_F_EXP;
 	h.slot = 1;
 	h.shift = 0;
+	assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
+}
+
+/* the lane code (docs/compression.md, section 7): 01 int16, 10 int8 on
+ * DATA and RESULT with a shift; 11 (sign) not carried yet; never with EXP
+ * or INT, never on ACK, BUSY or RING */
+static void test_lanes(void **state)
+{
+	static const uint8_t types[] = { TLY_T_DATA, TLY_T_RESULT };
+	struct tly_hdr h, out;
+	unsigned int i;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		h = data_hdr();
+		h.type = types[i];
+		h.flags = TLY_F_LANE16;
+		assert_int_equal(parse(&h, data_len()), TLY_OK);
+		h.flags = TLY_F_LANE8 | TLY_F_RETX;
+		h.shift = -126;
+		assert_int_equal(parse(&h, data_len()), TLY_OK);
+		h.shift = -127;		/* TLY_SHIFT_NONFINITE */
+		assert_int_equal(parse(&h, data_len()), TLY_OK);
+		/* what a receiver learns of the width */
+		assert_int_equal(tly_hdr_parse(pkt, data_len(), &lim, &out),
+				 TLY_OK);
+		assert_int_equal(tly_lane_bytes(out.flags), 1);
+		h.flags = TLY_F_LANES;
+		assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
+		h.flags = TLY_F_LANE16 | TLY_F_INT;
+		h.shift = 0;
+		assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
+		h.flags = TLY_F_LANE8 | TLY_F_EXP;
+		h.slot = (uint16_t)tly_slot_of(h.tensor, h.chunk, 1,
+					       lim.n_slots);
+		assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
+		/* the same packet lengths as int32 */
+		h = data_hdr();
+		h.type = types[i];
+		h.flags = TLY_F_LANE16;
+		assert_int_equal(parse(&h, data_len() - 2), TLY_E_LEN);
+	}
+	assert_int_equal(tly_lane_bytes(TLY_F_LANE16), 2);
+	assert_int_equal(tly_lane_bytes(0), 4);
+	h = data_hdr();
+	h.type = TLY_T_ACK;
+	h.shift = 0;
+	h.flags = TLY_F_LANE8;
+	assert_int_equal(parse(&h, TLY_HDR_LEN), TLY_E_FLAGS);
+	h.flags = TLY_F_LANE16;		/* RELEASED in the switch profile */
+	assert_int_equal(parse(&h, TLY_HDR_LEN), TLY_E_FLAGS);
+	h.type = TLY_T_BUSY;
+	assert_int_equal(parse(&h, TLY_HDR_LEN), TLY_E_FLAGS);
+	h.type = TLY_T_RING;
+	h.slot = 1;
 	assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
 }
 
@@ -419,7 +472,9 @@ static void test_fast_data_check(void **state)
 	static const uint8_t flags[] = {
 		0, TLY_F_ACK_REQ, TLY_F_RETX, TLY_F_EXP, TLY_F_INT,
 		TLY_F_EXP | TLY_F_INT, TLY_F_ACK_REQ | TLY_F_RETX | TLY_F_INT,
-		TLY_F_FALLBACK, TLY_F_REFUSE, 0x80,
+		TLY_F_FALLBACK, TLY_F_REFUSE, TLY_F_LANE16, TLY_F_LANE8,
+		TLY_F_LANES, TLY_F_LANE16 | TLY_F_EXP, TLY_F_LANE8 | TLY_F_INT,
+		TLY_F_LANE8 | TLY_F_ACK_REQ | TLY_F_RETX,
 	};
 	static const int8_t shifts[] = { 0, -3, 127, -127, -128, 1 };
 	struct tly_data_rx fr[2];
@@ -482,6 +537,7 @@ int main(void)
 		cmocka_unit_test(test_version),
 		cmocka_unit_test(test_type),
 		cmocka_unit_test(test_flags),
+		cmocka_unit_test(test_lanes),
 		cmocka_unit_test(test_job_key),
 		cmocka_unit_test(test_cookie_first),
 		cmocka_unit_test(test_length),

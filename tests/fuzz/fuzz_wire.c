@@ -2,7 +2,8 @@
 /*
  * fuzz_wire.c - libFuzzer target for everything that reads a received
  * frame: the header parser, then an aggregator and a worker (with a float
- * tensor through aggregation and an int32 tensor through the ring) fed the
+ * tensor through aggregation in each codec: int32, int16 and int8 lanes,
+ * docs/compression.md; and an int32 tensor through the ring) fed the
  * same packets, bare or in full Ethernet/IPv4/UDP frames, in the software
  * profile or the switch profile (docs/switch-profile.md: K = 64, no ring,
  * its CONFIRM of one chunk, the aggregator's sweep).
@@ -49,6 +50,7 @@ struct engines {
 	struct tly_worker *w;
 	float src[100], dst[100];
 	int32_t isrc[100], idst[100];
+	float nsrc[700], ndst[2][700];	/* two chunks of the narrow lanes */
 };
 
 static void make(struct engines *e, int l2l4, int sw)
@@ -68,7 +70,7 @@ static void make(struct engines *e, int l2l4, int sw)
 	struct tly_worker_cfg wc = {
 		.job = 0x7a11, .k = k, .n_workers = 3, .rank = 0,
 		.n_slots = 16, .n_aggs = 1, .agg_nodes = agg_nodes,
-		.window = 4, .max_tensors = 4, .rto_ns = 10, .acked_ns = 10,
+		.window = 4, .max_tensors = 6, .rto_ns = 10, .acked_ns = 10,
 		.busy_ns = 10, .confirm_ns = 10, .profile = profile,
 		.release_max = 4, .net = net, .ops = ops,
 	};
@@ -81,6 +83,20 @@ static void make(struct engines *e, int l2l4, int sw)
 	e->w = tly_worker_create(&wc);
 	if (!e->a || !e->w || tly_worker_submit(e->w, &d, 0))
 		abort();
+	d.src = e->nsrc;
+	d.count = 700;
+	d.id = 10;		/* int16 lanes */
+	d.codec = TLY_CODEC_INT16;
+	d.dst = e->ndst[0];
+	if (tly_worker_submit(e->w, &d, 0))
+		abort();
+	d.id = 11;		/* int8 lanes */
+	d.codec = TLY_CODEC_INT8;
+	d.dst = e->ndst[1];
+	if (tly_worker_submit(e->w, &d, 0))
+		abort();
+	d.codec = TLY_CODEC_NONE;
+	d.count = 100;
 	d.id = 9;		/* an int32 tensor through aggregation */
 	d.dtype = TLY_DT_I32;
 	d.src = e->isrc;

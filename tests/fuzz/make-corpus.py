@@ -92,6 +92,13 @@ seeds = {
     + struct.pack(">IHBB", 7, 0, 0, 12) + struct.pack(">IHBB", 7, 0, 0x80, 0),
     "ring": hdr(6, 0x02, 2, 8, 0, slot=3) + payload,
     "ring-ack": hdr(7, 0, 1, 8, 5, slot=0),
+    # narrow lanes (docs/compression.md section 7): tensor 10 int16 (0x40),
+    # tensor 11 int8 (0x80); the same 4K payload bytes
+    "data-lane16": hdr(1, 0x44, 1, 10, 0, shift=9) + payload,
+    "result-lane16": hdr(2, 0x40, 0, 10, 1, shift=9) + payload,
+    "data-lane8": hdr(1, 0x84, 2, 11, 0, shift=1) + payload,
+    "result-lane8": hdr(2, 0x80, 0, 11, 0, shift=-127) + payload,
+    "result-exp-narrow": hdr(2, 0x01, 0, 10, 0) + payload,
 }
 out = corpus_dir("fuzz-wire")
 
@@ -110,6 +117,11 @@ with open(os.path.join(out, "sequence"), "wb") as f:
     f.write(b"\x00" + b"".join(record(seeds[n]) for n in
                                ("result-exp", "data", "ack", "result",
                                 "confirm", "ring", "ring-ack")))
+with open(os.path.join(out, "sequence-narrow"), "wb") as f:
+    f.write(b"\x00" + b"".join(record(seeds[n]) for n in
+                               ("result-exp-narrow", "data-lane16",
+                                "result-lane16", "data-lane8",
+                                "result-lane8")))
 
 # the switch profile (mode bit 1: K 64, docs/switch-profile.md): DATA,
 # RESULT, the CONFIRM of one chunk (aux 0, its slot) and its ACK (RELEASED)
@@ -123,6 +135,8 @@ sw_seeds = {
     "sw-confirm-exp": hdr(5, 0x0d, 1, 7, 0),
     "sw-ack-released": hdr(3, 0x40, 0, 9, 1),
     "sw-busy": hdr(4, 0x02, 0, 9, 0),
+    "sw-data-lane8": hdr(1, 0x84, 1, 11, 0, shift=2) + payload_sw,
+    "sw-result-lane16": hdr(2, 0x40, 0, 10, 0, shift=5) + payload_sw,
 }
 for name, pkt in sw_seeds.items():
     with open(os.path.join(out, name), "wb") as f:

@@ -186,6 +186,34 @@ class TestErrors(TwoClients):
                 r.wait(10)
             self.assertEqual(cm.exception.name, "TALLY_EMISMATCH")
 
+    def test_compression(self):
+        """compression= reaches the daemon: on one host nothing crosses
+        the network, so a float tensor stays exact; a lossy method for
+        an int32 tensor fails; the processes must agree on it (like the
+        dtype); a name tally does not know fails in Python"""
+        def make(c, r):
+            a = c.alloc(64).numpy("float32", 16)
+            a[:] = np.arange(16) * (r + 1)
+            return a
+        out = self.both(make, key=11, iteration=1, compression="int8")
+        for o in out:
+            np.testing.assert_array_equal(o, np.arange(16) * 3.0)
+        x = self.a.alloc(64).numpy("int32", 8)
+        with self.assertRaises(TallyError) as cm:
+            self.a.allreduce(x, key=12, iteration=1,
+                             compression="int16").wait(10)
+        self.assertEqual(cm.exception.name, "TALLY_EINVAL")
+        with self.assertRaises(ValueError):
+            self.a.allreduce(x, key=12, iteration=1, compression="fp8")
+        x = self.a.alloc(64).numpy("float32", 8)
+        y = self.b.alloc(64).numpy("float32", 8)
+        ra = self.a.allreduce(x, key=13, iteration=1, compression="int16")
+        rb = self.b.allreduce(y, key=13, iteration=1)
+        for r in (ra, rb):
+            with self.assertRaises(TallyError) as cm:
+                r.wait(10)
+            self.assertEqual(cm.exception.name, "TALLY_EMISMATCH")
+
     def test_wait_timeout_then_completion(self):
         x = [c.alloc(64).numpy("int32", 4) for c in (self.a, self.b)]
         ra = self.a.allreduce(x[0], key=4, iteration=1)

@@ -486,7 +486,8 @@ static void test_drops(void **state)
 		{ "cookie", TLY_E_COOKIE }, { "job+cookie", TLY_E_JOB },
 		{ "job", TLY_E_JOB }, { "version", TLY_E_VERSION },
 		{ "type", TLY_E_TYPE }, { "flags", TLY_E_FLAGS },
-		{ "exp+int", TLY_E_FLAGS }, { "length", TLY_E_LEN },
+		{ "exp+int", TLY_E_FLAGS }, { "lane16", TLY_E_FLAGS },
+		{ "lane8", TLY_E_FLAGS }, { "length", TLY_E_LEN },
 		{ "aux", TLY_E_LEN }, { "rank", TLY_E_RANK },
 		{ "slot", TLY_E_SLOT }, { "slot range", TLY_E_SLOT },
 		{ "shift", TLY_E_SHIFT }, { "shift exp", TLY_E_SHIFT },
@@ -517,6 +518,11 @@ static void test_drops(void **state)
 			h.flags = TLY_F_FALLBACK;
 		else if (!strcmp(w, "exp+int"))
 			h.flags = TLY_F_EXP | TLY_F_INT;
+		else if (!strcmp(w, "lane16"))	/* narrow lanes: not
+						 * carried here yet */
+			h.flags = TLY_F_LANE16;
+		else if (!strcmp(w, "lane8"))
+			h.flags = TLY_F_LANE8 | TLY_F_ACK_REQ;
 		else if (!strcmp(w, "length"))
 			n_lanes = job.k - 1;
 		else if (!strcmp(w, "aux"))

@@ -52,8 +52,12 @@ class HookState:
     """
 
     def __init__(self, client=None, priority_of=None, group_of=None,
-                 op=tc.AVG):
+                 op=tc.AVG, compression=None):
+        tc.compression_flags(compression)   # a bad name fails here
         self._client = client
+        # "none", "int16", "int8" (docs/compression.md) or None: the job's
+        # [compression] method
+        self.compression = compression
         self._resolved = None   # the tally.Client, found on first use
         self.priority_of = priority_of or _default_priority
         self.group_of = group_of or _default_group
@@ -127,7 +131,8 @@ def allreduce_hook(state, bucket):
                            iteration=iteration, op=state.op,
                            priority=state.priority_of(index),
                            group=state.group_of(index),
-                           last=bucket.is_last())
+                           last=bucket.is_last(),
+                           compression=state.compression)
 
     def done(r):
         err = r.error()
