@@ -179,6 +179,9 @@ static void test_xdp_aggregator_lossy(void **state)
 		"--set", "dataplane.k=128",
 		"--set", "dataplane.pool_slots=64",
 		"--set", "dataplane.window=256",
+		/* five daemons and eight clients on two shared cores: the
+		 * heartbeats may wait their turn for seconds */
+		"--set", "cluster.peer_timeout_ms=20000",
 		"--set", group,
 		NULL,
 	};
