@@ -162,6 +162,10 @@ static void open_transport(struct cluster *c, struct cluster_shard *sh)
 		.rdma_device = c->cfg->rdma_device,
 		.rdma_port = (uint8_t)c->cfg->rdma_port,
 		.rdma_gid_index = c->cfg->rdma_gid_index,
+		/* the switch profile's RESULT to every worker */
+		.group_ip = c->cfg->dp_profile == TLY_PROFILE_SWITCH ?
+			    c->cfg->result_group.ip : 0,
+		.group_port = c->cfg->result_group.port,
 		.emu = {
 			.rate_bps = c->cfg->emu_rate_bps,
 			.delay_ns = (uint64_t)c->cfg->emu_delay_us * 1000,
@@ -253,6 +257,9 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 			.confirm_ns = 200000, .confirm_batch = 64,
 			.chunk_rotate = 0,
 			.profile = (uint8_t)c->cfg->dp_profile,
+			.result_group = c->cfg->dp_profile ==
+					TLY_PROFILE_SWITCH &&
+					c->cfg->result_group.ip,
 			.net = net, .ops = tx,
 			.done = dp_thread_tensor_done, .done_ctx = sh->dp,
 		};
@@ -308,6 +315,8 @@ static int apply_roster(struct cluster *c, const struct boot_msg *r,
 			engine_destroy(c);
 			return -1;
 		}
+	if (c->xdp && cluster_xdp_epoch(c))
+		return -1;
 	c->engine_up = true;
 	return 0;
 }
@@ -446,6 +455,8 @@ int cluster_poll(struct cluster *c, uint64_t now)
 	}
 	if (c->engine_up)
 		work += cluster_ops_pump(c, now);
+	if (c->xdp)
+		cluster_xdp_poll(c, now);
 	return work;
 }
 
@@ -465,6 +476,8 @@ uint64_t cluster_idle_ns(struct cluster *c)
 	for_each_shard(c, sh)
 		if (sh->dp && dp_thread_completion_sleep(sh->dp))
 			return 0;
+	if (c->xdp && cluster_xdp_idle_ns(c, tly_now_ns()) < hb)
+		hb = cluster_xdp_idle_ns(c, tly_now_ns());
 	if (cluster_ops_busy(c))
 		return CLUSTER_SCHED_TICK_NS;
 	if (c->mb_started && membership_joining(&c->mb))
@@ -597,6 +610,8 @@ void cluster_snapshot(const struct cluster *c, struct cluster_snapshot *s)
 	for (uint32_t i = 0; c->units && i < CLUSTER_MAX_UNITS; i++)
 		s->net_units += c->units[i].used;
 	s->auth_failures = c->mb.auth_failures;
+	s->n_xdp = cluster_xdp_counters(c, s->xdp, s->xdp_names,
+					CLUSTER_XDP_COUNTERS);
 	for (uint16_t i = 0; i < c->n_nodes && i < BOOT_MAX_MEMBERS; i++) {
 		s->peers[i].ip = c->addrs[i].ip;
 		s->peers[i].port = c->addrs[i].port;
@@ -743,6 +758,11 @@ struct cluster *cluster_start(const struct cluster_env *env)
 			ret = -1;
 		}
 	}
+	if (!ret && !strcmp(cfg->transport, "xdp")) {
+		/* the kernel runs the data path: no shard, no thread */
+		c->n_shards = 0;
+		ret = cluster_xdp_open(c);
+	}
 	for_each_shard(c, sh) {
 		if (!ret)
 			open_transport(c, sh);
@@ -786,6 +806,7 @@ void cluster_stop(struct cluster *c)
 		cluster_ops_fail_all(c, -TALLY_EPEERLOST);
 	if (c->mb_started)
 		membership_stop(&c->mb);
+	cluster_xdp_close(c);
 	explicit_bzero(&c->mb.cfg.keys, sizeof(c->mb.cfg.keys));
 	if (c->dp_stuck) {
 		/* a thread may still use its transport and engine, which

@@ -90,6 +90,9 @@ void cluster_local_abort(struct cluster *c);
 int cluster_describe_op(struct cluster *c, uint32_t idx, char *buf,
 			size_t len);
 
+/* the XDP aggregator's counters a snapshot holds, at most */
+#define CLUSTER_XDP_COUNTERS 48
+
 /* What the metrics and tally-ctl show of the cluster (ctrl/collect.c). */
 struct cluster_snapshot {
 	bool joined;			/* the roster arrived */
@@ -106,6 +109,10 @@ struct cluster_snapshot {
 	uint32_t agg_slots_busy, agg_slots;
 	uint64_t auth_failures;		/* membership messages failing MACs */
 	uint16_t n_present;		/* members registered (coordinator) */
+	/* dataplane.transport = xdp: the program's counters */
+	unsigned int n_xdp;
+	uint64_t xdp[CLUSTER_XDP_COUNTERS];
+	const char *xdp_names[CLUSTER_XDP_COUNTERS];
 	struct {			/* the roster, [n_nodes] */
 		uint32_t ip;		/* host byte order */
 		uint16_t port;
@@ -114,6 +121,10 @@ struct cluster_snapshot {
 	} peers[256];
 };
 void cluster_snapshot(const struct cluster *c, struct cluster_snapshot *s);
+/* cluster_xdp.c: up to @max of the XDP aggregator's counters and their
+ * names; how many (0: not an XDP aggregator) */
+unsigned int cluster_xdp_counters(const struct cluster *c, uint64_t *v,
+				  const char **names, unsigned int max);
 /* Per-host wire counters (payload bytes sent and received by the worker). */
 void cluster_log_counters(const struct cluster *c);
 

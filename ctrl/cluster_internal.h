@@ -82,6 +82,9 @@ struct cluster {
 	/* the engines' counters over past epochs (an epoch rebuilds them) */
 	struct tly_counters past_worker, past_agg;
 	uint32_t agg_slots;		/* primary + fallback of the agg */
+	/* dataplane.transport = xdp: the XDP aggregator's control plane
+	 * (cluster_xdp.c) instead of shards; NULL otherwise */
+	struct cluster_xdp *xdp;
 };
 
 /* cluster_ops.c */
@@ -102,5 +105,15 @@ void cluster_engine_failed(struct cluster *c, int res, const char *why);
 /* Pause the dataplane thread: true when the caller owns the engine. */
 bool cluster_dp_pause(struct cluster *c);
 void cluster_dp_resume(struct cluster *c);
+
+/* cluster_xdp.c: dataplane.transport = xdp (an aggregator).  open loads
+ * and attaches the program, epoch writes the roster's job (0 or -1);
+ * poll runs the sweep when due, idle_ns says when it is; close detaches.
+ * cluster_xdp_counters() fills up to @max counters and their names. */
+int cluster_xdp_open(struct cluster *c);
+int cluster_xdp_epoch(struct cluster *c);
+void cluster_xdp_poll(struct cluster *c, uint64_t now_ns);
+uint64_t cluster_xdp_idle_ns(const struct cluster *c, uint64_t now_ns);
+void cluster_xdp_close(struct cluster *c);
 
 #endif /* TALLY_CTRL_CLUSTER_INTERNAL_H */

@@ -333,6 +333,15 @@ static void collect_cluster(struct fill *f, struct job *j)
 	put1(f, "tally_slot_evictions_total", METRICS_COUNTER,
 	     "Idle partial sums the aggregator evicted.",
 	     (double)s->agg.evictions);
+	if (s->n_xdp) {
+		fam(f, "tally_xdp_agg_total", METRICS_COUNTER, "The XDP "
+		    "aggregator's counters (dataplane.transport = xdp; "
+		    "docs/xdp-aggregator.md), by name: its drop reasons and "
+		    "packet kinds.");
+		for (unsigned int i = 0; i < s->n_xdp; i++)
+			put(f, "tally_xdp_agg_total", (double)s->xdp[i],
+			    "counter", s->xdp_names[i], NULL, NULL);
+	}
 
 	fam(f, "tally_transport_sent_bytes_total", METRICS_COUNTER,
 	    "Bytes the transport sent (whole frames).");

@@ -140,6 +140,8 @@ static const struct key_spec keys[] = {
 	{ "compression", "method", K_CODEC, F(compression), 0, 0, 0 },
 	{ "dataplane", "cpus", K_CPUS, F(dp_cpus), 0, 0,
 	  sizeof(((struct tally_config *)0)->dp_cpus) },
+	{ "dataplane", "result_group", K_ADDR, F(result_group), 0, 0, 0 },
+	STR("dataplane", "xdp_ifname", xdp_ifname),
 	{ "emulator", "rate_bps", K_U64, F(emu_rate_bps), 0,
 	  1000000000000000LL, 0 },
 	{ "emulator", "delay_us", K_INT, F(emu_delay_us), 0, 10000000, 0 },
@@ -303,7 +305,8 @@ static int set_value(struct tally_config *cfg, const struct key_spec *k,
 		strcpy(field, v);
 		return 0;
 	case K_TRANSPORT:
-		if (strcmp(v, "udp") && strcmp(v, "dpdk") && strcmp(v, "rdma"))
+		if (strcmp(v, "udp") && strcmp(v, "dpdk") && strcmp(v, "rdma") &&
+		    strcmp(v, "xdp"))
 			return -1;
 		strcpy(field, v);
 		return 0;
@@ -330,7 +333,8 @@ static int set_value(struct tally_config *cfg, const struct key_spec *k,
 	case K_ADDR:
 		/* fields only: a struct copy would carry stack bytes into the
 		 * padding, and two equal configurations would differ */
-		if (!*v && !strcmp(k->section, "metrics")) {	/* off */
+		if (!*v && (!strcmp(k->section, "metrics") ||
+			    !strcmp(k->key, "result_group"))) {	/* off */
 			((struct config_addr *)field)->ip = 0;
 			((struct config_addr *)field)->port = 0;
 			return 0;
@@ -511,9 +515,44 @@ static bool is_loopback(uint32_t ip)
 	return (ip >> 24) == 127;
 }
 
+/* what transport = xdp (the XDP aggregator in tallyd) cannot do */
+static int xdp_check(const struct tally_config *cfg, char *err, int errlen)
+{
+	const char *why = NULL;
+
+	if (strcmp(cfg->transport, "xdp"))
+		return 0;
+	if (cfg->dp_profile != TLY_PROFILE_SWITCH)
+		why = "runs the switch profile only (set dataplane.profile = "
+		      "switch)";
+	else if (cfg->algorithm != ALGO_AGGREGATE)
+		why = "is an aggregator: cluster.algorithm = ring has none";
+	else if (cfg->role != ROLE_AGGREGATOR)
+		why = "is the aggregator's transport: a worker (role worker "
+		      "or colocated) takes udp, dpdk or rdma";
+	else if (!cfg->result_group.ip)
+		why = "sends each RESULT once to a multicast group: set "
+		      "dataplane.result_group = 239.a.b.c:port";
+	else if (cfg->dp_threads > 1)
+		why = "has no dataplane thread: set dataplane.threads = 1";
+	if (!why)
+		return 0;
+	snprintf(err, (size_t)errlen, "dataplane.transport = xdp %s", why);
+	return -1;
+}
+
 int config_profile_check(const struct tally_config *cfg, char *err,
 			 int errlen)
 {
+	if (xdp_check(cfg, err, errlen))
+		return -1;
+	if (cfg->result_group.ip &&
+	    ((cfg->result_group.ip >> 28) != 0xe ||
+	     !cfg->result_group.port)) {
+		snprintf(err, (size_t)errlen, "dataplane.result_group must be "
+			 "an IPv4 multicast address (224.0.0.0/4) with a port");
+		return -1;
+	}
 	if (cfg->dp_profile != TLY_PROFILE_SWITCH)
 		return 0;
 	if (!tly_switch_k_ok((uint32_t)cfg->k)) {

@@ -53,7 +53,8 @@ struct tally_config {
 	int credit_kib;			/* bytescheduler credit */
 	int credit_autotune;
 	/* [dataplane] */
-	char transport[16];		/* udp | dpdk | rdma */
+	char transport[16];		/* udp | dpdk | rdma | xdp (an
+					 * aggregator of the switch profile) */
 	struct config_addr address;	/* this daemon's data address */
 	uint8_t mac[6];
 	char eal_args[512];
@@ -74,6 +75,12 @@ struct tally_config {
 	char dp_cpus[256];		/* their CPU list; "": unset */
 	/* [compression] (docs/compression.md): the job's float tensors */
 	int compression;		/* enum tly_codec: none | int16 | int8 */
+	/* switch profile: the multicast group every RESULT goes to once
+	 * (the XDP aggregator's RESULT to all); ip 0 = none */
+	struct config_addr result_group;
+	/* transport = xdp (an aggregator): the interface the program is
+	 * attached to; "": the one holding dataplane.address */
+	char xdp_ifname[16];
 	/* [emulator]: the link emulator under the transport */
 	uint64_t emu_rate_bps;
 	int emu_delay_us;

@@ -163,7 +163,14 @@ struct tly_wire_limits {
 	uint16_t n_hops;	/* ring hop must be below this */
 	uint8_t profile;	/* enum tly_profile: which CONFIRM and ACK
 				 * forms are accepted */
+	uint8_t rank_all;	/* 1: a RESULT of rank TLY_RANK_ALL is
+				 * accepted (switch profile only: the
+				 * aggregator's RESULT to a multicast
+				 * result group, docs/switch-profile.md) */
 };
+
+/* the rank of a RESULT sent once to every worker (the result group) */
+#define TLY_RANK_ALL	0xffff
 
 /* L2-L4 address of a node (IPv4 and port in host byte order) */
 struct tly_addr {

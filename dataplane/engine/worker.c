@@ -47,6 +47,8 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 		.n_slots = cfg->n_slots,
 		.n_hops = (uint16_t)(2 * (cfg->n_workers - 1)),
 		.profile = cfg->profile,
+		.rank_all = cfg->profile == TLY_PROFILE_SWITCH &&
+			    cfg->result_group,
 	};
 	w->tensors = calloc(cfg->max_tensors, sizeof(*w->tensors));
 	w->order = calloc(cfg->max_tensors, sizeof(*w->order));

@@ -72,6 +72,10 @@ struct tly_worker_cfg {
 	 * RESULT is released by a CONFIRM of its own, re-sent until ACKed,
 	 * instead of the batched receipts (confirm_ns, confirm_batch) */
 	uint8_t profile;
+	/* switch profile: 1 when the aggregator sends each RESULT once to a
+	 * multicast group this worker's transport joined (rank TLY_RANK_ALL
+	 * is then accepted); 0: RESULTs of our rank only */
+	uint8_t result_group;
 	uint32_t release_max;		/* chunks releasing at once (0: 4 x
 					 * window, at least 256) */
 	/* congestion control; fields left at zero take the defaults of

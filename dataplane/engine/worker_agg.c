@@ -451,7 +451,10 @@ static void agg_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
 static struct wtensor *agg_rx(struct tly_worker *w, const struct tly_hdr *h,
 			      const uint8_t *pkt, uint64_t now)
 {
-	if (h->rank != w->cfg.rank || !w->cfg.n_aggs) {
+	/* TLY_RANK_ALL: a RESULT to the result group (the parser lets it
+	 * through only with cfg.result_group in the switch profile) */
+	if ((h->rank != w->cfg.rank && h->rank != TLY_RANK_ALL) ||
+	    !w->cfg.n_aggs) {
 		w->c.drops[TLY_E_RANK]++;
 		return NULL;
 	}

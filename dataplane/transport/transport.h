@@ -64,6 +64,12 @@ struct transport_config {
 	const char *rdma_device;
 	uint8_t rdma_port;
 	int rdma_gid_index;
+	/* udp, switch profile: the multicast group the aggregator sends
+	 * each RESULT to once (host order; 0: none).  The transport joins
+	 * it on the interface of its address and receives from it too
+	 * (docs/xdp-aggregator.md).  dpdk, rdma: ignored. */
+	uint32_t group_ip;
+	uint16_t group_port;
 	/*
 	 * Link emulator, applied under any transport (all 0: off).  It models
 	 * this node's NIC port on a switch: rate_bps limits egress (one

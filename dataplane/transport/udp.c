@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -92,6 +93,10 @@ static void udp_close(struct transport *tp)
 		return;
 	if (u->fd >= 0)
 		close(u->fd);
+	if (u->gfd >= 0)
+		close(u->gfd);
+	if (u->efd >= 0)
+		close(u->efd);
 	free(u->peers);
 	free(u->tx_slab);
 	free(u->tx_free);
@@ -136,6 +141,55 @@ static int bind_socket(struct transport *tp, const struct transport_config *cfg)
 	return 0;
 }
 
+/*
+ * The result group (switch profile): a second socket bound to the group's
+ * address and port that joined it on the interface of our address, so
+ * several workers on one host each get every RESULT; an epoll of both
+ * sockets is the wait fd.
+ */
+static int group_join(struct transport *tp, const struct transport_config *cfg)
+{
+	struct udp_priv *u = tp->priv;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct ip_mreq mr = { .imr_interface = u->bound.sin_addr };
+	struct epoll_event ev = { .events = EPOLLIN };
+	int one = 1, err;
+
+	if ((cfg->group_ip >> 28) != 0xe || !cfg->group_port) {
+		dp_err("transport udp: the result group %u.%u.%u.%u:%u is not "
+		       "an IPv4 multicast address and port",
+		       cfg->group_ip >> 24, (cfg->group_ip >> 16) & 0xff,
+		       (cfg->group_ip >> 8) & 0xff, cfg->group_ip & 0xff,
+		       cfg->group_port);
+		return -EINVAL;
+	}
+	sa.sin_addr.s_addr = htonl(cfg->group_ip);
+	sa.sin_port = htons(cfg->group_port);
+	mr.imr_multiaddr = sa.sin_addr;
+	u->gfd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (u->gfd < 0 ||
+	    setsockopt(u->gfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(u->gfd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    setsockopt(u->gfd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr,
+		       sizeof(mr))) {
+		err = errno;
+		dp_err("transport udp: join the result group %s:%u: %s",
+		       inet_ntoa(sa.sin_addr), cfg->group_port, strerror(err));
+		return -err;
+	}
+	sockbuf_grow(u->gfd, SO_RCVBUFFORCE, SO_RCVBUF);
+	u->efd = epoll_create1(EPOLL_CLOEXEC);
+	if (u->efd < 0)
+		return -errno;
+	ev.data.fd = u->fd;
+	if (epoll_ctl(u->efd, EPOLL_CTL_ADD, u->fd, &ev))
+		return -errno;
+	ev.data.fd = u->gfd;
+	if (epoll_ctl(u->efd, EPOLL_CTL_ADD, u->gfd, &ev))
+		return -errno;
+	return 0;
+}
+
 static int udp_open(struct transport *tp, const struct transport_config *cfg)
 {
 	struct udp_priv *u;
@@ -148,7 +202,11 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 	tp->priv = u;
 	tp->full_frames = false;
 	u->fd = -1;
+	u->gfd = -1;
+	u->efd = -1;
 	err = bind_socket(tp, cfg);
+	if (!err && cfg->group_ip)
+		err = group_join(tp, cfg);
 	if (err) {
 		udp_close(tp);
 		return err;
@@ -177,7 +235,9 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 
 static int udp_wait_fd(struct transport *tp)
 {
-	return ((struct udp_priv *)tp->priv)->fd;
+	struct udp_priv *u = tp->priv;
+
+	return u->efd >= 0 ? u->efd : u->fd;
 }
 
 static int udp_set_nodes(struct transport *tp)

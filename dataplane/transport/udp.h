@@ -60,6 +60,8 @@ struct udp_rx_buf {
 
 struct udp_priv {
 	int fd;
+	int gfd;			/* the result group's socket, or -1 */
+	int efd;			/* epoll of fd and gfd (wait_fd), or -1 */
 	struct sockaddr_in bound;	/* our address */
 	uint32_t buf_size;		/* tx buffers; the longest rx frame */
 	struct sockaddr_in *peers;	/* [TRANSPORT_MAX_NODES] */

@@ -76,8 +76,9 @@ static void rx_buf_fill(struct transport *tp, struct udp_rx_buf *rb,
 	}
 }
 
-/* receive into up to @n free buffers; returns how many were filled */
-static int rx_fill(struct transport *tp, int n)
+/* receive from @fd into up to @n free buffers; returns how many were
+ * filled */
+static int rx_fill(struct transport *tp, int fd, int n)
 {
 	struct udp_priv *u = tp->priv;
 	uint32_t room = u->rx_nbufs - (u->rx_head - u->rx_tail);
@@ -103,7 +104,7 @@ static int rx_fill(struct transport *tp, int n)
 			msg[i].msg_hdr.msg_controllen = sizeof(ctl[i].buf);
 		}
 	}
-	r = recvmmsg(u->fd, msg, (unsigned int)n, MSG_DONTWAIT, NULL);
+	r = recvmmsg(fd, msg, (unsigned int)n, MSG_DONTWAIT, NULL);
 	if (r <= 0)
 		return 0;
 	for (i = 0; i < r; i++)
@@ -148,6 +149,7 @@ static int rx_hand_out(struct transport *tp, struct transport_rx *rx, int n)
 
 int udp_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 {
+	struct udp_priv *u = tp->priv;
 	int k;
 
 	if (n > TRANSPORT_RX_BURST)
@@ -157,7 +159,10 @@ int udp_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 	k = rx_hand_out(tp, rx, n);
 	/* one buffer per missing frame: a GRO buffer may bring more, kept
 	 * for the next call */
-	if (k < n && rx_fill(tp, n - k) > 0)
+	if (k < n && rx_fill(tp, u->fd, n - k) > 0)
+		k += rx_hand_out(tp, rx + k, n - k);
+	/* then the result group's RESULTs */
+	if (k < n && u->gfd >= 0 && rx_fill(tp, u->gfd, n - k) > 0)
 		k += rx_hand_out(tp, rx + k, n - k);
 	return k;
 }

@@ -21,7 +21,7 @@
 #define TLY_XDP_PASS_LANES	64
 #define TLY_XDP_K_MAX		256
 /* RESULT to every worker: the rank field of the multicast frame */
-#define TLY_XDP_RANK_ALL	0xffff
+#define TLY_XDP_RANK_ALL	TLY_RANK_ALL
 /* slots one run of the sweep program looks at: the largest pool */
 #define TLY_XDP_SWEEP_BATCH	TLY_MAX_SLOTS
 

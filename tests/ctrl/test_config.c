@@ -150,6 +150,59 @@ static void test_config_compression(void **state)
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
 }
 
+/* dataplane.result_group, xdp_ifname and transport = xdp: what the
+ * XDP aggregator under tallyd refuses at start */
+static void test_config_xdp(void **state)
+{
+	struct tally_config cfg;
+	char err[256];
+
+	config_defaults(&cfg);
+	assert_int_equal(cfg.result_group.ip, 0);
+	write_file(*state, "[cluster]\nrole = aggregator\n[dataplane]\n"
+		   "transport = xdp\nprofile = switch\nk = 256\n"
+		   "result_group = 239.7.0.1:47001\nxdp_ifname = eth9\n");
+	assert_int_equal(config_load_file(&cfg, ((struct cfg_file *)*state)->
+					  path, err, sizeof(err)), 0);
+	assert_string_equal(cfg.transport, "xdp");
+	assert_int_equal(cfg.result_group.ip, 0xef070001u);
+	assert_int_equal(cfg.result_group.port, 47001);
+	assert_string_equal(cfg.xdp_ifname, "eth9");
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	/* each refusal names its reason */
+	cfg.role = ROLE_WORKER;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "aggregator's transport"));
+	cfg.role = ROLE_AGGREGATOR;
+	cfg.dp_profile = TLY_PROFILE_SOFTWARE;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "switch profile only"));
+	cfg.dp_profile = TLY_PROFILE_SWITCH;
+	cfg.algorithm = ALGO_RING;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "ring"));
+	cfg.algorithm = ALGO_AGGREGATE;
+	cfg.dp_threads = 2;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "threads"));
+	cfg.dp_threads = 1;
+	assert_int_equal(config_set(&cfg, "dataplane", "result_group", "",
+				    err, sizeof(err)), 0);
+	assert_int_equal(cfg.result_group.ip, 0);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "multicast group"));
+	/* a group that is not multicast, for any transport */
+	assert_int_equal(config_set(&cfg, "dataplane", "transport", "udp",
+				    err, sizeof(err)), 0);
+	assert_int_equal(config_set(&cfg, "dataplane", "result_group",
+				    "10.0.0.1:5000", err, sizeof(err)), 0);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "result_group"));
+	assert_int_equal(config_set(&cfg, "dataplane", "result_group",
+				    "239.1.2.3:5000", err, sizeof(err)), 0);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+}
+
 static void test_config_defaults(void **state)
 {
 	struct tally_config cfg;
@@ -829,6 +882,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_profile,
 						file_setup, file_teardown),
 		cmocka_unit_test_setup_teardown(test_config_compression,
+						file_setup, file_teardown),
+		cmocka_unit_test_setup_teardown(test_config_xdp,
 						file_setup, file_teardown),
 	};
 #undef T

@@ -165,6 +165,44 @@ static void test_parse_confirm_bad(void **state)
 			 TLY_E_COOKIE);
 }
 
+/*
+ * A RESULT of rank TLY_RANK_ALL (the aggregator's RESULT to a multicast
+ * result group): accepted in the switch profile with rank_all only, and
+ * for RESULT only.
+ */
+static void test_parse_rank_all(void **state)
+{
+	uint8_t f[TLY_HDR_LEN + 4 * K] = { 0 };
+	struct tly_wire_limits grp = sw_lim, soft_grp = soft_lim;
+	struct tly_hdr h = {
+		.type = TLY_T_RESULT, .flags = TLY_F_INT, .job = JOB,
+		.rank = TLY_RANK_ALL, .tensor = 9, .chunk = 3,
+		.slot = slot_of(9, 3, 0), .cookie = COOKIE,
+	};
+
+	(void)state;
+	grp.rank_all = 1;
+	soft_grp.rank_all = 1;
+	tly_hdr_write(f, &h);
+	assert_int_equal(tly_hdr_parse(f, sizeof(f), &sw_lim, &h),
+			 TLY_E_RANK);
+	assert_int_equal(tly_hdr_parse(f, sizeof(f), &soft_grp, &h),
+			 TLY_E_RANK);
+	memset(&h, 0, sizeof(h));
+	assert_int_equal(tly_hdr_parse(f, sizeof(f), &grp, &h), TLY_OK);
+	assert_int_equal(h.rank, TLY_RANK_ALL);
+	assert_int_equal(h.tensor, 9);
+	/* other ranks past n stay refused, and other types of rank ALL */
+	tly_put16(f + 4, TLY_RANK_ALL - 1);
+	assert_int_equal(tly_hdr_parse(f, sizeof(f), &grp, &h), TLY_E_RANK);
+	tly_put16(f + 4, TLY_RANK_ALL);
+	f[0] = (uint8_t)(TLY_VERSION << 4 | TLY_T_DATA);
+	assert_int_equal(tly_hdr_parse(f, sizeof(f), &grp, &h), TLY_E_RANK);
+	f[0] = (uint8_t)(TLY_VERSION << 4 | TLY_T_ACK);
+	f[1] = 0;
+	assert_int_equal(tly_hdr_parse(f, TLY_HDR_LEN, &grp, &h), TLY_E_RANK);
+}
+
 /* the software profile's multi-range CONFIRM: that profile only */
 static void test_parse_ranges_by_profile(void **state)
 {
@@ -640,6 +678,8 @@ static void w_done(void *ctx, const struct tly_tensor_desc *d)
 
 #define AGG_NODE 40
 
+static uint8_t mk_group;	/* make_worker's cfg.result_group */
+
 static struct tly_worker *make_worker(uint32_t release_max)
 {
 	static const uint16_t aggs[1] = { AGG_NODE };
@@ -649,7 +689,7 @@ static struct tly_worker *make_worker(uint32_t release_max)
 		.window = 8, .max_tensors = 4, .rto_ns = 100,
 		.rto_max_ns = 800, .acked_ns = 1000, .busy_ns = 50,
 		.cc_off = 1, .profile = TLY_PROFILE_SWITCH,
-		.release_max = release_max,
+		.release_max = release_max, .result_group = mk_group,
 		.ops = { .alloc = w_alloc, .send = w_send }, .done = w_done,
 	};
 
@@ -658,14 +698,14 @@ static struct tly_worker *make_worker(uint32_t release_max)
 	return tly_worker_create(&c);
 }
 
-/* an aggregator's packet to the worker (rank 1) about a chunk */
-static void to_worker(struct tly_worker *w, uint8_t type, uint8_t flags,
-		      uint32_t tensor, uint16_t chunk, int32_t v,
-		      uint64_t now)
+/* an aggregator's packet of @rank about a chunk */
+static void to_worker_rank(struct tly_worker *w, uint16_t rank, uint8_t type,
+			   uint8_t flags, uint32_t tensor, uint16_t chunk,
+			   int32_t v, uint64_t now)
 {
 	uint8_t f[TLY_HDR_LEN + 4 * K];
 	struct tly_hdr h = {
-		.type = type, .flags = flags, .job = JOB, .rank = 1,
+		.type = type, .flags = flags, .job = JOB, .rank = rank,
 		.tensor = tensor, .chunk = chunk,
 		.slot = slot_of(tensor, chunk, !!(flags & TLY_F_EXP)),
 		.cookie = COOKIE,
@@ -677,6 +717,14 @@ static void to_worker(struct tly_worker *w, uint8_t type, uint8_t flags,
 		tly_put32(f + TLY_HDR_LEN + 4 * i, (uint32_t)v);
 	tly_worker_rx(w, f, type == TLY_T_RESULT ? sizeof(f) : TLY_HDR_LEN,
 		      now);
+}
+
+/* an aggregator's packet to the worker (rank 1) about a chunk */
+static void to_worker(struct tly_worker *w, uint8_t type, uint8_t flags,
+		      uint32_t tensor, uint16_t chunk, int32_t v,
+		      uint64_t now)
+{
+	to_worker_rank(w, 1, type, flags, tensor, chunk, v, now);
 }
 
 static unsigned int count_confirms(unsigned int from, uint16_t chunk,
@@ -818,6 +866,62 @@ static void test_worker_release(void **state)
 	tly_worker_destroy(w);
 }
 
+/*
+ * The result group: a worker with cfg.result_group places a RESULT of rank
+ * TLY_RANK_ALL as its own (and releases it with a CONFIRM of its rank); a
+ * worker without drops it as a bad rank and the tensor stays open.
+ */
+static void test_worker_result_group(void **state)
+{
+	struct tly_worker *w;
+	int32_t in[2 * K], res[2 * K];
+	struct tly_tensor_desc d = {
+		.id = 91, .dtype = TLY_DT_I32, .src = in, .dst = res,
+		.count = 2 * K,
+	};
+	uint64_t bad;
+	unsigned int mark;
+
+	(void)state;
+	memset(in, 0, sizeof(in));
+	mk_group = 0;
+	w = make_worker(0);
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	bad = tly_worker_counters(w)->drops[TLY_E_RANK];
+	to_worker_rank(w, TLY_RANK_ALL, TLY_T_RESULT, TLY_F_INT, 91, 0, 7, 1);
+	to_worker_rank(w, TLY_RANK_ALL, TLY_T_RESULT, TLY_F_INT, 91, 1, 8, 1);
+	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_RANK], bad + 2);
+	assert_int_equal(n_done, 0);
+	assert_int_equal(tly_worker_releasing(w), 0);
+	tly_worker_destroy(w);
+
+	mk_group = 1;
+	w = make_worker(0);
+	mk_group = 0;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	mark = n_ws;
+	to_worker_rank(w, TLY_RANK_ALL, TLY_T_RESULT, TLY_F_INT, 91, 0, 7, 1);
+	assert_int_equal(count_confirms(mark, 0, TLY_F_ACK_REQ), 1);
+	/* a RESULT to another rank is still not ours */
+	bad = tly_worker_counters(w)->drops[TLY_E_RANK];
+	to_worker_rank(w, 0, TLY_T_RESULT, TLY_F_INT, 91, 1, 9, 2);
+	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_RANK], bad + 1);
+	assert_int_equal(n_done, 0);
+	to_worker_rank(w, TLY_RANK_ALL, TLY_T_RESULT, TLY_F_INT, 91, 1, 8, 3);
+	assert_int_equal(n_done, 1);
+	assert_int_equal(res[0], 7);
+	assert_int_equal(res[K - 1], 7);
+	assert_int_equal(res[K], 8);
+	assert_int_equal(res[2 * K - 1], 8);
+	assert_int_equal(tly_worker_releasing(w), 2);
+	to_worker(w, TLY_T_ACK, TLY_F_RELEASED, 91, 0, 0, 4);
+	to_worker(w, TLY_T_ACK, TLY_F_RELEASED, 91, 1, 0, 4);
+	assert_int_equal(tly_worker_releasing(w), 0);
+	tly_worker_destroy(w);
+}
+
 /* the releasing state is bounded: a RESULT past it waits (not placed) */
 static void test_worker_release_bound(void **state)
 {
@@ -925,6 +1029,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_confirm),
 		cmocka_unit_test(test_parse_confirm_bad),
+		cmocka_unit_test(test_parse_rank_all),
 		cmocka_unit_test(test_parse_ranges_by_profile),
 		cmocka_unit_test(test_parse_ack_busy_flags),
 		cmocka_unit_test(test_agg_create_limits),
@@ -940,6 +1045,7 @@ int main(void)
 		cmocka_unit_test(test_sweep),
 		cmocka_unit_test(test_worker_create_limits),
 		cmocka_unit_test(test_worker_release),
+		cmocka_unit_test(test_worker_result_group),
 		cmocka_unit_test(test_worker_release_bound),
 		cmocka_unit_test(test_worker_release_exp),
 		cmocka_unit_test(test_worker_release_table),

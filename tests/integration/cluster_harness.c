@@ -15,7 +15,7 @@
 
 #include "cluster_harness.h"
 
-#define ARGS_MAX 40
+#define ARGS_MAX 64
 
 void cluster_default_secret(void)
 {
@@ -86,6 +86,11 @@ int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
 		for (int i = 0; spec->extra && spec->extra[i] &&
 				argc < ARGS_MAX - 1; i++)
 			argv[argc++] = spec->extra[i];
+		for (int i = 0; (agg ? spec->extra_agg : spec->extra_worker) &&
+				(agg ? spec->extra_agg : spec->extra_worker)[i] &&
+				argc < ARGS_MAX - 1; i++)
+			argv[argc++] = (agg ? spec->extra_agg :
+					spec->extra_worker)[i];
 		argv[argc] = NULL;
 		if (daemon_start_in(&tc->d[r], CL_LOCAL, argv,
 				    spec->netns[r])) {

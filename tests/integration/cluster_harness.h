@@ -18,6 +18,10 @@ struct cluster_spec {
 	const char *algorithm;
 	const char *transport;		/* udp (default) or dpdk */
 	const char *const *extra;	/* more tallyd arguments, NULL-ended */
+	/* and more for the workers / for the aggregators only (after extra:
+	 * a later --set wins), NULL-ended or NULL */
+	const char *const *extra_worker;
+	const char *const *extra_agg;
 	/* data ports this far apart (0: 1); dataplane.threads = N takes
 	 * port + 0 .. N-1 */
 	int port_stride;

@@ -47,7 +47,7 @@ int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
 {
 	const char *bin = getenv("TALLYD");
 	char nbuf[16];
-	const char *argv[48];
+	const char *argv[80];
 	int argc = 0;
 
 	memset(d, 0, sizeof(*d));
@@ -74,7 +74,7 @@ int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
 	argv[argc++] = nbuf;
 	argv[argc++] = "--reduce-threads";
 	argv[argc++] = "2";
-	for (int i = 0; extra && extra[i] && argc < 46; i++)
+	for (int i = 0; extra && extra[i] && argc < 78; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
 

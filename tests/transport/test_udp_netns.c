@@ -14,9 +14,16 @@
  *   - a route whose MTU is below the frames (veth MTU 1000, frames of
  *     1200): the kernel refuses GSO (EINVAL), the run goes out one by one
  *     (IP fragments), GSO is turned off for the socket, nothing is lost.
+ *   - the result group (switch profile): a transport opened with a
+ *     multicast group joins it on its interface; datagrams a plain socket
+ *     of the other namespace sends to the group arrive through rx_burst
+ *     next to the unicast ones, and wake its wait fd.
  * The namespaces are deleted in teardown, at exit and on SIGTERM/SIGINT.
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -26,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -272,6 +280,85 @@ static void test_small_mtu_fallback(void **state)
 	assert_int_equal(set_mtu(1500), 0);
 }
 
+#define GROUP_IP	0xef610203u	/* 239.97.2.3 */
+#define GROUP_PORT	47200
+
+/* a datagram of @len bytes, each byte @tag, from namespace a to the group */
+static void group_send(int fd, uint8_t tag, size_t len)
+{
+	struct sockaddr_in to = { .sin_family = AF_INET,
+				  .sin_port = htons(GROUP_PORT),
+				  .sin_addr.s_addr = htonl(GROUP_IP) };
+	uint8_t buf[256];
+
+	memset(buf, tag, len);
+	assert_int_equal(sendto(fd, buf, len, 0, (struct sockaddr *)&to,
+				sizeof(to)), (ssize_t)len);
+}
+
+static void test_result_group(void **state)
+{
+	static struct transport a, b;
+	struct transport_config c = {
+		.kind = "udp", .self = 1, .n_nodes = 2, .addrs = addrs,
+		.mtu = 1500, .group_ip = GROUP_IP, .group_port = GROUP_PORT,
+	};
+	struct in_addr ifa = { .s_addr = htonl(addrs[0].ip) };
+	struct transport_rx rx[8];
+	unsigned int seen[3] = { 0 }, i;
+	struct pollfd pfd;
+	uint64_t t0;
+	int fd, n, ret;
+
+	(void)state;
+	open_node(&a, 0, "off");
+	assert_int_equal(setns(ns_fd[1], CLONE_NEWNET), 0);
+	ret = transport_open(&b, &c);
+	assert_int_equal(setns(ns_fd[0], CLONE_NEWNET), 0);
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	assert_int_equal(setns(home_fd, CLONE_NEWNET), 0);
+	assert_int_equal(ret, 0);
+	tp_track(&b);
+	assert_true(fd >= 0);
+	assert_int_equal(setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa,
+				    sizeof(ifa)), 0);
+	/* nothing yet: the wait fd is quiet */
+	pfd = (struct pollfd){ .fd = b.ops->wait_fd(&b), .events = POLLIN };
+	assert_true(pfd.fd >= 0);
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+	group_send(fd, 0xa1, 100);
+	assert_int_equal(poll(&pfd, 1, 2000), 1);
+	group_send(fd, 0xa2, 120);
+	uf_send(&a, 1, 0, 80);		/* and a unicast frame */
+	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 1);
+	t0 = transport_now_ns();
+	while (seen[0] + seen[1] + seen[2] < 3 &&
+	       transport_now_ns() - t0 < 2000000000ull) {
+		n = transport_rx_burst(&b, rx, 8);
+		for (i = 0; i < (unsigned int)n; i++) {
+			if (rx[i].len == 100 && rx[i].data[0] == 0xa1 &&
+			    rx[i].data[99] == 0xa1)
+				seen[0]++;
+			else if (rx[i].len == 120 && rx[i].data[0] == 0xa2 &&
+				 rx[i].data[119] == 0xa2)
+				seen[1]++;
+			else if (rx[i].len == 80)
+				seen[2]++;
+			else
+				fail_msg("unexpected frame of %u bytes",
+					 (unsigned int)rx[i].len);
+		}
+		transport_rx_release(&b, rx, n);
+		if (!n)
+			poll(&pfd, 1, 10);
+	}
+	assert_int_equal(seen[0], 1);
+	assert_int_equal(seen[1], 1);
+	assert_int_equal(seen[2], 1);
+	assert_int_equal(b.stats.rx_pkts, 3);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -280,6 +367,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_exchange_on_off, close_all),
 		cmocka_unit_test_teardown(test_exchange_off_on, close_all),
 		cmocka_unit_test_teardown(test_small_mtu_fallback, close_all),
+		cmocka_unit_test_teardown(test_result_group, close_all),
 	};
 
 	return cmocka_run_group_tests(tests, ns_setup, ns_teardown);

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_cluster_xdp.c - tallyd as the XDP aggregator of the switch profile
+ * (dataplane.transport = xdp, docs/xdp-aggregator.md "Under tallyd"):
+ * 4 worker hosts x 2 clients over kernel UDP and an aggregator host whose
+ * tallyd attaches the XDP program to its eth0, all network namespaces on
+ * one bridge with multicast snooping off (tools/netlab).  Each RESULT
+ * reaches the workers once, to the job's multicast group.  The workers'
+ * links lose 1 % and reorder 5 % (the link emulator); the aggregator's
+ * pool (64 slots) is smaller than the chunks in flight (4 x 256), so
+ * BUSY and the sweep are exercised.  Results exact for float32, int32,
+ * float16 and bfloat16, sum and avg (cluster_clients.c).  Then the
+ * program is detached when the daemon stops (SIGTERM), and what
+ * transport = xdp cannot do is refused at start.  Needs root (suite
+ * integration).
+ */
+#include <linux/if_link.h>
+#include <net/if.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <tally/tally.h>
+#include "cluster_clients.h"
+
+#define HOSTS 4
+#define LAB_HOSTS (HOSTS + 1)
+
+static char lab[32], ip[LAB_HOSTS][32], ns[LAB_HOSTS][64];
+static char group[64];
+static int pass_fd = -1, pass_ifindex;
+
+static int netlab(const char *args, char *out, size_t cap)
+{
+	char cmd[512];
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s %s --name %s", getenv("NETLAB"), args,
+		 lab);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	if (out) {
+		if (!fgets(out, (int)cap, p))
+			out[0] = '\0';
+		out[strcspn(out, "\n")] = '\0';
+	}
+	while (fgetc(p) != EOF)	/* let it finish writing */
+		;
+	st = pclose(p);
+	return st == 0 ? 0 : -1;
+}
+
+/* veth's native XDP_TX needs an XDP program on the peer: the aggregator
+ * link's bridge end gets one that passes everything */
+static int pass_all(int ifindex)
+{
+	const struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0,
+		  .imm = XDP_PASS },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+
+	pass_fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "pass", "GPL", insns, 2,
+				NULL);
+	if (pass_fd < 0)
+		return -1;
+	return bpf_xdp_attach(ifindex, pass_fd, XDP_FLAGS_DRV_MODE, NULL);
+}
+
+static int lab_up(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	if (geteuid() != 0) {
+		fprintf(stderr, "the XDP cluster test needs root\n");
+		return -1;
+	}
+	snprintf(lab, sizeof(lab), "tx%d", getpid() % 100000);
+	if (netlab("up 5 --subnet 10.83.0 --force", NULL, 0))
+		return -1;
+	for (int i = 0; i < LAB_HOSTS; i++) {
+		snprintf(cmd, sizeof(cmd), "ip %d", i);
+		netlab(cmd, ip[i], sizeof(ip[i]));
+		snprintf(cmd, sizeof(cmd), "ns %d", i);
+		netlab(cmd, ns[i], sizeof(ns[i]));
+	}
+	/* every RESULT is one multicast frame: no IGMP snooping (no querier
+	 * here), the bridge floods it to every port */
+	snprintf(cmd, sizeof(cmd), "ip link set %sbr type bridge "
+		 "mcast_snooping 0", lab);
+	if (system(cmd))
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s%d-h", lab, HOSTS);
+	pass_ifindex = (int)if_nametoindex(cmd);
+	if (!pass_ifindex || pass_all(pass_ifindex)) {
+		fprintf(stderr, "cannot attach XDP_PASS to %s\n", cmd);
+		return -1;
+	}
+	snprintf(group, sizeof(group), "dataplane.result_group=239.83.%d.%d:"
+		 "%d", getpid() % 200, getpid() % 250 + 1,
+		 40000 + getpid() % 20000);
+	return 0;
+}
+
+static int lab_down(void **state)
+{
+	(void)state;
+	if (pass_ifindex)
+		bpf_xdp_detach(pass_ifindex, XDP_FLAGS_DRV_MODE, NULL);
+	if (pass_fd >= 0)
+		close(pass_fd);
+	return netlab("down", NULL, 0);
+}
+
+static void make_spec(struct cluster_spec *s)
+{
+	s->coord_ip = ip[0];
+	for (int i = 0; i < LAB_HOSTS; i++) {
+		s->netns[i] = ns[i];
+		s->ip[i] = ip[i];
+	}
+}
+
+/* does the aggregator's eth0 carry an XDP program? 1, 0, or -1 */
+static int agg_has_xdp(void)
+{
+	char cmd[160], line[256];
+	FILE *p;
+	int found = 0;
+
+	snprintf(cmd, sizeof(cmd), "ip -n %s link show dev eth0", ns[HOSTS]);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (fgets(line, sizeof(line), p))
+		found |= strstr(line, "xdp") != NULL;
+	pclose(p);
+	return found;
+}
+
+/* the aggregator daemon's XDP counter @name as `tally-ctl counters`
+ * prints it, or -1 */
+static double xdp_counter(const struct test_daemon *d, const char *name)
+{
+	char cmd[400], line[512], want[96];
+	double v = -1;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s counters",
+		 getenv("TALLY_CTL"), d->sock);
+	snprintf(want, sizeof(want), "counter=%s}", name);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (fgets(line, sizeof(line), p))
+		if (strstr(line, "tally_xdp_agg_total") && strstr(line, want))
+			sscanf(strrchr(line, ' ') + 1, "%lf", &v);
+	pclose(p);
+	return v;
+}
+
+static void test_xdp_aggregator_lossy(void **state)
+{
+	const char *const common[] = {
+		"--set", "dataplane.profile=switch",
+		"--set", "dataplane.k=128",
+		"--set", "dataplane.pool_slots=64",
+		"--set", "dataplane.window=256",
+		/* five daemons and eight clients on two shared cores: the
+		 * heartbeats may wait their turn for seconds */
+		"--set", "cluster.peer_timeout_ms=20000",
+		"--set", group,
+		NULL,
+	};
+	const char *const workers[] = {
+		"--set", "emulator.loss_ppm=10000",
+		"--set", "emulator.reorder_ppm=50000",
+		"--set", "emulator.reorder_us=300",
+		NULL,
+	};
+	const char *const agg[] = {
+		"--set", "dataplane.transport=xdp",
+		NULL,
+	};
+	struct cluster_spec s = { .workers = HOSTS, .aggregators = 1,
+				  .role = "worker", .algorithm = "aggregate",
+				  .extra = common, .extra_worker = workers,
+				  .extra_agg = agg };
+	struct test_cluster tc;
+	struct client_job proto = { .hosts = HOSTS, .float_types = true,
+				    .rounds = 2, .go_fd = -1 };
+	int failed, attached, counted;
+	double completions, data, busy;
+	int st = 0, left, detached;
+	bool reaped = false;
+	char cmd[200];
+
+	(void)state;
+	make_spec(&s);
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	failed = run_cluster_clients(&tc, HOSTS, proto, 240000);
+	attached = agg_has_xdp();
+	counted = daemon_log_count(&tc.d[HOSTS], "xdp aggregator attached");
+	completions = xdp_counter(&tc.d[HOSTS], "completions");
+	data = xdp_counter(&tc.d[HOSTS], "data");
+	busy = xdp_counter(&tc.d[HOSTS], "busy");
+	fprintf(stderr, "xdp aggregator: data %.0f completions %.0f busy %.0f "
+		"result_retx %.0f evictions %.0f\n", data, completions, busy,
+		xdp_counter(&tc.d[HOSTS], "result_retx"),
+		xdp_counter(&tc.d[HOSTS], "evictions"));
+	if (failed)
+		cluster_show_warnings(&tc);
+	/* SIGTERM to the aggregator first: it detaches on the way out, and
+	 * its log stays until daemon_stop() removes its directory */
+	kill(tc.d[HOSTS].pid, SIGTERM);
+	for (int i = 0; i < 500 && !reaped; i++) {
+		reaped = waitpid(tc.d[HOSTS].pid, &st, WNOHANG) ==
+			 tc.d[HOSTS].pid;
+		if (!reaped)
+			usleep(10000);
+	}
+	if (reaped)
+		tc.d[HOSTS].pid = 0;
+	left = agg_has_xdp();
+	detached = daemon_log_count(&tc.d[HOSTS], "xdp aggregator detached");
+	if (!reaped || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		snprintf(cmd, sizeof(cmd), "tail -20 %s >&2", tc.d[HOSTS].log);
+		(void)!system(cmd);
+	}
+	failed += daemon_stop(&tc.d[HOSTS]);
+	failed += cluster_down(&tc);
+	assert_true(reaped);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(left, 0);
+	assert_int_equal(detached, 1);
+	assert_int_equal(attached, 1);
+	assert_int_equal(counted, 1);
+	assert_int_equal(failed, 0);
+	/* the data went through the program: at least one DATA of each
+	 * worker per completion, and the small pool refused some */
+	assert_true(completions > 0);
+	assert_true(data >= HOSTS * completions);
+	assert_true(busy > 0);
+}
+
+/* a daemon that must refuse to start, saying @why */
+static void refused(const char *role, const char *profile,
+		    const char *grp, const char *why)
+{
+	char prof[64];
+	const char *args[] = { "--rank", "0", "--world", "2", "--role", role,
+			       "--coordinator", "127.0.0.1:9", "--address",
+			       "127.0.0.1:10", "--set",
+			       "dataplane.transport=xdp", "--set", prof,
+			       "--set", grp, NULL };
+	struct test_daemon d;
+	bool exited, said;
+
+	snprintf(prof, sizeof(prof), "dataplane.profile=%s", profile);
+	cluster_default_secret();
+	(void)daemon_start(&d, 1, args);
+	for (int i = 0; i < 500 && d.pid && daemon_alive(&d); i++)
+		usleep(10000);
+	exited = !d.pid || !daemon_alive(&d);
+	if (exited)
+		d.pid = 0;		/* reaped */
+	said = daemon_log_count(&d, why) > 0;
+	daemon_stop(&d);
+	assert_true(exited);
+	assert_true(said);
+}
+
+static void test_xdp_refused(void **state)
+{
+	(void)state;
+	refused("aggregator", "software", group,
+		"transport = xdp runs the switch profile only");
+	refused("worker", "switch", group,
+		"transport = xdp is the aggregator's transport");
+	refused("aggregator", "switch", "dataplane.result_group=",
+		"transport = xdp sends each RESULT once to a multicast group");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_xdp_aggregator_lossy),
+		cmocka_unit_test(test_xdp_refused),
+	};
+
+	return cmocka_run_group_tests(tests, lab_up, lab_down);
+}
