@@ -574,6 +574,13 @@ int config_profile_check(const struct tally_config *cfg, char *err,
 int config_compression_check(const struct tally_config *cfg, char *err,
 			     int errlen)
 {
+	if (cfg->compression != TLY_CODEC_NONE && cfg->result_group.ip) {
+		snprintf(err, (size_t)errlen, "compression.method = %s: a job "
+			 "with dataplane.result_group has the XDP aggregator, "
+			 "whose lanes are int32 only",
+			 tly_codec((unsigned int)cfg->compression)->name);
+		return -1;
+	}
 	if (cfg->compression == TLY_CODEC_NONE ||
 	    cfg->algorithm == ALGO_AGGREGATE)
 		return 0;

@@ -149,11 +149,10 @@ static void worker_finish(struct tly_worker *w, struct wtensor *t)
 int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 		      uint64_t now)
 {
+	const struct tly_codec_ops *codec = tly_codec(d->codec);
 	struct wtensor *t = NULL;
 	uint32_t i;
 	int err;
-
-	const struct tly_codec_ops *codec = tly_codec(d->codec);
 
 	(void)now;
 	if (!codec || !d->count || !d->src || !d->dst ||
@@ -164,6 +163,10 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 	 * (docs/compression.md, section 7) */
 	if (d->codec != TLY_CODEC_NONE &&
 	    (tly_dtype(d->dtype)->exact || d->algo != TLY_ALGO_AGG))
+		return -EINVAL;
+	/* results by group come from the XDP aggregator, whose lanes are
+	 * int32 only (docs/xdp-aggregator.md): it would drop narrow ones */
+	if (d->codec != TLY_CODEC_NONE && w->cfg.result_group)
 		return -EINVAL;
 	if (d->count > (size_t)0x10000 * codec->chunk_elems(w->cfg.k))
 		return -EINVAL;

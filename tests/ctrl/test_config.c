@@ -201,6 +201,11 @@ static void test_config_xdp(void **state)
 	assert_int_equal(config_set(&cfg, "dataplane", "result_group",
 				    "239.1.2.3:5000", err, sizeof(err)), 0);
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	/* the XDP aggregator's lanes are int32: no narrow lanes by group */
+	assert_int_equal(config_set(&cfg, "compression", "method", "int8",
+				    err, sizeof(err)), 0);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "int32 only"));
 }
 
 static void test_config_defaults(void **state)

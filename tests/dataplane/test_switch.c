@@ -919,6 +919,19 @@ static void test_worker_result_group(void **state)
 	to_worker(w, TLY_T_ACK, TLY_F_RELEASED, 91, 0, 0, 4);
 	to_worker(w, TLY_T_ACK, TLY_F_RELEASED, 91, 1, 0, 4);
 	assert_int_equal(tly_worker_releasing(w), 0);
+	/* narrow lanes by group are refused: the XDP aggregator adds int32 */
+	{
+		float fin[K], fres[K];
+		struct tly_tensor_desc n8 = {
+			.id = 92, .dtype = TLY_DT_F32, .src = fin, .dst = fres,
+			.count = K, .codec = TLY_CODEC_INT8,
+		};
+
+		memset(fin, 0, sizeof(fin));
+		assert_int_equal(tly_worker_submit(w, &n8, 0), -EINVAL);
+		n8.codec = TLY_CODEC_NONE;
+		assert_int_equal(tly_worker_submit(w, &n8, 0), 0);
+	}
 	tly_worker_destroy(w);
 }
 
