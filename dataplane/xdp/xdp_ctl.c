@@ -217,6 +217,27 @@ int tly_xdp_detach(struct tly_xdp_ctl *c)
 	return err;
 }
 
+int tly_xdp_attach_pass(int ifindex)
+{
+	const struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0,
+		  .imm = XDP_PASS },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	int fd, err;
+
+	fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "tally_pass", "GPL", insns, 2,
+			   NULL);
+	if (fd < 0)
+		return fd;
+	err = bpf_xdp_attach(ifindex, fd, XDP_FLAGS_DRV_MODE, NULL);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
 int tly_xdp_sweep(struct tly_xdp_ctl *c, uint64_t evict_ns,
 		  struct tly_xdp_sweep *out)
 {

@@ -53,6 +53,15 @@ int tly_xdp_set_job(struct tly_xdp_ctl *c, const struct tly_xdp_job *j);
 int tly_xdp_attach(struct tly_xdp_ctl *c, int ifindex, int skb_mode);
 int tly_xdp_detach(struct tly_xdp_ctl *c);
 
+/*
+ * Attach a program that passes every frame to @ifindex (native mode) and
+ * return its fd (close it to let the program go with the interface), or
+ * -errno.  veth's native XDP_TX hands a frame to the peer's NAPI, which
+ * runs only while the peer has an XDP program too: on an emulated
+ * cluster's veth pairs the aggregator's peer end needs this one.
+ */
+int tly_xdp_attach_pass(int ifindex);
+
 /* free the job's AGG slots claimed @evict_ns or longer ago; *out (may be
  * NULL) tells how many were freed and what the job's pool holds; 0 or
  * -errno */

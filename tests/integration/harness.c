@@ -204,3 +204,25 @@ int sync_wait(int fd, int timeout_ms)
 		return -1;
 	return 0;
 }
+
+int netlab_run(const char *lab, const char *args, char *out, size_t cap)
+{
+	char cmd[512];
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s %s --name %s", getenv("NETLAB"), args,
+		 lab);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	if (out) {
+		if (!fgets(out, (int)cap, p))
+			out[0] = '\0';
+		out[strcspn(out, "\n")] = '\0';
+	}
+	while (fgetc(p) != EOF)	/* let it finish writing */
+		;
+	st = pclose(p);
+	return st == 0 ? 0 : -1;
+}

@@ -42,6 +42,12 @@ int child_wait(pid_t pid, int timeout_ms);
 
 uint64_t test_now_ms(void);
 
+/*
+ * tools/netlab (its path in $NETLAB) with @args on lab @lab; the first
+ * line of its output into @out (when not NULL).  0, or -1 when it failed.
+ */
+int netlab_run(const char *lab, const char *args, char *out, size_t cap);
+
 /* The first of @span consecutive ports for this test process (from its
  * pid), all below the kernel's ephemeral range (32768 and up): there an
  * outgoing connection, or one in TIME_WAIT, may hold a port just when a

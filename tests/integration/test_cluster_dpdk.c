@@ -41,28 +41,6 @@ static const char *const lossy[] = {
 	NULL,
 };
 
-static int netlab(const char *args, char *out, size_t cap)
-{
-	char cmd[512];
-	FILE *p;
-	int st;
-
-	snprintf(cmd, sizeof(cmd), "%s %s --name %s", getenv("NETLAB"), args,
-		 lab);
-	p = popen(cmd, "r");
-	if (!p)
-		return -1;
-	if (out) {
-		if (!fgets(out, (int)cap, p))
-			out[0] = '\0';
-		out[strcspn(out, "\n")] = '\0';
-	}
-	while (fgetc(p) != EOF)	/* let it finish writing */
-		;
-	st = pclose(p);
-	return st == 0 ? 0 : -1;
-}
-
 static int lab_up(void **state)
 {
 	char cmd[64];
@@ -73,15 +51,15 @@ static int lab_up(void **state)
 		return -1;
 	}
 	snprintf(lab, sizeof(lab), "td%d", getpid() % 100000);
-	if (netlab("up 5 --mgmt --subnet 10.79.0 --force", NULL, 0))
+	if (netlab_run(lab, "up 5 --mgmt --subnet 10.79.0 --force", NULL, 0))
 		return -1;
 	for (int i = 0; i < LAB_HOSTS; i++) {
 		snprintf(cmd, sizeof(cmd), "ip %d", i);
-		netlab(cmd, ip[i], sizeof(ip[i]));
+		netlab_run(lab, cmd, ip[i], sizeof(ip[i]));
 		snprintf(cmd, sizeof(cmd), "mac %d", i);
-		netlab(cmd, mac[i], sizeof(mac[i]));
+		netlab_run(lab, cmd, mac[i], sizeof(mac[i]));
 		snprintf(cmd, sizeof(cmd), "ns %d", i);
-		netlab(cmd, ns[i], sizeof(ns[i]));
+		netlab_run(lab, cmd, ns[i], sizeof(ns[i]));
 		for (int x = 0; x < 3; x++)
 			snprintf(eal[x][i], sizeof(eal[x][i]),
 				 "-l %d --no-huge -m 128 --no-shconf "
@@ -92,13 +70,13 @@ static int lab_up(void **state)
 				 x == 2 ? "net_af_packet0,iface=eth0,qpairs=2" :
 				     "net_af_packet0,iface=eth0");
 	}
-	return netlab("mgmt-ip 0", coord, sizeof(coord));
+	return netlab_run(lab, "mgmt-ip 0", coord, sizeof(coord));
 }
 
 static int lab_down(void **state)
 {
 	(void)state;
-	return netlab("down", NULL, 0);
+	return netlab_run(lab, "down", NULL, 0);
 }
 
 static void make_spec(struct cluster_spec *s, int xdp, int aggs)

@@ -32,6 +32,7 @@
 
 #include <tally/tally.h>
 #include "cluster_clients.h"
+#include "dataplane/xdp/xdp_ctl.h"
 
 #define HOSTS 4
 #define LAB_HOSTS (HOSTS + 1)
@@ -39,45 +40,6 @@
 static char lab[32], ip[LAB_HOSTS][32], ns[LAB_HOSTS][64];
 static char group[64];
 static int pass_fd = -1, pass_ifindex;
-
-static int netlab(const char *args, char *out, size_t cap)
-{
-	char cmd[512];
-	FILE *p;
-	int st;
-
-	snprintf(cmd, sizeof(cmd), "%s %s --name %s", getenv("NETLAB"), args,
-		 lab);
-	p = popen(cmd, "r");
-	if (!p)
-		return -1;
-	if (out) {
-		if (!fgets(out, (int)cap, p))
-			out[0] = '\0';
-		out[strcspn(out, "\n")] = '\0';
-	}
-	while (fgetc(p) != EOF)	/* let it finish writing */
-		;
-	st = pclose(p);
-	return st == 0 ? 0 : -1;
-}
-
-/* veth's native XDP_TX needs an XDP program on the peer: the aggregator
- * link's bridge end gets one that passes everything */
-static int pass_all(int ifindex)
-{
-	const struct bpf_insn insns[] = {
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0,
-		  .imm = XDP_PASS },
-		{ .code = BPF_JMP | BPF_EXIT },
-	};
-
-	pass_fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "pass", "GPL", insns, 2,
-				NULL);
-	if (pass_fd < 0)
-		return -1;
-	return bpf_xdp_attach(ifindex, pass_fd, XDP_FLAGS_DRV_MODE, NULL);
-}
 
 static int lab_up(void **state)
 {
@@ -89,13 +51,13 @@ static int lab_up(void **state)
 		return -1;
 	}
 	snprintf(lab, sizeof(lab), "tx%d", getpid() % 100000);
-	if (netlab("up 5 --subnet 10.83.0 --force", NULL, 0))
+	if (netlab_run(lab, "up 5 --subnet 10.83.0 --force", NULL, 0))
 		return -1;
 	for (int i = 0; i < LAB_HOSTS; i++) {
 		snprintf(cmd, sizeof(cmd), "ip %d", i);
-		netlab(cmd, ip[i], sizeof(ip[i]));
+		netlab_run(lab, cmd, ip[i], sizeof(ip[i]));
 		snprintf(cmd, sizeof(cmd), "ns %d", i);
-		netlab(cmd, ns[i], sizeof(ns[i]));
+		netlab_run(lab, cmd, ns[i], sizeof(ns[i]));
 	}
 	/* every RESULT is one multicast frame: no IGMP snooping (no querier
 	 * here), the bridge floods it to every port */
@@ -105,7 +67,9 @@ static int lab_up(void **state)
 		return -1;
 	snprintf(cmd, sizeof(cmd), "%s%d-h", lab, HOSTS);
 	pass_ifindex = (int)if_nametoindex(cmd);
-	if (!pass_ifindex || pass_all(pass_ifindex)) {
+	if (pass_ifindex)
+		pass_fd = tly_xdp_attach_pass(pass_ifindex);
+	if (pass_fd < 0) {
 		fprintf(stderr, "cannot attach XDP_PASS to %s\n", cmd);
 		return -1;
 	}
@@ -122,7 +86,7 @@ static int lab_down(void **state)
 		bpf_xdp_detach(pass_ifindex, XDP_FLAGS_DRV_MODE, NULL);
 	if (pass_fd >= 0)
 		close(pass_fd);
-	return netlab("down", NULL, 0);
+	return netlab_run(lab, "down", NULL, 0);
 }
 
 static void make_spec(struct cluster_spec *s)

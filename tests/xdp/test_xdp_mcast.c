@@ -96,22 +96,6 @@ static int enter(int ns)
 	return setns(ns_fd[ns], CLONE_NEWNET);
 }
 
-/* veth's native XDP_TX needs an XDP program on the peer (pa) */
-static int pass_all(int ifindex)
-{
-	const struct bpf_insn insns[] = {
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0,
-		  .imm = XDP_PASS },
-		{ .code = BPF_JMP | BPF_EXIT },
-	};
-
-	pass_fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "pass", "GPL", insns, 2,
-				NULL);
-	if (pass_fd < 0)
-		return -1;
-	return bpf_xdp_attach(ifindex, pass_fd, XDP_FLAGS_DRV_MODE, NULL);
-}
-
 /* a worker's socket: the group port, joined, in its namespace */
 static int worker_socket(int w)
 {
@@ -199,7 +183,8 @@ static int setup(void **state)
 	}
 	/* the aggregator's end: the program; its peer: pass-all */
 	STEP(enter(NS_SW));
-	STEP(pass_all((int)if_nametoindex("pa")));
+	pass_fd = tly_xdp_attach_pass((int)if_nametoindex("pa"));
+	STEP(pass_fd < 0);
 	STEP(enter(NS_AGG));
 	STEP(tly_xdp_open(&ctl, 1024));
 	tly_xdp_group_mac(GROUP_IP, j.group_mac);

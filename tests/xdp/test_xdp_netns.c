@@ -44,6 +44,8 @@
 
 static char ns_name[64];
 static int ns_made, home_fd = -1, ns_fd = -1;
+/* the peer's pass-all program (tly_xdp_attach_pass: veth's XDP_TX) */
+static int pass_fd = -1;
 
 static int sh(const char *fmt, ...)
 {
@@ -76,27 +78,6 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
-/*
- * veth's native XDP_TX hands the frame to the peer's NAPI, which runs only
- * while the peer has an XDP program too: give xb one that passes all.
- */
-static int pass_fd = -1;
-
-static int peer_pass(int ifindex)
-{
-	const struct bpf_insn insns[] = {
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0,
-		  .imm = XDP_PASS },
-		{ .code = BPF_JMP | BPF_EXIT },
-	};
-
-	pass_fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "pass", "GPL", insns, 2,
-				NULL);
-	if (pass_fd < 0)
-		return -1;
-	return bpf_xdp_attach(ifindex, pass_fd, XDP_FLAGS_DRV_MODE, NULL);
-}
-
 static int setup(void **state)
 {
 	char path[128];
@@ -120,7 +101,8 @@ static int setup(void **state)
 	ns_fd = open(path, O_RDONLY);
 	if (home_fd < 0 || ns_fd < 0 || setns(ns_fd, CLONE_NEWNET))
 		return -1;
-	return peer_pass((int)if_nametoindex("xb"));
+	pass_fd = tly_xdp_attach_pass((int)if_nametoindex("xb"));
+	return pass_fd < 0 ? -1 : 0;
 }
 
 static int teardown(void **state)
