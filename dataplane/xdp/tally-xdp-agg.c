@@ -170,7 +170,9 @@ static void usage(void)
 		"usage: tally-xdp-agg --ifname IF [--config FILE] [--job KEY]\n"
 		"  [--cookie C] [--workers N] [--k 64|128|256] [--port P]\n"
 		"  [--slots S] [--group IP:PORT] [--evict-ms MS]\n"
-		"  [--stats-ms MS] [--seconds S] [--skb]\n");
+		"  [--stats-ms MS] [--seconds S] [--skb]\n"
+		"       tally-xdp-agg --pass IF   (a pass-all program on IF,\n"
+		"  the veth peer of the aggregator's port; stays until IF goes)\n");
 }
 
 static void print_counters(struct tly_xdp_ctl *c)
@@ -205,6 +207,7 @@ int main(int argc, char **argv)
 		{ "stats-ms", required_argument, 0, 0 },
 		{ "seconds", required_argument, 0, 0 },
 		{ "skb", no_argument, 0, 0 },
+		{ "pass", required_argument, 0, 'p' },
 		{ 0, 0, 0, 0 },
 	};
 	struct opts o = {
@@ -221,6 +224,16 @@ int main(int argc, char **argv)
 		if (opt == 'c') {
 			if (read_config(&o, optarg))
 				return 2;
+		} else if (opt == 'p') {
+			/* attached over netlink: it outlives this process */
+			ifindex = (int)if_nametoindex(optarg);
+			err = ifindex ? tly_xdp_attach_pass(ifindex) : -ENODEV;
+			if (err < 0) {
+				fprintf(stderr, "tally-xdp-agg: --pass %s: %s\n",
+					optarg, strerror(-err));
+				return 1;
+			}
+			return 0;
 		} else if (opt == 0) {
 			if (set_opt(&o, lo[idx].name, optarg ? optarg : "")) {
 				fprintf(stderr, "tally-xdp-agg: bad --%s\n",
