@@ -257,8 +257,11 @@ static void side_run(uint16_t self, const char *vdev,
 			transport_idle_wait(&tp, now, 20000);
 		}
 	}
-	/* let the peer's last batch drain before we go */
-	for (i = 0; i < 50 && transport_tx_pending(&tp); i++) {
+	/* let our last batch reach the peer before we go: bounded by time,
+	 * not by turns (an idle wait ends at the emulator's next release, a
+	 * frame's time on a slow emulated link, not after a whole 1 ms) */
+	for (uint64_t end = transport_now_ns() + STALL_NS;
+	     transport_tx_pending(&tp) && transport_now_ns() < end;) {
 		transport_tx_flush(&tp, transport_now_ns());
 		transport_idle_wait(&tp, transport_now_ns(), 1 * MS);
 	}
@@ -485,7 +488,8 @@ static void *mq_thread_main(void *arg)
 			transport_idle_wait(tp, now, 20000);
 		}
 	}
-	for (int i = 0; i < 200 && transport_tx_pending(tp); i++) {
+	for (uint64_t end = transport_now_ns() + STALL_NS;
+	     transport_tx_pending(tp) && transport_now_ns() < end;) {
 		transport_tx_flush(tp, transport_now_ns());
 		transport_idle_wait(tp, transport_now_ns(), 1 * MS);
 	}
