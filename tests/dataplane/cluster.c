@@ -212,3 +212,23 @@ uint32_t cl_slots_busy(const struct cluster *cl)
 			n += tly_agg_slots_busy(cl->a[i]);
 	return n;
 }
+
+void cl_cfg_random(struct cl_cfg *c, uint64_t *rng, unsigned int n_roles,
+		   uint32_t seed)
+{
+	c->n_workers = (uint16_t)(2 + fab_rand(rng) % 7);
+	c->k = fab_rand(rng) % 2 ? 64 : 16;
+	c->role = (enum cl_role)(fab_rand(rng) % n_roles);
+	c->n_dedicated = (uint16_t)(1 + fab_rand(rng) % 2);
+	c->n_slots = (uint32_t)(2 + fab_rand(rng) % 200);
+	c->n_fallback = (uint32_t)(fab_rand(rng) % 6);
+	c->window = (uint32_t)(1 + fab_rand(rng) % 16);
+	c->chunk_rotate = (uint32_t)(fab_rand(rng) % 7);
+	c->l2l4 = (int)(fab_rand(rng) % 2);
+	c->multicast = (int)(fab_rand(rng) % 2);
+	c->fab.seed = seed;
+	c->fab.loss = (double)(fab_rand(rng) % 21) / 100;
+	c->fab.dup = (double)(fab_rand(rng) % 11) / 100;
+	c->fab.delay_ns = 500 + fab_rand(rng) % 3000;
+	c->fab.reorder_ns = fab_rand(rng) % 10000;
+}

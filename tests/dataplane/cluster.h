@@ -59,6 +59,12 @@ struct cluster {
 	} *nodes;
 };
 
+/* a seeded random configuration for the sweeps: workers 2..8, K 16 or
+ * 64, one of the first @n_roles roles, pools of 2..201 slots, 0..5
+ * fallback entries, windows 1..16, loss up to 20 %, duplication up to
+ * 10 %, reordering up to 10 us; fabric seed @seed */
+void cl_cfg_random(struct cl_cfg *c, uint64_t *rng, unsigned int n_roles,
+		   uint32_t seed);
 struct cluster *cl_create(const struct cl_cfg *cfg);
 void cl_destroy(struct cluster *cl);
 /* run until every worker finished @tensors tensors; 0, or -1 on timeout */

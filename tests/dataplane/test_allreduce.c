@@ -233,21 +233,7 @@ static void make_random(void)
 		struct scenario *sc = &random_sc[i];
 		struct cl_cfg *c = &sc->cl;
 
-		c->n_workers = (uint16_t)(2 + fab_rand(&rng) % 7);
-		c->k = fab_rand(&rng) % 2 ? 64 : 16;
-		c->role = (enum cl_role)(fab_rand(&rng) % 3);
-		c->n_dedicated = (uint16_t)(1 + fab_rand(&rng) % 2);
-		c->n_slots = (uint32_t)(2 + fab_rand(&rng) % 200);
-		c->n_fallback = (uint32_t)(fab_rand(&rng) % 6);
-		c->window = (uint32_t)(1 + fab_rand(&rng) % 16);
-		c->chunk_rotate = (uint32_t)(fab_rand(&rng) % 7);
-		c->l2l4 = (int)(fab_rand(&rng) % 2);
-		c->multicast = (int)(fab_rand(&rng) % 2);
-		c->fab.seed = 1000 + i;
-		c->fab.loss = (double)(fab_rand(&rng) % 21) / 100;
-		c->fab.dup = (double)(fab_rand(&rng) % 11) / 100;
-		c->fab.delay_ns = 500 + fab_rand(&rng) % 3000;
-		c->fab.reorder_ns = fab_rand(&rng) % 10000;
+		cl_cfg_random(c, &rng, 3, 1000u + i);
 		sc->dtype = dts[fab_rand(&rng) % 4];
 		sc->n_tensors = (uint32_t)(1 + fab_rand(&rng) % MAX_T);
 		for (t = 0; t < sc->n_tensors; t++)
