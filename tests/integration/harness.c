@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,4 +226,21 @@ int netlab_run(const char *lab, const char *args, char *out, size_t cap)
 		;
 	st = pclose(p);
 	return st == 0 ? 0 : -1;
+}
+
+int daemon_refuses(const char *const *extra, const char *says)
+{
+	struct test_daemon d;
+	bool exited, said;
+
+	/* it may exit before or after its client socket accepts */
+	(void)daemon_start(&d, 1, extra);
+	for (int i = 0; i < 500 && d.pid && daemon_alive(&d); i++)
+		usleep(10000);
+	exited = !d.pid || !daemon_alive(&d);
+	if (exited)
+		d.pid = 0;		/* reaped */
+	said = daemon_log_count(&d, says) > 0;
+	daemon_stop(&d);
+	return !exited ? -1 : !said ? -2 : 0;
 }

@@ -28,6 +28,13 @@ int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
 int daemon_stop(struct test_daemon *d);
 /* Lines of the daemon's log that contain @what (-1: no log). */
 int daemon_log_count(const struct test_daemon *d, const char *what);
+
+/*
+ * Start a daemon with @extra that must refuse to run: 0 when it exited
+ * within 5 s and its log says @says, -1 when it kept running, -2 when it
+ * exited without saying it.  The daemon is stopped either way.
+ */
+int daemon_refuses(const char *const *extra, const char *says);
 /* Does a Unix stream socket at @path accept a connection?  (The daemon
  * sees one that closes before its HELLO.) */
 int can_connect(const char *path);

@@ -231,21 +231,10 @@ static void refused(const char *role, const char *profile,
 			       "127.0.0.1:10", "--set",
 			       "dataplane.transport=xdp", "--set", prof,
 			       "--set", grp, NULL };
-	struct test_daemon d;
-	bool exited, said;
 
 	snprintf(prof, sizeof(prof), "dataplane.profile=%s", profile);
 	cluster_default_secret();
-	(void)daemon_start(&d, 1, args);
-	for (int i = 0; i < 500 && d.pid && daemon_alive(&d); i++)
-		usleep(10000);
-	exited = !d.pid || !daemon_alive(&d);
-	if (exited)
-		d.pid = 0;		/* reaped */
-	said = daemon_log_count(&d, why) > 0;
-	daemon_stop(&d);
-	assert_true(exited);
-	assert_true(said);
+	assert_int_equal(daemon_refuses(args, why), 0);
 }
 
 static void test_xdp_refused(void **state)
