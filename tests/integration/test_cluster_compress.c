@@ -166,6 +166,24 @@ static double sent_bytes(const char *sock)
 	return sum;
 }
 
+/* sent_bytes() once the dataplane threads have published the job's
+ * counters: they publish what changed within 5 ms (dp_thread.c), so a
+ * job of a few milliseconds may not be in the first read.  Two reads
+ * 50 ms apart that agree (heartbeats come every 200 ms), for up to 2 s. */
+static double settled_sent_bytes(const char *sock)
+{
+	double last = sent_bytes(sock), b = last;
+
+	for (int i = 0; i < 40; i++) {
+		usleep(50000);
+		b = sent_bytes(sock);
+		if (b > 0 && b == last)
+			break;
+		last = b;
+	}
+	return b;
+}
+
 /* the job's run; *@bytes (when not NULL): what its transports sent */
 static int run_bytes(const char *const *extra, enum tally_compression m,
 		     int bits, double *bytes)
@@ -192,7 +210,7 @@ static int run_bytes(const char *const *extra, enum tally_compression m,
 	if (failed)
 		cluster_show_warnings(&tc);
 	for (int h = 0; bytes && h < HOSTS; h++) {
-		double b = sent_bytes(tc.d[h].sock);
+		double b = settled_sent_bytes(tc.d[h].sock);
 
 		*bytes = h ? *bytes + b : b;
 		if (b <= 0)
