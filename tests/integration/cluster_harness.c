@@ -4,7 +4,8 @@
  *
  * Over UDP every daemon runs on the loopback with its own data port; the
  * coordinator (rank 0) listens on another.  Ports come from the test's
- * pid so concurrent runs do not collide.  Over DPDK each daemon runs in
+ * pid so concurrent runs do not collide, and from another block when a
+ * port of that one is taken.  Over DPDK each daemon runs in
  * the network namespace the spec names.
  */
 #include <stdbool.h>
@@ -12,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "cluster_harness.h"
 
@@ -26,9 +30,30 @@ void cluster_default_secret(void)
 	setenv("TALLY_JOB_SECRET", secret, 0);
 }
 
-int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
+/* Whether @port is free for UDP and TCP on the loopback now.  Daemons
+ * bind their ports when the job starts, long after they started: a port
+ * another test holds would fail the job, not the daemon's start. */
+static bool port_free(int port)
 {
-	int base = test_port_base(16);
+	static const int types[] = { SOCK_DGRAM, SOCK_STREAM };
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	bool ok = true;
+
+	for (int i = 0; ok && i < 2; i++) {
+		int fd = socket(AF_INET, types[i], 0);
+
+		ok = fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+		if (fd >= 0)
+			close(fd);
+	}
+	return ok;
+}
+
+static int cluster_up_at(struct test_cluster *tc,
+			 const struct cluster_spec *spec, int base)
+{
 	int stride = spec->port_stride > 0 ? spec->port_stride : 1;
 	const char *ip0 = spec->coord_ip ? spec->coord_ip :
 			  spec->ip[0] ? spec->ip[0] : "127.0.0.1";
@@ -95,12 +120,33 @@ int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
 		if (daemon_start_in(&tc->d[r], CL_LOCAL, argv,
 				    spec->netns[r])) {
 			fprintf(stderr, "daemon rank %d did not start\n", r);
+			daemon_stop(&tc->d[r]);	/* its directory */
 			tc->n = r;
 			cluster_down(tc);
 			return -1;
 		}
 	}
 	return 0;
+}
+
+int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)
+{
+	int stride = spec->port_stride > 0 ? spec->port_stride : 1;
+	int n = spec->workers + spec->aggregators, base = 0;
+
+	/* another test may hold a port of this process's block: take the
+	 * first block whose ports are all free */
+	for (int attempt = 0; attempt < 8; attempt++) {
+		bool free_all = true;
+
+		base = test_port_base_try(16, attempt);
+		free_all = port_free(base);	/* the coordinator's */
+		for (int r = 0; free_all && r < n; r++)
+			free_all = port_free(base + 1 + r * stride);
+		if (free_all)
+			break;
+	}
+	return cluster_up_at(tc, spec, base);
 }
 
 void cluster_show_warnings(const struct test_cluster *tc)

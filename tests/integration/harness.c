@@ -95,7 +95,11 @@ int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
 		if (can_connect(d->sock))
 			return 0;
 		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
-			fprintf(stderr, "tallyd exited at start-up\n");
+			char cmd[160];
+
+			fprintf(stderr, "tallyd exited at start-up:\n");
+			snprintf(cmd, sizeof(cmd), "tail -5 %s >&2", d->log);
+			(void)!system(cmd);
 			d->pid = 0;
 			return -1;
 		}
@@ -106,9 +110,16 @@ int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
 
 int test_port_base(int span)
 {
-	const int first = 20000, last = 32767;
+	return test_port_base_try(span, 0);
+}
 
-	return first + (getpid() % ((last - first + 1) / span)) * span;
+int test_port_base_try(int span, int attempt)
+{
+	const int first = 20000, last = 32767;
+	int blocks = (last - first + 1) / span;
+
+	/* 7919 is prime: each retry lands on a far, different block */
+	return first + ((getpid() + attempt * 7919) % blocks) * span;
 }
 
 int daemon_alive(const struct test_daemon *d)

@@ -61,6 +61,10 @@ int netlab_run(const char *lab, const char *args, char *out, size_t cap);
  * daemon binds it. */
 int test_port_base(int span);
 
+/* The same, for the @attempt-th try after a port was found taken (by a
+ * concurrent test of another kind): attempt 0 is test_port_base(). */
+int test_port_base_try(int span, int attempt);
+
 /* Pipes for ordering steps between processes. */
 void sync_signal(int fd);
 int sync_wait(int fd, int timeout_ms);	/* 0, or -1 on timeout/EOF */
