@@ -40,6 +40,7 @@ struct link_emu {
 	struct emu_heap q[2];
 	struct emu_serializer ser[2];
 	uint64_t last_inorder_due;
+	uint64_t last_ingress_due;
 	uint64_t seq;
 	uint64_t rng;
 	struct link_emu_stats st;
@@ -219,7 +220,7 @@ int link_emu_egress_buf(struct link_emu *e, uint64_t now_ns, uint16_t dst,
 	jitter = c->jitter_ns ? jitter % (c->jitter_ns + 1) : 0;
 
 	due = serialize(e, &e->ser[LINK_EMU_EGRESS], now_ns, len) +
-	      c->delay_ns + jitter;
+	      (c->delay_on_ingress ? 0 : c->delay_ns) + jitter;
 	if (lost) {
 		e->st.lost++;
 		link_emu_free(e, buf);
@@ -260,8 +261,9 @@ int link_emu_egress(struct link_emu *e, uint64_t now_ns, uint16_t dst,
 }
 
 int link_emu_ingress(struct link_emu *e, uint64_t now_ns,
-		     const uint8_t *frame, size_t len)
+		     uint64_t arrival_ns, const uint8_t *frame, size_t len)
 {
+	uint64_t at = now_ns;
 	uint8_t *buf;
 
 	e->st.ingress++;
@@ -269,9 +271,18 @@ int link_emu_ingress(struct link_emu *e, uint64_t now_ns,
 	if (!buf)
 		return 0;
 	memcpy(buf, frame, len);
+	if (e->cfg.delay_on_ingress) {
+		/* the link's delay from when the frame reached this node:
+		 * how late its reader came does not add */
+		at = (arrival_ns && arrival_ns < now_ns ? arrival_ns : now_ns) +
+		     e->cfg.delay_ns;
+		/* and frames keep their order */
+		if (at < e->last_ingress_due)
+			at = e->last_ingress_due;
+		e->last_ingress_due = at;
+	}
 	hold(e, LINK_EMU_INGRESS,
-	     serialize(e, &e->ser[LINK_EMU_INGRESS], now_ns, len), 0, buf,
-	     len);
+	     serialize(e, &e->ser[LINK_EMU_INGRESS], at, len), 0, buf, len);
 	return 1;
 }
 

@@ -69,10 +69,11 @@ int link_emu_egress_buf(struct link_emu *e, uint64_t now_ns, uint16_t dst,
 /* the same for a frame that is not ours: copied in */
 int link_emu_egress(struct link_emu *e, uint64_t now_ns, uint16_t dst,
 		    const uint8_t *frame, size_t len);
-/* a received frame, copied in and handed up no faster than rate_bps;
- * 1 queued, 0 dropped */
+/* a received frame, copied in and handed up no faster than rate_bps,
+ * and with delay_on_ingress not before @arrival_ns + delay (@arrival_ns
+ * 0: @now_ns); 1 queued, 0 dropped */
 int link_emu_ingress(struct link_emu *e, uint64_t now_ns,
-		     const uint8_t *frame, size_t len);
+		     uint64_t arrival_ns, const uint8_t *frame, size_t len);
 
 /* the earliest frame of @dir if due at @now_ns, else NULL */
 const struct link_emu_frame *link_emu_peek(struct link_emu *e,

@@ -77,8 +77,14 @@ int transport_open(struct transport *tp, const struct transport_config *cfg)
 		uint32_t extra = TLY_WIRE_EXTRA +
 				 (tp->full_frames ? 0 : TLY_L2L4_LEN);
 
-		tp->emu = link_emu_create(&cfg->emu, TRANSPORT_EMU_BUFS, mtu,
-					  extra);
+		/* a frame stamped on arrival is delayed by the receiver: its
+		 * thread, awake since the frame came, sleeps to a known due
+		 * time and wakes on time; a sender's delay left the receiver
+		 * to wake on the frame, late by a wake-up (docs/transports.md,
+		 * "Holding and releasing frames") */
+		tp->cfg.emu.delay_on_ingress = tp->rx_stamps;
+		tp->emu = link_emu_create(&tp->cfg.emu, TRANSPORT_EMU_BUFS,
+					  mtu, extra);
 		if (!tp->emu) {
 			dp_err("transport: no memory for the link emulator");
 			ops->close(tp);
@@ -239,7 +245,9 @@ int transport_tx_flush(struct transport *tp, uint64_t now_ns)
 
 static bool emu_ingress_on(const struct transport *tp)
 {
-	return tp->emu && tp->cfg.emu.rate_bps;
+	return tp->emu && (tp->cfg.emu.rate_bps ||
+			   (tp->cfg.emu.delay_on_ingress &&
+			    tp->cfg.emu.delay_ns));
 }
 
 int transport_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
@@ -256,7 +264,9 @@ int transport_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 	k = tp->ops->rx_burst(tp, in, n < TRANSPORT_RX_BURST ?
 					     n : TRANSPORT_RX_BURST);
 	for (i = 0; i < k; i++)
-		link_emu_ingress(tp->emu, now, in[i].data, in[i].len);
+		link_emu_ingress(tp->emu, now,
+				 tp->rx_stamps ? in[i].arrival_ns : 0,
+				 in[i].data, in[i].len);
 	if (k > 0)
 		tp->ops->rx_release(tp, in, k);
 	emu_stats_sync(tp);

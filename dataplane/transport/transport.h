@@ -37,6 +37,9 @@ struct transport_rx {
 	const uint8_t *data;
 	size_t len;
 	void *cookie;		/* the transport's handle (mbuf, slot...) */
+	/* when the frame arrived (tly_now_ns() clock), for a backend with
+	 * rx_stamps; 0: not known */
+	uint64_t arrival_ns;
 };
 
 struct transport_config {
@@ -74,9 +77,13 @@ struct transport_config {
 	 * Link emulator, applied under any transport (all 0: off).  It models
 	 * this node's NIC port on a switch: rate_bps limits egress (one
 	 * serializer shared by every destination) and ingress (frames are
-	 * handed up no faster); delay and jitter are added on egress; loss,
+	 * handed up no faster); jitter is added on egress; loss,
 	 * duplication and reordering are decided per frame on egress from a
-	 * seeded PRNG, so a run can be replayed.
+	 * seeded PRNG, so a run can be replayed.  The delay is added on
+	 * egress, or on ingress from the frame's arrival time when the
+	 * backend stamps received frames (delay_on_ingress, set by
+	 * transport_open(), docs/transports.md "Holding and releasing
+	 * frames").
 	 */
 	struct link_emu_config {
 		uint64_t rate_bps;	/* 0 = unlimited */
@@ -87,6 +94,7 @@ struct transport_config {
 		uint32_t reorder_ppm;	/* such frames get extra delay */
 		uint64_t reorder_ns;
 		uint64_t seed;
+		bool delay_on_ingress;	/* not a knob: transport_open() */
 	} emu;
 };
 
@@ -140,6 +148,9 @@ struct transport_ops {
 struct transport {
 	const struct transport_ops *ops;
 	bool full_frames;		/* see the top of this file */
+	/* set by open: rx_burst fills transport_rx.arrival_ns (udp, when
+	 * the emulator has a delay: the kernel's receive timestamps) */
+	bool rx_stamps;
 	struct transport_config cfg;
 	struct transport_stats stats;
 	struct link_emu *emu;		/* NULL when the emulator is off */

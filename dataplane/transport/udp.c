@@ -107,6 +107,27 @@ static void udp_close(struct transport *tp)
 	tp->priv = NULL;
 }
 
+/*
+ * With an emulated delay, the kernel stamps each datagram when it arrives
+ * (SO_TIMESTAMPNS): the emulator delays it from then, not from when this
+ * thread got round to reading it (transport.c).  Without the stamps (an
+ * old kernel) the delay stays on the sender's side.
+ */
+static void rx_stamps_setup(struct transport *tp, int fd)
+{
+	int one = 1;
+
+	if (!tp->cfg.emu.delay_ns)
+		return;
+	if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one))) {
+		dp_warn("transport udp: no SO_TIMESTAMPNS (%s): the emulated "
+			"delay is added by the sender", strerror(errno));
+		tp->rx_stamps = false;
+		return;
+	}
+	tp->rx_stamps = true;
+}
+
 static int bind_socket(struct transport *tp, const struct transport_config *cfg)
 {
 	const struct tly_addr *me = &cfg->addrs[cfg->self];
@@ -138,6 +159,7 @@ static int bind_socket(struct transport *tp, const struct transport_config *cfg)
 	}
 	sockbuf_grow(u->fd, SO_RCVBUFFORCE, SO_RCVBUF);
 	sockbuf_grow(u->fd, SO_SNDBUFFORCE, SO_SNDBUF);
+	rx_stamps_setup(tp, u->fd);
 	return 0;
 }
 
@@ -178,6 +200,8 @@ static int group_join(struct transport *tp, const struct transport_config *cfg)
 		return -err;
 	}
 	sockbuf_grow(u->gfd, SO_RCVBUFFORCE, SO_RCVBUF);
+	if (tp->rx_stamps)
+		rx_stamps_setup(tp, u->gfd);
 	u->efd = epoll_create1(EPOLL_CLOEXEC);
 	if (u->efd < 0)
 		return -errno;

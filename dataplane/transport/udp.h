@@ -56,6 +56,7 @@ struct udp_rx_buf {
 	uint32_t off;		/* next datagram to hand out */
 	uint32_t left;		/* datagrams not yet handed out */
 	uint32_t refs;		/* handed out, not yet released */
+	uint64_t arrival_ns;	/* the kernel's stamp (rx_stamps), or 0 */
 };
 
 struct udp_priv {

@@ -17,11 +17,13 @@
 #include <netinet/udp.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "dataplane/transport/udp.h"
 
-union udp_gro_cmsg {
-	char buf[CMSG_SPACE(sizeof(int))];
+/* room for the UDP_GRO segment size and the SO_TIMESTAMPNS stamp */
+union udp_rx_cmsg {
+	char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct timespec))];
 	struct cmsghdr align;
 };
 
@@ -53,10 +55,30 @@ static uint32_t gro_size(struct msghdr *h)
 	return 0;
 }
 
+/* the SO_TIMESTAMPNS stamp (CLOCK_REALTIME) on the tly_now_ns() clock,
+ * @mono_minus_real apart; 0 when there is none */
+static uint64_t arrival_stamp(struct msghdr *h, int64_t mono_minus_real)
+{
+	struct cmsghdr *c;
+	struct timespec ts;
+	int64_t t;
+
+	for (c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c)) {
+		if (c->cmsg_level != SOL_SOCKET ||
+		    c->cmsg_type != SCM_TIMESTAMPNS)
+			continue;
+		memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+		t = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
+		    mono_minus_real;
+		return t > 0 ? (uint64_t)t : 0;
+	}
+	return 0;
+}
+
 /* Record what recvmmsg put in buffer @b: how many datagrams to hand out,
  * or none (and count them as dropped) when they are too long. */
 static void rx_buf_fill(struct transport *tp, struct udp_rx_buf *rb,
-			struct mmsghdr *m)
+			struct mmsghdr *m, int64_t mono_minus_real)
 {
 	struct udp_priv *u = tp->priv;
 	uint32_t len = m->msg_len, seg = gro_size(&m->msg_hdr);
@@ -67,6 +89,8 @@ static void rx_buf_fill(struct transport *tp, struct udp_rx_buf *rb,
 	rb->seg = seg;
 	rb->off = 0;
 	rb->refs = 0;
+	rb->arrival_ns = tp->rx_stamps ?
+			 arrival_stamp(&m->msg_hdr, mono_minus_real) : 0;
 	/* an empty datagram is one (empty) frame */
 	rb->left = seg ? (len + seg - 1) / seg : 1;
 	if ((m->msg_hdr.msg_flags & MSG_TRUNC) || seg > u->buf_size) {
@@ -84,7 +108,8 @@ static int rx_fill(struct transport *tp, int fd, int n)
 	uint32_t room = u->rx_nbufs - (u->rx_head - u->rx_tail);
 	struct mmsghdr msg[TRANSPORT_RX_BURST];
 	struct iovec iov[TRANSPORT_RX_BURST];
-	union udp_gro_cmsg ctl[TRANSPORT_RX_BURST];
+	union udp_rx_cmsg ctl[TRANSPORT_RX_BURST];
+	int64_t mono_minus_real = 0;
 	int r, i;
 
 	if ((uint32_t)n > room)
@@ -99,7 +124,7 @@ static int rx_fill(struct transport *tp, int fd, int n)
 		memset(&msg[i], 0, sizeof(msg[i]));
 		msg[i].msg_hdr.msg_iov = &iov[i];
 		msg[i].msg_hdr.msg_iovlen = 1;
-		if (u->gro) {
+		if (u->gro || tp->rx_stamps) {
 			msg[i].msg_hdr.msg_control = ctl[i].buf;
 			msg[i].msg_hdr.msg_controllen = sizeof(ctl[i].buf);
 		}
@@ -107,9 +132,17 @@ static int rx_fill(struct transport *tp, int fd, int n)
 	r = recvmmsg(fd, msg, (unsigned int)n, MSG_DONTWAIT, NULL);
 	if (r <= 0)
 		return 0;
+	if (tp->rx_stamps) {
+		struct timespec real, mono;
+
+		clock_gettime(CLOCK_REALTIME, &real);
+		clock_gettime(CLOCK_MONOTONIC, &mono);
+		mono_minus_real = ((int64_t)mono.tv_sec - real.tv_sec) *
+				  1000000000 + mono.tv_nsec - real.tv_nsec;
+	}
 	for (i = 0; i < r; i++)
 		rx_buf_fill(tp, &u->rxb[u->rx_head++ & (u->rx_nbufs - 1)],
-			    &msg[i]);
+			    &msg[i], mono_minus_real);
 	return r;
 }
 
@@ -132,6 +165,7 @@ static int rx_hand_out(struct transport *tp, struct transport_rx *rx, int n)
 		rx[k].data = rx_buf_data(u, b) + rb->off;
 		rx[k].len = len;
 		rx[k].cookie = (void *)(uintptr_t)b;
+		rx[k].arrival_ns = rb->arrival_ns;
 		rb->off += len;
 		rb->left--;
 		rb->refs++;

@@ -313,7 +313,7 @@ static void test_ingress_rate(void **state)
 	(void)state;
 	for (i = 0; i < 50; i++) {
 		put_idx(buf, i);
-		assert_int_equal(link_emu_ingress(e, 0, buf, sizeof(buf)), 1);
+		assert_int_equal(link_emu_ingress(e, 0, 0, buf, sizeof(buf)), 1);
 	}
 	assert_int_equal(link_emu_held(e, LINK_EMU_INGRESS), 50);
 	assert_int_equal(link_emu_held(e, LINK_EMU_EGRESS), 0);
@@ -379,7 +379,7 @@ static void test_next_due(void **state)
 	assert_int_equal(link_emu_next_due(e), 1 * MS + 8192 + 40 * US);
 	/* an ingress frame (no delay) at 1.01 ms is due sooner: 1.01 ms +
 	 * 8192 ns, and the deadline is the earlier of the two queues */
-	assert_int_equal(link_emu_ingress(e, 1010 * US, frame, 1000), 1);
+	assert_int_equal(link_emu_ingress(e, 1010 * US, 0, frame, 1000), 1);
 	assert_int_equal(link_emu_next_due(e), 1010 * US + 8192);
 	/* nothing is due a nanosecond before its release */
 	assert_null(link_emu_peek(e, LINK_EMU_INGRESS, 1010 * US + 8191));
@@ -394,6 +394,47 @@ static void test_next_due(void **state)
 		link_emu_free(e, f.data);
 	}
 	assert_int_equal(link_emu_next_due(e), UINT64_MAX);
+	link_emu_destroy(e);
+}
+
+/* the delay on the receiver's side (a backend that stamps arrivals) */
+static void test_delay_on_ingress(void **state)
+{
+	/* 1 Gb/s, 1000 + 24 bytes: 8192 ns a frame; 40 us delay */
+	struct link_emu_config c = { .rate_bps = 1000000000ull,
+				     .delay_ns = 40 * US,
+				     .delay_on_ingress = true };
+	struct link_emu *e = link_emu_create(&c, 64, 2048, 24);
+	uint8_t frame[1000] = { 0 };
+	struct link_emu_frame f;
+
+	(void)state;
+	assert_non_null(e);
+	/* egress: serialized, not delayed */
+	assert_int_equal(link_emu_egress(e, 1 * MS, 7, frame, 1000), 1);
+	assert_int_equal(link_emu_next_due(e), 1 * MS + 8192);
+	f = link_emu_take(e, LINK_EMU_EGRESS);
+	link_emu_free(e, f.data);
+	/* ingress: read at 2 ms, arrived at 1.99 ms: the delay counts from
+	 * the arrival, then the port serializes */
+	assert_int_equal(link_emu_ingress(e, 2 * MS, 1990 * US, frame, 1000),
+			 1);
+	assert_int_equal(link_emu_next_due(e), 1990 * US + 40 * US + 8192);
+	/* a later read of an earlier stamp keeps the order */
+	assert_int_equal(link_emu_ingress(e, 2 * MS, 1980 * US, frame, 1000),
+			 1);
+	f = link_emu_take(e, LINK_EMU_INGRESS);
+	link_emu_free(e, f.data);
+	assert_int_equal(link_emu_next_due(e), 1990 * US + 40 * US + 2 * 8192);
+	f = link_emu_take(e, LINK_EMU_INGRESS);
+	link_emu_free(e, f.data);
+	/* no stamp (0), or a stamp from the future: the read time */
+	assert_int_equal(link_emu_ingress(e, 3 * MS, 0, frame, 1000), 1);
+	assert_int_equal(link_emu_next_due(e), 3 * MS + 40 * US + 8192);
+	f = link_emu_take(e, LINK_EMU_INGRESS);
+	link_emu_free(e, f.data);
+	assert_int_equal(link_emu_ingress(e, 4 * MS, 5 * MS, frame, 1000), 1);
+	assert_int_equal(link_emu_next_due(e), 4 * MS + 40 * US + 8192);
 	link_emu_destroy(e);
 }
 
@@ -697,6 +738,7 @@ int main(void)
 		cmocka_unit_test(test_reorder),
 		cmocka_unit_test(test_pool_exhaustion),
 		cmocka_unit_test(test_ingress_rate),
+		cmocka_unit_test(test_delay_on_ingress),
 		cmocka_unit_test(test_replay),
 		cmocka_unit_test(test_next_due),
 		cmocka_unit_test(test_sleep_ns),

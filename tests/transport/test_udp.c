@@ -292,6 +292,53 @@ static void test_emu_ingress_rate(void **state)
 }
 
 /*
+ * With a delay, the receiver stamps arrivals: a frame read late (the
+ * receiving thread was asleep) is still due at its arrival + delay, not
+ * at the read + delay.  The sender does not hold it.
+ */
+static void test_emu_delay_from_arrival(void **state)
+{
+	const uint64_t delay = 4 * MS, read_late = 2 * MS;
+	struct link_emu_config emu = { .delay_ns = delay };
+	static struct transport a, b;
+	struct transport_rx rx[4];
+	uint64_t before, after, due, t;
+	uint32_t seq = 0;
+	int n = 0;
+
+	(void)state;
+	open_node(&a, 0, &emu);
+	open_node(&b, 1, &emu);
+	assert_true(a.rx_stamps && b.rx_stamps);
+	before = transport_now_ns();
+	assert_int_equal(tp_send_frames(&a, 1, 7, 1), 1);
+	transport_tx_flush(&a, transport_now_ns());
+	after = transport_now_ns();
+	/* sent at once: nothing held on the sender's side */
+	assert_int_equal(transport_tx_pending(&a), 0);
+	while (transport_now_ns() < before + read_late)
+		usleep(200);
+	/* read late: the frame goes into the emulator, not up yet */
+	assert_int_equal(transport_rx_burst(&b, rx, 4), 0);
+	due = transport_emu_next_due(&b);
+	assert_true(due >= before + delay);
+	assert_true(due <= after + delay);
+	/* and comes up once due, not before */
+	while (!n && (t = transport_now_ns()) < before + 10 * delay) {
+		n = transport_rx_burst(&b, rx, 4);
+		if (!n)
+			usleep(100);
+	}
+	assert_int_equal(n, 1);
+	assert_true(t >= due);
+	assert_int_equal(tp_frame_check(rx[0].data, rx[0].len, 1, &seq), 0);
+	assert_int_equal(seq, 7);
+	transport_rx_release(&b, rx, n);
+	transport_close(&a);
+	transport_close(&b);
+}
+
+/*
  * A rough figure, printed: 1040-byte packets (a tally header and 256
  * words) one way, 64 in flight so a default rmem_max never overflows.
  */
@@ -413,6 +460,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_emu_loss, tp_close_all),
 		cmocka_unit_test_teardown(test_emu_rate, tp_close_all),
 		cmocka_unit_test_teardown(test_emu_ingress_rate, tp_close_all),
+		cmocka_unit_test_teardown(test_emu_delay_from_arrival,
+					  tp_close_all),
 		cmocka_unit_test_teardown(test_throughput, tp_close_all),
 		cmocka_unit_test_teardown(test_set_nodes, tp_close_all),
 		cmocka_unit_test_teardown(test_open_errors, tp_close_all),
