@@ -168,8 +168,11 @@ struct transport {
 	uint16_t local_port;
 };
 
-/* buffers in the emulator's pool, and the frame size when cfg->mtu is 0 */
-#define TRANSPORT_EMU_BUFS 8192
+/* buffers in the emulator's pool, and the frame size when cfg->mtu is 0.
+ * A receiver that adds the delay holds what every sender has in flight
+ * to it (an aggregator: n windows of up to 2048 packets, the latency
+ * sweep's largest); untouched buffers cost no memory (calloc). */
+#define TRANSPORT_EMU_BUFS 16384
 #define TRANSPORT_DEFAULT_MTU 2048
 /* idle_wait's cap while frames wait for room on the wire */
 #define TRANSPORT_TX_RETRY_NS 50000
