@@ -201,6 +201,20 @@ void client_ef_finish(struct tally_client *c, struct client_req_ef *re,
 	}
 }
 
+int client_ef_peek(struct tally_client *c, uint64_t key, uint64_t n,
+		   const float **e, const void **scratch)
+{
+	if (!c->ef)
+		return -1;
+	for (size_t i = 0; i < c->ef->n_keys; i++)
+		if (c->ef->keys[i].key == key) {
+			*scratch = c->ef->keys[i].scratch;
+			*e = tly_ef_get(&c->ef->store, key, n);
+			return *e ? 0 : -1;
+		}
+	return -1;
+}
+
 int tally_ef_reset(struct tally_client *c, uint64_t key)
 {
 	if (!c)

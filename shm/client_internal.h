@@ -93,6 +93,10 @@ int client_ef_prepare(struct tally_client *c,
 void client_ef_finish(struct tally_client *c, struct client_req_ef *re,
 		      int res, uint32_t cqe_flags);
 void client_ef_free(struct tally_client *c);
+/* tests: @key's residual of @n elements and its scratch (after a
+ * completion flagged TALLY_CQE_F_SENT: what the host sent); -1 if none */
+int client_ef_peek(struct tally_client *c, uint64_t key, uint64_t n,
+		   const float **e, const void **scratch);
 
 /* Map a user pointer to (segment id, offset) with [ptr, ptr+len) inside. */
 int client_translate(const struct tally_client *c, const void *ptr,
