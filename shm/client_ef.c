@@ -157,11 +157,11 @@ int client_ef_prepare(struct tally_client *c,
 	e = tly_ef_get(&ef->store, a->key, a->count);
 	if (!e)
 		return -TALLY_ENOMEM;
-	/* p = g + e, in the tensor's type; e keeps exactly what goes */
+	/* p = g + e goes in the tensor's type; e keeps p in float32, so
+	 * a float16 rounding of p is fed back too */
 	for (uint64_t i = 0; i < a->count; i++) {
-		tly_elem_store(k->scratch, dt, i,
-			       tly_elem_load(a->sendbuf, dt, i) + e[i]);
-		e[i] = tly_elem_load(k->scratch, dt, i);
+		e[i] += tly_elem_load(a->sendbuf, dt, i);
+		tly_elem_store(k->scratch, dt, i, e[i]);
 	}
 	k->busy = true;
 	*re = (struct client_req_ef){ .used = true, .key = a->key,

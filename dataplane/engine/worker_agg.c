@@ -47,9 +47,10 @@ static int agg_setup(struct tly_worker *w, struct wtensor *t)
 			return -ENOMEM;
 		agg_local_exps(w, t);
 	}
+	if (t->codec->parts > 2)
+		return -EINVAL;		/* one part held: two at most */
 	if (t->codec->parts > 1) {
-		t->stash = malloc((size_t)t->n_chunks * t->codec->parts * 4u *
-				  w->cfg.k);
+		t->stash = malloc((size_t)t->n_chunks * 4u * w->cfg.k);
 		if (!t->stash)
 			return -ENOMEM;
 	}
@@ -340,9 +341,9 @@ static int agg_exp_result(struct tly_worker *w, struct wtensor *t,
 
 /*
  * Chunk @c's RESULT part @part (@pl).  A codec of one part places it
- * now; otherwise the parts wait in the stash until all are in.  1 when
- * the chunk is complete: its own contribution ("sent", error feedback)
- * is written from the source first, then the result.
+ * now; of two, the first to arrive waits in the stash for the other.
+ * 1 when the chunk is complete: its own contribution ("sent", error
+ * feedback) is written from the source first, then the result.
  */
 static int agg_data_result(struct tly_worker *w, struct wtensor *t,
 			   uint32_t c, unsigned int part, const uint8_t *pl)
@@ -359,18 +360,20 @@ static int agg_data_result(struct tly_worker *w, struct wtensor *t,
 				 0);
 		return 1;
 	}
-	st = t->stash + (size_t)c * parts * plen;
-	memcpy(st + part * plen, pl, plen);
-	ch->parts |= (uint8_t)(1u << part);
-	if (ch->parts != (1u << parts) - 1)
+	st = t->stash + (size_t)c * plen;
+	if (!ch->parts) {
+		memcpy(st, pl, plen);
+		ch->parts = (uint8_t)(1u << part);
 		return 0;
+	}
 	if (t->d.sent && t->codec->sent)
 		t->codec->sent((uint8_t *)t->d.sent + off * dt->size,
 			       (const uint8_t *)t->d.src + off * dt->size,
 			       t->d.dtype, n, ch->shift);
 	for (p = 0; p < parts; p++)
-		t->codec->decode(dst, t->d.dtype, st + p * plen, n, w->cfg.k,
-				 ch->shift, p);
+		t->codec->decode(dst, t->d.dtype, p == part ? pl : st, n,
+				 w->cfg.k, ch->shift, p);
+	ch->parts = (uint8_t)((1u << parts) - 1);
 	return 1;
 }
 
