@@ -221,6 +221,12 @@ static int client_main(void *arg)
 		if (!ret)
 			ret = tally_wait(c, req, 60000);
 		CHECK(ret == -TALLY_EINVAL, 4);
+		/* the 3-bit field's values after sign_ef: refused here */
+		ret = tally_allreduce(c, &(struct tally_allreduce_args){
+			.key = 4, .iteration = 1, .sendbuf = g, .recvbuf = g,
+			.count = N, .dtype = TALLY_FLOAT32, .op = TALLY_SUM,
+			.flags = TALLY_F_COMPRESS(5) }, &req);
+		CHECK(ret == -TALLY_EINVAL, 5);
 	} else {
 		ret = converge_main(c, j, proc, g, r);
 		if (ret)
