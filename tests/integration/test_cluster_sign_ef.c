@@ -13,7 +13,8 @@
  *  - convergence: with the same gradient g on every process every round,
  *    the running mean of the results nears the true sum 4 g, much closer
  *    than plain sign (the same run with tally_ef_reset_all() before each
- *    round: the error of sign without feedback, computed here too);
+ *    round: the error of sign without feedback, computed here too); also
+ *    with two keys merged into one mgwfbp unit;
  *  - tally_ef_reset() zeroes a residual; a chunk with inf resets its own;
  *  - refusals: sign_ef for an int32 tensor (-TALLY_EINVAL), a job with
  *    sign_ef and cluster.algorithm = ring or dataplane.profile = switch.
@@ -44,6 +45,8 @@ struct sjob {
 	int host;
 	enum mode mode;
 	enum tally_compression method;	/* in the flags */
+	bool merged;			/* CONVERGE: two keys of one mgwfbp
+					 * group, one unit */
 	double *err;			/* shared: per process */
 };
 
@@ -167,27 +170,48 @@ static int invariant_main(struct tally_client *c, int proc, float *g,
 	return 0;
 }
 
-/* the same g everywhere: mean |mean_t r_t - 4 g| over the elements */
+/* key 7 + @k of round @t, in merge group @group (0: none) */
+static int submit(struct tally_client *c, const struct sjob *j, float *g,
+		  float *r, int k, int t, uint32_t group, uint64_t *req)
+{
+	return tally_allreduce(c, &(struct tally_allreduce_args){
+		.key = 7 + (uint64_t)k, .iteration = (uint64_t)t + 1,
+		.sendbuf = g + (size_t)k * N, .recvbuf = r + (size_t)k * N,
+		.count = N, .dtype = TALLY_FLOAT32, .op = TALLY_SUM,
+		.group = group,
+		.flags = TALLY_F_COMPRESS(j->method) |
+			 (group && k ? TALLY_F_LAST_OF_ITERATION : 0) }, req);
+}
+
+/*
+ * The same g everywhere: mean |mean_t r_t - 4 g| over the elements (of
+ * one key, or of two that travel as one merged unit)
+ */
 static int converge_main(struct tally_client *c, const struct sjob *j,
 			 int proc, float *g, float *r)
 {
-	double *sum = calloc(N, sizeof(double)), err = 0;
+	int keys = j->merged ? 2 : 1, t, k;
+	double *sum = calloc(2 * N, sizeof(double)), err = 0;
+	uint64_t req[2];
 	size_t i;
-	int t;
 
 	CHECK(sum, 40);
 	for (t = 0; t < ROUNDS; t++) {
 		if (j->mode == CONVERGE_RESET)
 			tally_ef_reset_all(c);
-		for (i = 0; i < N; i++)
-			g[i] = value(0, i, 0);
-		CHECK(reduce(c, g, r, 7, (uint64_t)t + 1, j->method) == 0, 41);
-		for (i = 0; i < N; i++)
+		for (i = 0; i < 2 * N; i++)
+			g[i] = value(0, i % N, 0);
+		for (k = 0; k < keys; k++)
+			CHECK(submit(c, j, g, r, k, t, j->merged, &req[k]) == 0,
+			      41);
+		for (k = 0; k < keys; k++)
+			CHECK(tally_wait(c, req[k], 60000) == 0, 42);
+		for (i = 0; i < (size_t)keys * N; i++)
 			sum[i] += r[i];
 	}
-	for (i = 0; i < N; i++)
-		err += fabs(sum[i] / ROUNDS - 4.0 * value(0, i, 0));
-	j->err[proc] = err / N;
+	for (i = 0; i < (size_t)keys * N; i++)
+		err += fabs(sum[i] / ROUNDS - 4.0 * value(0, i % N, 0));
+	j->err[proc] = err / ((double)keys * N);
 	free(sum);
 	return 0;
 }
@@ -201,8 +225,8 @@ static int client_main(void *arg)
 
 	CHECK(tally_connect(j->sock, &c) == 0, 2);
 	proc = j->host * CL_LOCAL + tally_rank(c);
-	g = tally_alloc(c, N * 4);
-	r = tally_alloc(c, N * 4);
+	g = tally_alloc(c, 2 * N * 4);
+	r = tally_alloc(c, 2 * N * 4);
 	CHECK(g && r, 3);
 	if (j->mode == INVARIANT) {
 		int32_t *ib = (int32_t *)g;
@@ -236,8 +260,8 @@ static int client_main(void *arg)
 	return 0;
 }
 
-static int run(const char *const *extra, enum mode mode,
-	       enum tally_compression m, double *err)
+static int run_merged(const char *const *extra, enum mode mode,
+		      enum tally_compression m, bool merged, double *err)
 {
 	struct cluster_spec s = { .workers = HOSTS,
 				  .role = "worker+aggregator",
@@ -252,7 +276,7 @@ static int run(const char *const *extra, enum mode mode,
 	for (int h = 0; h < HOSTS; h++) {
 		jobs[h] = (struct sjob){ .sock = tc.d[h].sock, .host = h,
 					 .mode = mode, .method = m,
-					 .err = err };
+					 .merged = merged, .err = err };
 		for (int l = 0; l < CL_LOCAL; l++)
 			pid[n++] = child_start(client_main, &jobs[h]);
 	}
@@ -261,6 +285,12 @@ static int run(const char *const *extra, enum mode mode,
 	if (failed)
 		cluster_show_warnings(&tc);
 	return failed + cluster_down(&tc);
+}
+
+static int run(const char *const *extra, enum mode mode,
+	       enum tally_compression m, double *err)
+{
+	return run_merged(extra, mode, m, false, err);
 }
 
 static const char *const lossy[] = {
@@ -276,6 +306,13 @@ static const char *const job_sign[] = {
 	NULL,
 };
 
+static const char *const job_sign_mgwfbp[] = {
+	"--set", "compression.method=sign_ef",
+	"--set", "cluster.schedule=mgwfbp",
+	"--set", "emulator.loss_ppm=10000",
+	NULL,
+};
+
 static void test_invariant(void **state)
 {
 	(void)state;
@@ -286,10 +323,11 @@ static void test_invariant(void **state)
 /* the job's method (DEFAULT: the library learns it at WELCOME) */
 static void test_converge(void **state)
 {
-	double *err = mmap(NULL, 2 * HOSTS * CL_LOCAL * sizeof(double),
+	double *err = mmap(NULL, 3 * HOSTS * CL_LOCAL * sizeof(double),
 			   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			   -1, 0);
 	double *reset = err + HOSTS * CL_LOCAL, plain = 0, amean = 0;
+	double *merged = reset + HOSTS * CL_LOCAL;
 
 	(void)state;
 	assert_true(err != MAP_FAILED);
@@ -297,6 +335,9 @@ static void test_converge(void **state)
 			 0);
 	assert_int_equal(run(job_sign, CONVERGE_RESET, TALLY_COMPRESS_DEFAULT,
 			     reset), 0);
+	/* two keys merged into one unit (mgwfbp): "sent" scattered back */
+	assert_int_equal(run_merged(job_sign_mgwfbp, CONVERGE,
+				    TALLY_COMPRESS_SIGN_EF, true, merged), 0);
 	/* plain sign, computed: every host sends sign(2 g) with the chunk's
 	 * scale mean |2 g|, the hosts agree, the result is 4 mean|g| sign(g)
 	 * every round (the scale's quantization aside) */
@@ -317,14 +358,17 @@ static void test_converge(void **state)
 	plain /= N;
 	amean /= N;
 	for (int p = 0; p < HOSTS * CL_LOCAL; p++) {
-		print_message("proc %d: mean |error| with feedback %.4g, reset "
-			      "every round %.4g, plain sign %.4g (mean |sum| "
-			      "%.4g)\n", p, err[p], reset[p], plain, amean);
+		print_message("proc %d: mean |error| with feedback %.4g "
+			      "(merged units %.4g), reset every round %.4g, "
+			      "plain sign %.4g (mean |sum| %.4g)\n", p, err[p],
+			      merged[p], reset[p], plain, amean);
 		assert_true(err[p] > 0);
 		assert_true(err[p] < 0.2 * plain);
+		assert_true(merged[p] > 0);
+		assert_true(merged[p] < 0.2 * plain);
 		assert_true(fabs(reset[p] - plain) < 0.05 * plain);
 	}
-	munmap(err, 2 * HOSTS * CL_LOCAL * sizeof(double));
+	munmap(err, 3 * HOSTS * CL_LOCAL * sizeof(double));
 }
 
 static void test_refused(void **state)
