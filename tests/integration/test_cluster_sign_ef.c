@@ -14,7 +14,8 @@
  *    the running mean of the results nears the true sum 4 g, much closer
  *    than plain sign (the same run with tally_ef_reset_all() before each
  *    round: the error of sign without feedback, computed here too); also
- *    with two keys merged into one mgwfbp unit;
+ *    with two keys merged into one mgwfbp unit, and in bytescheduler
+ *    partitions smaller than a chunk;
  *  - tally_ef_reset() zeroes a residual; a chunk with inf resets its own;
  *  - the bytes the daemons' transports sent (tally-ctl's counters):
  *    about 3/64 of the int32 path's for a large tensor;
@@ -341,6 +342,15 @@ static const char *const job_sign[] = {
 	NULL,
 };
 
+/* partitions of 12 KiB: 3072 elements, less than a sign chunk */
+static const char *const job_sign_parts[] = {
+	"--set", "compression.method=sign_ef",
+	"--set", "cluster.schedule=bytescheduler",
+	"--set", "cluster.partition_kib=12",
+	"--set", "emulator.loss_ppm=10000",
+	NULL,
+};
+
 static const char *const job_sign_mgwfbp[] = {
 	"--set", "compression.method=sign_ef",
 	"--set", "cluster.schedule=mgwfbp",
@@ -358,11 +368,12 @@ static void test_invariant(void **state)
 /* the job's method (DEFAULT: the library learns it at WELCOME) */
 static void test_converge(void **state)
 {
-	double *err = mmap(NULL, 3 * HOSTS * CL_LOCAL * sizeof(double),
+	double *err = mmap(NULL, 4 * HOSTS * CL_LOCAL * sizeof(double),
 			   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			   -1, 0);
 	double *reset = err + HOSTS * CL_LOCAL, plain = 0, amean = 0;
 	double *merged = reset + HOSTS * CL_LOCAL;
+	double *parts = merged + HOSTS * CL_LOCAL;
 
 	(void)state;
 	assert_true(err != MAP_FAILED);
@@ -373,6 +384,10 @@ static void test_converge(void **state)
 	/* two keys merged into one unit (mgwfbp): "sent" scattered back */
 	assert_int_equal(run_merged(job_sign_mgwfbp, CONVERGE,
 				    TALLY_COMPRESS_SIGN_EF, true, merged), 0);
+	/* bytescheduler partitions: each its own engine tensor, "sent" at
+	 * its offset */
+	assert_int_equal(run(job_sign_parts, CONVERGE, TALLY_COMPRESS_DEFAULT,
+			     parts), 0);
 	/* plain sign, computed: every host sends sign(2 g) with the chunk's
 	 * scale mean |2 g|, the hosts agree, the result is 4 mean|g| sign(g)
 	 * every round (the scale's quantization aside) */
@@ -394,16 +409,19 @@ static void test_converge(void **state)
 	amean /= N;
 	for (int p = 0; p < HOSTS * CL_LOCAL; p++) {
 		print_message("proc %d: mean |error| with feedback %.4g "
-			      "(merged units %.4g), reset every round %.4g, "
-			      "plain sign %.4g (mean |sum| %.4g)\n", p, err[p],
-			      merged[p], reset[p], plain, amean);
+			      "(merged units %.4g, partitions %.4g), reset "
+			      "every round %.4g, plain sign %.4g (mean |sum| "
+			      "%.4g)\n", p, err[p], merged[p], parts[p],
+			      reset[p], plain, amean);
 		assert_true(err[p] > 0);
 		assert_true(err[p] < 0.2 * plain);
 		assert_true(merged[p] > 0);
 		assert_true(merged[p] < 0.2 * plain);
+		assert_true(parts[p] > 0);
+		assert_true(parts[p] < 0.2 * plain);
 		assert_true(fabs(reset[p] - plain) < 0.05 * plain);
 	}
-	munmap(err, 3 * HOSTS * CL_LOCAL * sizeof(double));
+	munmap(err, 4 * HOSTS * CL_LOCAL * sizeof(double));
 }
 
 /* what the daemons' transports sent for one 8 MiB float tensor, no loss:
