@@ -30,6 +30,8 @@ struct ef_key {
 	size_t bytes;
 	void *scratch;
 	bool busy;		/* a request of the key is in flight */
+	bool reset;		/* reset while busy: e = 0 at its completion
+				 * (e holds p until then) */
 };
 
 struct client_ef {
@@ -190,7 +192,8 @@ void client_ef_finish(struct tally_client *c, struct client_req_ef *re,
 	e = tly_ef_get(&ef->store, re->key, re->count);
 	if (!e)
 		return;
-	if (res || !(cqe_flags & TALLY_CQE_F_SENT)) {
+	if (res || !(cqe_flags & TALLY_CQE_F_SENT) || k->reset) {
+		k->reset = false;
 		memset(e, 0, re->count * sizeof(*e));
 		return;
 	}
@@ -215,17 +218,28 @@ int client_ef_peek(struct tally_client *c, uint64_t key, uint64_t n,
 	return -1;
 }
 
+/* a reset of a key in flight takes effect at its completion */
+static void mark_busy_reset(struct client_ef *ef, const uint64_t *key)
+{
+	for (size_t i = 0; i < ef->n_keys; i++)
+		if (ef->keys[i].busy && (!key || ef->keys[i].key == *key))
+			ef->keys[i].reset = true;
+}
+
 int tally_ef_reset(struct tally_client *c, uint64_t key)
 {
 	if (!c)
 		return -TALLY_EINVAL;
 	if (!c->ef || tly_ef_reset(&c->ef->store, key))
 		return -TALLY_ENOENT;
+	mark_busy_reset(c->ef, &key);
 	return 0;
 }
 
 void tally_ef_reset_all(struct tally_client *c)
 {
-	if (c && c->ef)
+	if (c && c->ef) {
 		tly_ef_reset_all(&c->ef->store);
+		mark_busy_reset(c->ef, NULL);
+	}
 }

@@ -170,6 +170,23 @@ static int invariant_main(struct tally_client *c, int proc, float *g,
 	for (i = 0; i < N; i++)
 		CHECK(e[i] == 0, 34);
 	CHECK(tally_ef_reset(c, 999) == -TALLY_ENOENT, 35);
+	/* a reset while the key's request is pending (not reaped yet)
+	 * takes effect when it completes */
+	{
+		uint64_t req;
+
+		CHECK(tally_allreduce(c, &(struct tally_allreduce_args){
+			.key = 1, .iteration = ROUNDS + 2, .sendbuf = g,
+			.recvbuf = r, .count = N, .dtype = TALLY_FLOAT32,
+			.op = TALLY_SUM,
+			.flags = TALLY_F_COMPRESS(TALLY_COMPRESS_SIGN_EF) },
+			&req) == 0, 36);
+		CHECK(tally_ef_reset(c, 1) == 0, 37);
+		CHECK(tally_wait(c, req, 60000) == 0, 38);
+		CHECK(!client_ef_peek(c, 1, N, &e, &sent), 39);
+		for (i = 0; i < N; i++)
+			CHECK(e[i] == 0, 40);
+	}
 	free(sg);
 	free(ss);
 	free(slack);
@@ -201,7 +218,7 @@ static int converge_main(struct tally_client *c, const struct sjob *j,
 	uint64_t req[2];
 	size_t i;
 
-	CHECK(sum, 40);
+	CHECK(sum, 43);
 	for (t = 0; t < ROUNDS; t++) {
 		if (j->mode == CONVERGE_RESET)
 			tally_ef_reset_all(c);
