@@ -324,6 +324,9 @@ static void admit(struct tallyd *d, struct daemon_conn *cn)
 	msg_init(&welcome, TALLY_MSG_WELCOME);
 	welcome.arg[0] = (uint64_t)cl->rank;
 	welcome.arg[1] = (uint64_t)j->cfg.local_size;
+	/* the library keeps sign_ef's residuals (enum tly_codec + 1 is
+	 * enum tally_compression) */
+	welcome.arg[2] = (uint64_t)j->cfg.compression + 1;
 	ret = msg_send(sock, &welcome, give, 2);
 	close(give[0]);
 	close(give[1]);

@@ -21,6 +21,7 @@
 
 #include "ctrl/bootstrap.h"
 #include "dataplane/engine/wire.h"
+#include "dataplane/engine/worker.h"	/* enum tly_codec */
 
 #define REGISTER_LEN 40
 #define PEER_LEN 4
@@ -96,9 +97,10 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 		put_entry(p, &m->reg.self);
 		tly_put32(p + 16, m->reg.job_key);
 		tly_put16(p + 20, m->reg.world);
-		/* the algorithm in bits 0-3, [compression] method in 4-5 */
+		/* the algorithm in bits 0-3, [compression] method in 4-6
+		 * (4-5 before sign_ef: the values 0..2 read alike) */
 		p[22] = (uint8_t)((m->reg.algorithm & 0x0f) |
-				  (m->reg.compression & 3) << 4);
+				  (m->reg.compression & 7) << 4);
 		/* threads (1 .. 16) in bits 0-6, the switch profile bit 7 */
 		p[23] = (uint8_t)((m->reg.threads ? m->reg.threads : 1) |
 				  (m->reg.profile ? 0x80 : 0));
@@ -211,7 +213,8 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 		memcpy(m->reg.nonce, p + 24, AUTH_NONCE_LEN);
 		if (m->reg.world == 0 || m->reg.world > BOOT_MAX_MEMBERS ||
 		    m->reg.self.rank >= m->reg.world ||
-		    !algo_ok(m->reg.algorithm) || m->reg.compression > 3)
+		    !algo_ok(m->reg.algorithm) ||
+		    m->reg.compression > TLY_CODEC_SIGN_EF)
 			return BOOT_E_FIELD;
 		break;
 	case BOOT_ROSTER:

@@ -12,7 +12,14 @@
 
 void client_complete(struct daemon_client *cl, uint64_t user_data, int res)
 {
-	struct tally_cqe cqe = { .user_data = user_data, .res = res };
+	client_complete_flags(cl, user_data, res, 0);
+}
+
+void client_complete_flags(struct daemon_client *cl, uint64_t user_data,
+			   int res, uint32_t flags)
+{
+	struct tally_cqe cqe = { .user_data = user_data, .res = res,
+				 .flags = flags };
 
 	cl->outstanding--;
 	/* Room is guaranteed: we only take a submission while

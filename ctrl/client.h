@@ -56,6 +56,9 @@ struct daemon_client {
 /* Complete one request: push the cqe, ring the client when it sleeps.
  * A ring that cannot take it (corrupt) dooms the client. */
 void client_complete(struct daemon_client *cl, uint64_t user_data, int res);
+/* with TALLY_CQE_F_* @flags */
+void client_complete_flags(struct daemon_client *cl, uint64_t user_data,
+			   int res, uint32_t flags);
 
 /* The live segment @id of @cl, or NULL. */
 struct daemon_seg *client_seg_find(struct daemon_client *cl, uint32_t id);

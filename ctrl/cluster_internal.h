@@ -28,6 +28,9 @@
 /* A local group in the network phase; ops[i] belongs to groups.pool[i]. */
 struct net_op {
 	bool used;
+	/* sign_ef: every part of it went through the engine in its codec,
+	 * which wrote what the host sent into member 0's sendbuf */
+	bool sent;
 	uint64_t bytes, bytes_done;
 };
 
@@ -38,6 +41,8 @@ struct net_unit {
 	uint8_t dtype;
 	uint8_t codec;			/* enum tly_codec of its first op */
 	void *merged;			/* staging of a multi-segment unit */
+	void *merged_sent;		/* its "sent" (a codec with error
+					 * feedback), scattered likewise */
 	uint64_t iteration, key;	/* of its first segment: tensor ids */
 	uint32_t parts, parts_submitted, parts_done;
 	uint32_t next;			/* submission queue link */

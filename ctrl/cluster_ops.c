@@ -21,6 +21,7 @@
 #include "ctrl/cluster_internal.h"
 #include "ctrl/config.h"
 #include "ctrl/log.h"
+#include "dataplane/engine/codec.h"
 #include "dataplane/engine/dtype.h"
 #include "dataplane/reduce.h"
 #include "dataplane/reduce_pool.h"
@@ -50,6 +51,31 @@ static char *staging(struct cluster *c, uint32_t idx)
 	return c->env.groups->pool[idx].m[0].recv;
 }
 
+/*
+ * Where the engine writes what the host sent (sign_ef's error feedback,
+ * docs/compression.md section 5): member 0's sendbuf, the library's
+ * scratch, free once the local sum was taken.  Laid out as the staging.
+ */
+static char *sent_buf(struct cluster *c, uint32_t idx)
+{
+	return (char *)c->env.groups->pool[idx].m[0].send;
+}
+
+/* whether the op's own method feeds back (its members' sendbufs are
+ * the library's, apart from their recvbufs) */
+static bool op_feedback(const struct cluster *c, const struct lg_group *g)
+{
+	const struct tly_codec_ops *co = tly_codec(g->op.codec);
+
+	if (!co || !co->sent || g->op.dtype == TALLY_INT32 ||
+	    c->cfg->algorithm != ALGO_AGGREGATE)
+		return false;
+	for (unsigned int r = 0; r < c->env.groups->size; r++)
+		if (g->m[r].send == g->m[r].recv)
+			return false;
+	return true;
+}
+
 /* ---- finishing -------------------------------------------------------- */
 
 static void release_members(struct cluster *c, struct lg_group *g, int res)
@@ -73,6 +99,14 @@ static void finish_op(struct cluster *c, uint32_t idx)
 			     (unsigned int)c->total_procs);
 	if (!res)
 		reduce_pool_run(c->env.reducer, &a);
+	if (!res && c->ops[idx].sent) {
+		/* every member's share of the residual needs it */
+		size_t bytes = g->op.count * tally_dtype_size(g->op.dtype);
+
+		for (unsigned int r = 1; r < c->env.groups->size; r++)
+			memcpy((void *)g->m[r].send, g->m[0].send, bytes);
+		g->sent = true;
+	}
 	c->ops[idx].used = false;
 	release_members(c, g, res);
 }
@@ -80,7 +114,9 @@ static void finish_op(struct cluster *c, uint32_t idx)
 static void unit_free(struct net_unit *nu)
 {
 	free(nu->merged);
+	free(nu->merged_sent);
 	nu->merged = NULL;
+	nu->merged_sent = NULL;
 	nu->used = false;
 }
 
@@ -102,6 +138,12 @@ void cluster_ops_tensor_done(struct cluster *c, uint32_t ui)
 		if (nu->merged)		/* scatter the merged result back */
 			memcpy(staging(c, idx) + seg->offset,
 			       (char *)nu->merged + off, seg->bytes);
+		if (c->env.groups->pool[idx].op.codec != nu->codec ||
+		    (nu->merged && !nu->merged_sent))
+			op->sent = false;	/* fed back elsewise, or not */
+		else if (nu->merged_sent && op->sent)
+			memcpy(sent_buf(c, idx) + seg->offset,
+			       (char *)nu->merged_sent + off, seg->bytes);
 		off += seg->bytes;
 		op->bytes_done += seg->bytes;
 		if (op->used && op->bytes_done == op->bytes)
@@ -282,6 +324,8 @@ static int unit_start(struct cluster *c, const struct sched_unit *u)
 			nu->used = false;
 			return -ENOMEM;
 		}
+		if (tly_codec(nu->codec)->sent)
+			nu->merged_sent = malloc(u->bytes);
 		for (uint32_t s = 0; s < u->n_segments; s++) {
 			const struct sched_segment *seg = &u->seg[s];
 
@@ -331,6 +375,14 @@ static int submit_parts(struct cluster *c)
 		 * [compression] method: float tensors through aggregators */
 		if (t.dtype != TLY_DT_I32 && t.algo == TLY_ALGO_AGG)
 			t.codec = nu->codec;
+		/* a merged unit's "sent" is scattered to the ops that want
+		 * it; a lone op's goes to its sendbuf if it wants it */
+		if (t.codec == nu->codec && tly_codec(t.codec)->sent &&
+		    (nu->merged ? nu->merged_sent != NULL :
+		     c->ops[op_index(nu->u.seg[0].user)].sent))
+			t.sent = (nu->merged ? (char *)nu->merged_sent :
+				  sent_buf(c, op_index(nu->u.seg[0].user)) +
+				  nu->u.seg[0].offset) + first * esz;
 		unsigned int s = shard_of(c, t.id);
 		struct cluster_shard *sh = &c->shards[s];
 
@@ -397,7 +449,8 @@ void cluster_submit_group(struct cluster *c, struct lg_group *g)
 		return;
 	}
 	reduce_pool_run(c->env.reducer, &a);
-	c->ops[idx] = (struct net_op){ .used = true, .bytes = it.bytes };
+	c->ops[idx] = (struct net_op){ .used = true, .bytes = it.bytes,
+				       .sent = op_feedback(c, g) };
 	if (sched_ready(c->sched, &it, tly_now_ns())) {
 		c->ops[idx].used = false;
 		release_members(c, g, -TALLY_EAGAIN);

@@ -581,13 +581,21 @@ int config_compression_check(const struct tally_config *cfg, char *err,
 			 tly_codec((unsigned int)cfg->compression)->name);
 		return -1;
 	}
+	if (cfg->compression == TLY_CODEC_SIGN_EF &&
+	    cfg->dp_profile == TLY_PROFILE_SWITCH) {
+		snprintf(err, (size_t)errlen, "compression.method = sign_ef "
+			 "needs dataplane.profile = software: a switch cannot "
+			 "widen one bit into a count lane per element nor "
+			 "answer a chunk with two RESULTs");
+		return -1;
+	}
 	if (cfg->compression == TLY_CODEC_NONE ||
 	    cfg->algorithm == ALGO_AGGREGATE)
 		return 0;
 	snprintf(err, (size_t)errlen, "compression.method = %s needs "
 		 "cluster.algorithm = aggregate: ring hops carry float32 "
-		 "partial sums without an exponent round, so narrow lanes "
-		 "would be re-quantized at every hop",
+		 "partial sums without an exponent round, so compressed "
+		 "lanes would be re-encoded at every hop",
 		 tly_codec((unsigned int)cfg->compression)->name);
 	return -1;
 }

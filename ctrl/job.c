@@ -87,8 +87,14 @@ static void group_finish(void *ctx, struct lg_group *g, int res)
 	}
 	for (unsigned int r = 0; r < j->groups.size; r++) {
 		put_member(&g->m[r]);
-		if (j->members[r])
-			complete(j, j->members[r], g->m[r].user_data, res);
+		if (!j->members[r])
+			continue;
+		if (res)
+			j->st.ops_failed++;
+		else
+			j->st.ops_done++;
+		client_complete_flags(j->members[r], g->m[r].user_data, res,
+				      !res && g->sent ? TALLY_CQE_F_SENT : 0);
 	}
 	local_group_release(&j->groups, g);
 }
@@ -137,7 +143,8 @@ static int check_sqe(const struct tally_sqe *s, uint64_t *bytes)
 	size_t esz = tally_dtype_size((enum tally_dtype)s->dtype);
 
 	if (s->opcode != TALLY_OP_ALLREDUCE || esz == 0 ||
-	    s->redop >= TALLY_OP_MAX || (s->flags & ~TALLY_F_ALL))
+	    s->redop >= TALLY_OP_MAX || (s->flags & ~TALLY_F_ALL) ||
+	    TALLY_F_COMPRESSION(s->flags) > TALLY_COMPRESS_SIGN_EF)
 		return -TALLY_EBADOP;
 	if (s->count == 0 || s->count > UINT64_MAX / esz)
 		return -TALLY_EINVAL;
@@ -162,9 +169,13 @@ static int sqe_codec(const struct job *j, const struct tally_sqe *s,
 		[TALLY_COMPRESS_NONE] = TLY_CODEC_NONE,
 		[TALLY_COMPRESS_INT16] = TLY_CODEC_INT16,
 		[TALLY_COMPRESS_INT8] = TLY_CODEC_INT8,
+		[TALLY_COMPRESS_SIGN_EF] = TLY_CODEC_SIGN_EF,
 	};
 	enum tally_compression m = TALLY_F_COMPRESSION(s->flags);
 	bool exact = s->dtype == TALLY_INT32;
+
+	if ((unsigned int)m >= sizeof(from_api))
+		return -TALLY_EINVAL;	/* check_sqe() refused it already */
 
 	if (m == TALLY_COMPRESS_DEFAULT) {
 		*codec = exact ? TLY_CODEC_NONE : (uint8_t)j->cfg.compression;

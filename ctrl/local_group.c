@@ -98,6 +98,7 @@ enum lg_result local_group_add(struct local_group *lg, unsigned int rank,
 		g->op = *op;
 		g->arrived = 0;
 		g->failed = false;
+		g->sent = false;
 		g->used = true;
 		g->next = lg->buckets[bucket];
 		lg->buckets[bucket] = i;

@@ -43,6 +43,8 @@ struct lg_group {
 	struct lg_op op;
 	uint64_t arrived;	/* bitmap of member ranks */
 	bool failed;
+	bool sent;		/* sign_ef: what the host sent is in every
+				 * member's sendbuf (TALLY_CQE_F_SENT) */
 	bool used;
 	uint32_t next;		/* hash chain / free list */
 	struct lg_member *m;	/* [size], valid where arrived and !failed */

@@ -109,6 +109,7 @@ static int setup_rings(struct tally_client *c)
 
 static void client_free(struct tally_client *c)
 {
+	client_ef_free(c);
 	for (int i = 0; i < TALLY_MAX_SEGMENTS; i++)
 		if (c->segs[i].id)
 			segment_destroy(&c->segs[i].seg);
@@ -195,6 +196,7 @@ int tally_connect_opts(const struct tally_connect_opts *opts,
 	c->cq_kick_fd = fds[1];
 	c->rank = (int)msg.arg[0];
 	c->size = (int)msg.arg[1];
+	c->job_method = (int)msg.arg[2];
 	*out = c;
 	return 0;
 fail:

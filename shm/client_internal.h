@@ -21,11 +21,22 @@
 
 enum req_state { REQ_FREE = 0, REQ_PENDING, REQ_DONE };
 
+/* a sign_ef request's error feedback (client_ef.c) */
+struct client_req_ef {
+	bool used;
+	uint8_t dtype;
+	uint64_t key, count;
+};
+
 struct client_req {
 	uint32_t gen;		/* bumped on reuse: stale handles are ENOENT */
 	uint8_t state;
 	int32_t res;
+	uint32_t cqe_flags;	/* TALLY_CQE_F_* of its completion */
+	struct client_req_ef ef;
 };
+
+struct client_ef;
 
 struct client_seg {
 	uint32_t id;		/* 0: slot unused (id 0 is the ring segment) */
@@ -49,6 +60,8 @@ struct tally_client {
 	uint32_t next_seg_id;
 	unsigned int inflight;
 	uint64_t spin_ewma_ns;	/* recent wait durations, for the spin */
+	int job_method;		/* enum tally_compression (WELCOME) */
+	struct client_ef *ef;	/* sign_ef residuals; NULL until used */
 	struct client_seg segs[TALLY_MAX_SEGMENTS];
 	struct client_req reqs[TALLY_MAX_INFLIGHT];
 };
@@ -70,6 +83,20 @@ static inline size_t client_ctrl_bytes(void)
 /* Queue a raw descriptor (user_data is set here) and ring the doorbell. */
 int client_submit_sqe(struct tally_client *c, struct tally_sqe *sqe,
 		      uint64_t *req);
+
+/* sign_ef (client_ef.c): substitute *@send with p = g + e in the key's
+ * scratch when @a travels as sign_ef (else nothing); on completion,
+ * e := p - sent / L.  client_ef_free() at disconnect. */
+int client_ef_prepare(struct tally_client *c,
+		      const struct tally_allreduce_args *a,
+		      const void **send, struct client_req_ef *re);
+void client_ef_finish(struct tally_client *c, struct client_req_ef *re,
+		      int res, uint32_t cqe_flags);
+void client_ef_free(struct tally_client *c);
+/* tests: @key's residual of @n elements and its scratch (after a
+ * completion flagged TALLY_CQE_F_SENT: what the host sent); -1 if none */
+int client_ef_peek(struct tally_client *c, uint64_t key, uint64_t n,
+		   const float **e, const void **scratch);
 
 /* Map a user pointer to (segment id, offset) with [ptr, ptr+len) inside. */
 int client_translate(const struct tally_client *c, const void *ptr,

@@ -58,6 +58,7 @@ static void reap(struct tally_client *c)
 		if (r && r->state == REQ_PENDING) {
 			r->state = REQ_DONE;
 			r->res = cqe.res;
+			r->cqe_flags = cqe.flags;
 			atomic_fetch_add_explicit(&c->done_unclaimed, 1,
 						  memory_order_release);
 		}
@@ -94,8 +95,17 @@ static int doorbell_ring(int fd)
 	return ret;
 }
 
+static int submit_ef(struct tally_client *c, struct tally_sqe *sqe,
+		     uint64_t *req, const struct client_req_ef *ef);
+
 int client_submit_sqe(struct tally_client *c, struct tally_sqe *sqe,
 		      uint64_t *req)
+{
+	return submit_ef(c, sqe, req, NULL);
+}
+
+static int submit_ef(struct tally_client *c, struct tally_sqe *sqe,
+		     uint64_t *req, const struct client_req_ef *ef)
 {
 	struct client_req *r = NULL;
 	uint32_t slot;
@@ -116,6 +126,8 @@ int client_submit_sqe(struct tally_client *c, struct tally_sqe *sqe,
 	if (ring_push(&c->sq, sqe))
 		return -TALLY_EAGAIN;
 	r->state = REQ_PENDING;
+	r->cqe_flags = 0;
+	r->ef = ef ? *ef : (struct client_req_ef){ 0 };
 	c->inflight++;
 	if (ring_needs_wakeup(&c->sq)) {
 		int e = doorbell_ring(c->sq_kick_fd);
@@ -134,6 +146,7 @@ static int check_args(const struct tally_allreduce_args *a, uint64_t *bytes)
 	if (!a || (unsigned int)a->dtype >= TALLY_DTYPE_MAX ||
 	    (unsigned int)a->op >= TALLY_OP_MAX || a->count == 0 ||
 	    !a->sendbuf || !a->recvbuf || (a->flags & ~TALLY_F_ALL) ||
+	    TALLY_F_COMPRESSION(a->flags) > TALLY_COMPRESS_SIGN_EF ||
 	    a->group > UINT16_MAX)
 		return -TALLY_EINVAL;
 	esz = tally_dtype_size(a->dtype);
@@ -148,6 +161,8 @@ int tally_allreduce(struct tally_client *c,
 		    const struct tally_allreduce_args *a, uint64_t *req)
 {
 	struct tally_sqe sqe = { .opcode = TALLY_OP_ALLREDUCE };
+	struct client_req_ef ef;
+	const void *send;
 	uint64_t bytes;
 	int ret;
 
@@ -167,6 +182,16 @@ int tally_allreduce(struct tally_client *c,
 	    sqe.send_off < sqe.recv_off + bytes &&
 	    sqe.recv_off < sqe.send_off + bytes)
 		return -TALLY_EINVAL;
+	/* sign_ef: p = g + e goes from the library's scratch instead */
+	send = a->sendbuf;
+	ret = client_ef_prepare(c, a, &send, &ef);
+	if (ret)
+		return ret;
+	if (ef.used && client_translate(c, send, bytes, &sqe.send_seg,
+					&sqe.send_off)) {
+		client_ef_finish(c, &ef, -TALLY_ERANGE, 0);
+		return -TALLY_ERANGE;
+	}
 	sqe.dtype = (uint8_t)a->dtype;
 	sqe.redop = (uint8_t)a->op;
 	sqe.priority = a->priority > UINT16_MAX ? UINT16_MAX :
@@ -178,7 +203,10 @@ int tally_allreduce(struct tally_client *c,
 	sqe.count = a->count;
 	if (c->inflight >= TALLY_MAX_INFLIGHT)
 		reap(c);
-	return client_submit_sqe(c, &sqe, req);
+	ret = submit_ef(c, &sqe, req, &ef);
+	if (ret)
+		client_ef_finish(c, &ef, ret, 0);
+	return ret;
 }
 
 /* Hand out a finished request's result and free its slot. */
@@ -187,6 +215,7 @@ static int req_finish(struct tally_client *c, struct client_req *r)
 	if (r->state == REQ_DONE)
 		atomic_fetch_sub_explicit(&c->done_unclaimed, 1,
 					  memory_order_relaxed);
+	client_ef_finish(c, &r->ef, r->res, r->cqe_flags);
 	r->state = REQ_FREE;
 	c->inflight--;
 	return r->res;

@@ -60,8 +60,10 @@ struct tally_msg {
  *           arg[3] = bytes of the job description that follow the message
  *           on the socket: 0 (the daemon's own job) or
  *           sizeof(struct tally_job_wire)
- * WELCOME:  arg[0] = rank, arg[1] = local size; fds: sq write end, cq read
- *           end
+ * WELCOME:  arg[0] = rank, arg[1] = local size, arg[2] = the job's
+ *           [compression] method as enum tally_compression (0 from a
+ *           daemon of before the field: not sign_ef); fds: sq write end,
+ *           cq read end
  * SEG_ADD:  arg[0] = segment id, arg[1] = size in bytes
  * SEG_DEL:  arg[0] = segment id
  * SEG_ACK:  arg[0] = segment id
@@ -145,8 +147,14 @@ struct tally_sqe {
 struct tally_cqe {
 	uint64_t user_data;
 	int32_t res;		/* 0 or -TALLY_E* */
-	uint32_t flags;
+	uint32_t flags;		/* TALLY_CQE_F_* */
 };
+
+/* sign_ef (docs/compression.md section 5): the daemon wrote into the
+ * request's sendbuf what the host sent, decoded (NaN: a non-finite
+ * chunk); the library sets its residual e := p - sent / local size.
+ * Without it nothing was compressed: the residual is 0. */
+#define TALLY_CQE_F_SENT 0x1u
 
 _Static_assert(sizeof(struct tally_sqe) == 64, "sqe is one cache line");
 _Static_assert(sizeof(struct tally_cqe) == 16, "cqe is 16 bytes");

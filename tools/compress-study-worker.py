@@ -57,8 +57,8 @@ def uncompressed(ddp):
 
 
 def narrow(compression):
-    """The DDP hook with the gradients in 16- or 8-bit lanes (per tensor,
-    docs/compression.md section 2)."""
+    """The DDP hook with the gradients in 16- or 8-bit lanes or sign_ef
+    (per tensor, docs/compression.md sections 2 and 3)."""
     def setup(ddp):
         import tally.torch
 
@@ -83,6 +83,8 @@ METHODS = {
     "none": uncompressed,
     "int16": narrow("int16"),
     "int8": narrow("int8"),
+    # 1-bit signs, majority vote, error feedback in libtally (section 3)
+    "sign_ef": narrow("sign_ef"),
     "local_sgd_h4": local_sgd(4),
     "local_sgd_h8": local_sgd(8),
     "local_sgd_h16": local_sgd(16),

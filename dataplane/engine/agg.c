@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dataplane/compress/sign_ef.h"
 #include "dataplane/engine/frame.h"
 #include "dataplane/engine/simd.h"
 
@@ -71,6 +72,11 @@ struct tly_agg {
 	uint32_t cursor;	/* poll position */
 	struct agg_slot *slots;
 	uint32_t *sums;		/* n_total * k words, host order */
+	/* sign_ef count lanes: tly_sign_chunk_elems(k) bytes per entry,
+	 * allocated when the first sign DATA arrives (8x the sums: see
+	 * docs/compression.md section 3); a sign slot's sums[0] is its
+	 * scale sum */
+	uint8_t *counts;
 };
 
 /*
@@ -214,7 +220,7 @@ static const struct sum_kernels lane_kernels[2] = {
 	  .emit = lane8_emit, .add_emit = lane8_add_emit },
 };
 
-/* the kernels of a slot's mode (its lane code) */
+/* the kernels of a slot's mode (its lane code; never SIGN: sign_*()) */
 #define SLOT_KERN(a, mode)	(&(a)->kern[((mode) & TLY_F_LANES) >> 6])
 /* what a slot's DATA must agree on */
 #define MODE_BITS	(TLY_F_EXP | TLY_F_INT | TLY_F_LANES)
@@ -441,6 +447,7 @@ void tly_agg_destroy(struct tly_agg *a)
 		return;
 	free(a->slots);
 	free(a->sums);
+	free(a->counts);
 	free(a);
 }
 
@@ -457,6 +464,50 @@ uint32_t tly_agg_slots_busy(const struct tly_agg *a)
 static inline uint32_t *slot_sum(struct tly_agg *a, uint32_t idx)
 {
 	return a->sums + (size_t)idx * a->cfg.k;
+}
+
+/*
+ * sign_ef slots (docs/compression.md section 3): an 8-bit count lane per
+ * element and the scale words' sum; every worker's bits enter once (the
+ * contributor bitmap), so no lane passes n <= 64.
+ */
+static inline int mode_sign(uint8_t mode)
+{
+	return (mode & TLY_F_LANES) == TLY_F_SIGN;
+}
+
+static struct tly_sign_acc sign_acc(struct tly_agg *a, uint32_t idx)
+{
+	size_t m = tly_sign_chunk_elems(a->cfg.k);
+
+	return (struct tly_sign_acc){ .scale_sum = slot_sum(a, idx)[0],
+				      .count = a->counts + idx * m, .m = m };
+}
+
+static void sign_add(struct tly_agg *a, uint32_t idx, const uint8_t *pl,
+		     int first)
+{
+	struct tly_sign_acc acc = sign_acc(a, idx);
+
+	if (first)
+		tly_sign_acc_init(&acc, acc.count, acc.m);
+	tly_sign_acc_add(&acc, pl);
+	slot_sum(a, idx)[0] = acc.scale_sum;
+}
+
+/* the count lanes of every entry, once; 0 or -1 (no memory: BUSY) */
+static int sign_ready(struct tly_agg *a)
+{
+	if (!a->counts)
+		a->counts = malloc((size_t)a->n_total *
+				   tly_sign_chunk_elems(a->cfg.k));
+	return a->counts ? 0 : -1;
+}
+
+/* RESULT packets per completed chunk of a slot's mode */
+static inline unsigned int mode_parts(uint8_t mode)
+{
+	return mode_sign(mode) ? TLY_SIGN_PARTS : 1;
 }
 
 /* the key (tensor, chunk, EXP) and its hash, computed once per packet */
@@ -677,7 +728,7 @@ static void agg_reply(struct tly_agg *a, const struct tly_hdr *in,
  */
 static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 			uint8_t extra_flags, const uint8_t *last,
-			struct tly_out *o)
+			unsigned int part, struct tly_out *o)
 {
 	struct agg_slot *s = &a->slots[idx];
 	size_t tl = TLY_HDR_LEN + 4u * a->cfg.k;
@@ -702,6 +753,16 @@ static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 	h.job = a->cfg.job;
 	h.cookie = a->cfg.cookie;
 	h.shift = s->shift;
+	if (mode_sign(s->mode)) {
+		struct tly_sign_acc acc = sign_acc(a, idx);
+		size_t half = acc.m / TLY_SIGN_PARTS;
+
+		h.aux = (uint8_t)part;
+		tly_hdr_write(o->pkt, &h);
+		tly_sign_result(o->pkt + TLY_HDR_LEN, &acc, a->cfg.n_workers,
+				part * half, half);
+		return 0;
+	}
 	tly_hdr_write(o->pkt, &h);
 	if (last)
 		SLOT_KERN(a, s->mode)->add_emit(slot_sum(a, idx), last,
@@ -714,23 +775,26 @@ static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 
 static void result_unicast(struct tly_agg *a, uint32_t idx, uint16_t rank)
 {
+	unsigned int p, parts = mode_parts(a->slots[idx].mode);
 	struct tly_out o;
 
-	if (result_build(a, idx, rank, TLY_F_RETX, NULL, &o))
-		return;
-	tly_out_send(&o, &a->cfg.ops, &a->cfg.net, &a->c);
+	for (p = 0; p < parts; p++) {
+		if (result_build(a, idx, rank, TLY_F_RETX, NULL, p, &o))
+			return;
+		tly_out_send(&o, &a->cfg.ops, &a->cfg.net, &a->c);
+	}
 }
 
 /* the RESULT to every worker: one frame replicated, or one per worker
  * (@last: as in result_build()) */
-static void result_to_all(struct tly_agg *a, uint32_t idx,
-			  const uint8_t *last)
+static void result_to_all_part(struct tly_agg *a, uint32_t idx,
+			       const uint8_t *last, unsigned int part)
 {
 	const struct tly_net *net = &a->cfg.net;
 	struct tly_out o, o2;
 	uint16_t r;
 
-	if (result_build(a, idx, 0, 0, last, &o))
+	if (result_build(a, idx, 0, 0, last, part, &o))
 		return;
 	if (a->cfg.ops.multicast) {
 		size_t tl = o.len - tly_l2l4_off(net);
@@ -760,6 +824,16 @@ static void result_to_all(struct tly_agg *a, uint32_t idx,
 	tly_out_send(&o, &a->cfg.ops, net, &a->c);
 }
 
+/* every part of the RESULT to every worker */
+static void result_to_all(struct tly_agg *a, uint32_t idx,
+			  const uint8_t *last)
+{
+	unsigned int p, parts = mode_parts(a->slots[idx].mode);
+
+	for (p = 0; p < parts; p++)
+		result_to_all_part(a, idx, last, p);
+}
+
 /* a DATA that passed every check of the wire (tly_data_rx() or the
  * general parser): the slot machine of docs/protocol.md */
 static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
@@ -772,6 +846,10 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 	int64_t idx = h->slot;
 	int last;
 
+	if (mode_sign(h->flags) && !slot_is(s, key) && sign_ready(a)) {
+		agg_reply(a, h, TLY_T_BUSY, dscp, 0);
+		return;
+	}
 	if (!slot_is(s, key) && a->cfg.profile == TLY_PROFILE_SWITCH) {
 		/* one table, no eviction here: a free slot or BUSY */
 		if (s->state != SLOT_FREE) {
@@ -814,8 +892,10 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 	sum = slot_sum(a, (uint32_t)idx);
 	/* the last of several sums is added while the RESULT is written */
 	last = s->count + 1 == a->cfg.n_workers && s->count &&
-	       !(s->mode & TLY_F_EXP);
-	if (!s->count)
+	       !(s->mode & TLY_F_EXP) && !mode_sign(s->mode);
+	if (mode_sign(s->mode))
+		sign_add(a, (uint32_t)idx, pl, !s->count);
+	else if (!s->count)
 		SLOT_KERN(a, s->mode)->copy(sum, pl, a->cfg.k);
 	else if (s->mode & TLY_F_EXP)
 		a->kern[0].max(sum, pl, a->cfg.k);
@@ -853,7 +933,7 @@ static inline int agg_data_common(struct tly_agg *a,
 	uint64_t bit = 1ull << h->rank;
 	uint32_t *sum;
 
-	if (s->key != key || s->state != SLOT_AGG ||
+	if (s->key != key || s->state != SLOT_AGG || mode_sign(s->mode) ||
 	    s->mode != (h->flags & MODE_BITS) ||
 	    s->shift != h->shift || (s->contrib & bit) || !s->count ||
 	    s->count + 1u >= a->cfg.n_workers || (h->flags & TLY_F_ACK_REQ))

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * codec.c - the codec ops tables (codec.h): int32 over dtype.h as before,
- * int16 and int8 over dataplane/compress/narrow.c.
+ * int16 and int8 over dataplane/compress/narrow.c, sign_ef over
+ * dataplane/compress/sign_ef.c.
  */
 #include "dataplane/engine/codec.h"
 
+#include <math.h>
 #include <string.h>
 
+#include "dataplane/compress/elem.h"
 #include "dataplane/compress/narrow.h"
+#include "dataplane/compress/sign_ef.h"
 #include "dataplane/engine/dtype.h"
 #include "dataplane/engine/quant.h"
 #include "dataplane/engine/wire.h"
@@ -29,9 +33,16 @@ static void int32_pack(uint8_t *out, const void *x, enum tly_dtype dt,
 	tly_dtype(dt)->quantize(out, x, n, k, shift);
 }
 
-static void int32_decode(void *dst, enum tly_dtype dt, const uint8_t *res,
-			 size_t n, int shift)
+static int32_t block_exp(const void *x, enum tly_dtype dt, size_t n)
 {
+	return tly_dtype(dt)->block_exp(x, n);
+}
+
+static void int32_decode(void *dst, enum tly_dtype dt, const uint8_t *res,
+			 size_t n, size_t k, int shift, unsigned int part)
+{
+	(void)k;
+	(void)part;
 	tly_dtype(dt)->dequantize(dst, res, n, shift);
 }
 
@@ -70,32 +81,130 @@ static void int8_pack(uint8_t *out, const void *x, enum tly_dtype dt,
 }
 
 static void int16_decode(void *dst, enum tly_dtype dt, const uint8_t *res,
-			 size_t n, int shift)
+			 size_t n, size_t k, int shift, unsigned int part)
 {
+	(void)k;
+	(void)part;
 	tly_narrow_dequantize(dst, dt, res, n, shift, 2);
 }
 
 static void int8_decode(void *dst, enum tly_dtype dt, const uint8_t *res,
-			size_t n, int shift)
+			size_t n, size_t k, int shift, unsigned int part)
 {
+	(void)k;
+	(void)part;
 	tly_narrow_dequantize(dst, dt, res, n, shift, 1);
+}
+
+/*
+ * sign_ef (sign_ef.h) over any float dtype: the scale a = mean |x|, its
+ * word q = rint(a 2^shift), one bit per element (x >= 0).
+ */
+static float sign_scale(const void *x, enum tly_dtype dt, size_t n)
+{
+	double s = 0;
+	size_t i;
+
+	if (dt == TLY_DT_F32)
+		return tly_sign_scale(x, n);
+	for (i = 0; i < n; i++)
+		s += fabs((double)tly_elem_load(x, dt, i));
+	return n ? (float)(s / (double)n) : 0.0f;
+}
+
+static int32_t sign_exp(const void *x, enum tly_dtype dt, size_t n)
+{
+	float a = sign_scale(x, dt, n);
+
+	return tly_block_exp_f32(&a, 1);
+}
+
+static void sign_pack(uint8_t *out, const void *x, enum tly_dtype dt,
+		      size_t n, size_t k, int shift, unsigned int n_workers)
+{
+	float a = sign_scale(x, dt, n);
+	uint8_t *bits = out + 4;
+	size_t i;
+
+	(void)n_workers;
+	memset(out, 0, 4 * k);
+	tly_quantize_f32(out, &a, 1, 1, shift);
+	if (shift == TLY_SHIFT_NONFINITE)
+		return;		/* non-finite everywhere: signs carry nothing */
+	for (i = 0; i < n; i++)
+		if (tly_elem_load(x, dt, i) >= 0)
+			bits[i / 8] |= (uint8_t)(0x80u >> (i % 8));
+}
+
+static void sign_decode(void *dst, enum tly_dtype dt, const uint8_t *res,
+			size_t n, size_t k, int shift, unsigned int part)
+{
+	size_t half = tly_sign_chunk_elems(k) / TLY_SIGN_PARTS;
+	size_t first = part * half, len, i;
+	const uint8_t *sign = res + 4, *nonzero = res + 4 + half / 8;
+	uint8_t *out;
+	float s;
+
+	if (first >= n)
+		return;
+	/* the planes are half a chunk long even in a short last chunk
+	 * (tly_sign_decode() sizes them by its length: not here) */
+	out = (uint8_t *)dst + first * tly_dtype(dt)->size;
+	len = n - first < half ? n - first : half;
+	tly_dequantize_f32(&s, res, 1, shift);
+	for (i = 0; i < len; i++) {
+		uint8_t b = (uint8_t)(0x80u >> (i % 8));
+		float v = sign[i / 8] & b ? s : -s;
+
+		/* 0 * S: a tie in a non-finite chunk stays NaN */
+		tly_elem_store(out, dt, i, nonzero[i / 8] & b ? v : 0.0f * s);
+	}
+}
+
+static void sign_sent(void *out, const void *x, enum tly_dtype dt, size_t n,
+		      int shift)
+{
+	float a = sign_scale(x, dt, n), ahat;
+	uint8_t q[4];
+	size_t i;
+
+	if (shift == TLY_SHIFT_NONFINITE) {
+		for (i = 0; i < n; i++)
+			tly_elem_store(out, dt, i, NAN);
+		return;
+	}
+	/* exactly the aggregator's addend: the word, dequantized */
+	tly_quantize_f32(q, &a, 1, 1, shift);
+	tly_dequantize_f32(&ahat, q, 1, shift);
+	for (i = 0; i < n; i++)
+		tly_elem_store(out, dt, i, tly_elem_load(x, dt, i) >= 0 ?
+				   ahat : -ahat);
 }
 
 static const struct tly_codec_ops codecs[] = {
 	[TLY_CODEC_NONE] = {
-		.name = "none", .lanes = 0, .lane_bytes = 4,
-		.chunk_elems = int32_elems, .shift = int32_shift,
+		.name = "none", .lanes = 0, .lane_bytes = 4, .parts = 1,
+		.chunk_elems = int32_elems, .exp = block_exp,
+		.shift = int32_shift,
 		.pack = int32_pack, .decode = int32_decode,
 	},
 	[TLY_CODEC_INT16] = {
 		.name = "int16", .lanes = TLY_F_LANE16, .lane_bytes = 2,
-		.chunk_elems = int16_elems, .shift = int16_shift,
+		.parts = 1, .chunk_elems = int16_elems, .exp = block_exp,
+		.shift = int16_shift,
 		.pack = int16_pack, .decode = int16_decode,
 	},
 	[TLY_CODEC_INT8] = {
 		.name = "int8", .lanes = TLY_F_LANE8, .lane_bytes = 1,
-		.chunk_elems = int8_elems, .shift = int8_shift,
+		.parts = 1, .chunk_elems = int8_elems, .exp = block_exp,
+		.shift = int8_shift,
 		.pack = int8_pack, .decode = int8_decode,
+	},
+	[TLY_CODEC_SIGN_EF] = {
+		.name = "sign_ef", .lanes = TLY_F_SIGN, .lane_bytes = 1,
+		.parts = TLY_SIGN_PARTS, .chunk_elems = tly_sign_chunk_elems,
+		.exp = sign_exp, .shift = int32_shift,
+		.pack = sign_pack, .decode = sign_decode, .sent = sign_sent,
 	},
 };
 

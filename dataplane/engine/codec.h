@@ -19,23 +19,33 @@
 struct tly_codec_ops {
 	const char *name;		/* as in [compression] method */
 	uint8_t lanes;			/* the DATA/RESULT lane code flags */
-	uint8_t lane_bytes;		/* 4, 2, 1 */
+	uint8_t lane_bytes;		/* 4, 2, 1 (sign: its count lanes) */
+	uint8_t parts;			/* RESULT packets per chunk (aux) */
 	/* elements per chunk for @k payload words */
 	size_t (*chunk_elems)(size_t k);
+	/* the chunk's word in the exponent round: the block exponent of
+	 * its elements (sign: of its scale, mean |x|) */
+	int32_t (*exp)(const void *x, enum tly_dtype dt, size_t n);
 	/* the block shift of an agreed exponent @exp for @n workers */
 	int (*shift)(int32_t exp, unsigned int n_workers);
 	/* @n elements of @dt to a payload of @k words (zeros after);
 	 * pure: the same bytes every time (retransmissions rebuild it) */
 	void (*pack)(uint8_t *out, const void *x, enum tly_dtype dt,
 		     size_t n, size_t k, int shift, unsigned int n_workers);
-	/* a RESULT's payload to @n elements of @dt */
+	/* RESULT part @part's payload into the chunk of @n elements of @dt
+	 * at @dst (chunks of @k payload words) */
 	void (*decode)(void *dst, enum tly_dtype dt, const uint8_t *res,
-		       size_t n, int shift);
+		       size_t n, size_t k, int shift, unsigned int part);
+	/* what this worker's DATA of @x contributed, decoded, into @out
+	 * (the error feedback's "sent"; NaN for a non-finite chunk); NULL
+	 * for a codec without error feedback */
+	void (*sent)(void *out, const void *x, enum tly_dtype dt, size_t n,
+		     int shift);
 };
 
 /* the table of @c; NULL for a code this engine does not know */
 const struct tly_codec_ops *tly_codec(unsigned int c);
-/* the codec named @name (none, int16, int8); -1 if none */
+/* the codec named @name (none, int16, int8, sign_ef); -1 if none */
 int tly_codec_from_name(const char *name);
 
 #endif /* TALLY_DATAPLANE_ENGINE_CODEC_H */

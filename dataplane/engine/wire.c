@@ -64,7 +64,8 @@ static inline enum tly_drop hdr_check(const struct tly_hdr *h,
 	if ((h->type == TLY_T_DATA || h->type == TLY_T_RESULT) &&
 	    !tly_lanes_ok(h->flags))
 		return TLY_E_FLAGS;
-	if (h->type != TLY_T_CONFIRM && h->type != TLY_T_RING_ACK && h->aux)
+	if (h->type != TLY_T_CONFIRM && h->type != TLY_T_RING_ACK &&
+	    !tly_aux_ok(h->type, h->flags, h->aux))
 		return TLY_E_LEN;
 	if (len != TLY_HDR_LEN + tly_payload_len(h->type, lim->k, h->aux))
 		return TLY_E_LEN;

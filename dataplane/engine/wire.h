@@ -82,13 +82,18 @@ enum tly_flag {
 	TLY_F_ALL = 0x7f,
 	/* DATA and RESULT: the lane code (docs/compression.md, section 7):
 	 * 00 int32 words, 01 (LANE16) 2K int16 lanes, 10 (LANE8) 4K int8
-	 * lanes; 11 (sign) is refused until sign_ef joins the engine.
+	 * lanes, 11 (SIGN) sign_ef: a scale word and 1-bit signs up, a
+	 * RESULT in two parts (aux 0, 1) of scale sum and two bit planes.
 	 * Never with EXP or INT; ACK and BUSY never carry it (0x40 is the
 	 * switch profile's RELEASED there) */
 	TLY_F_LANE16 = 0x40,
 	TLY_F_LANE8 = 0x80,
 	TLY_F_LANES = 0xc0,
+	TLY_F_SIGN = 0xc0,
 };
+
+/* RESULT parts of a sign_ef chunk (aux 0 and 1: each half a chunk) */
+#define TLY_SIGN_PARTS	2
 
 /* bytes per lane of a DATA/RESULT's lane code (4: int32) */
 static inline unsigned int tly_lane_bytes(uint8_t flags)
@@ -97,6 +102,7 @@ static inline unsigned int tly_lane_bytes(uint8_t flags)
 	case TLY_F_LANE16:
 		return 2;
 	case TLY_F_LANE8:
+	case TLY_F_SIGN:	/* the aggregator's count lanes */
 		return 1;
 	default:
 		return 4;
@@ -109,8 +115,16 @@ static inline int tly_lanes_ok(uint8_t flags)
 {
 	if (!(flags & TLY_F_LANES))
 		return 1;
-	return (flags & TLY_F_LANES) != TLY_F_LANES &&
-	       !(flags & (TLY_F_EXP | TLY_F_INT));
+	return !(flags & (TLY_F_EXP | TLY_F_INT));
+}
+
+/* the aux byte a DATA/RESULT may carry: a sign RESULT's part (0, 1) */
+static inline int tly_aux_ok(uint8_t type, uint8_t flags, uint8_t aux)
+{
+	if (!aux)
+		return 1;
+	return type == TLY_T_RESULT &&
+	       (flags & TLY_F_LANES) == TLY_F_SIGN && aux < TLY_SIGN_PARTS;
 }
 
 /* parse verdicts; each has a drop counter (tly_drop_name()) */

@@ -71,6 +71,7 @@ static void tensor_free(struct wtensor *t)
 {
 	free(t->chunks);
 	free(t->exp);
+	free(t->stash);
 	free(t->acc);
 	free(t->queue);
 	memset(t, 0, sizeof(*t));
@@ -169,6 +170,9 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 	if (d->codec != TLY_CODEC_NONE && w->cfg.result_group)
 		return -EINVAL;
 	if (d->count > (size_t)0x10000 * codec->chunk_elems(w->cfg.k))
+		return -EINVAL;
+	/* several RESULTs per chunk (sign_ef): no switch emits them */
+	if (codec->parts > 1 && w->cfg.profile == TLY_PROFILE_SWITCH)
 		return -EINVAL;
 	if (w->cfg.profile == TLY_PROFILE_SWITCH && d->algo != TLY_ALGO_AGG)
 		return -EINVAL;		/* the switch profile aggregates */

@@ -30,8 +30,11 @@
 enum tly_dtype { TLY_DT_F32, TLY_DT_F16, TLY_DT_BF16, TLY_DT_I32 };
 enum tly_algo { TLY_ALGO_AGG, TLY_ALGO_RING };
 /* how a float tensor travels (codec.h, docs/compression.md): int32 lanes,
- * or 16/8-bit lanes; never for int32 tensors or the ring */
-enum tly_codec { TLY_CODEC_NONE, TLY_CODEC_INT16, TLY_CODEC_INT8 };
+ * 16/8-bit lanes, or 1-bit signs with a scale; never for int32 tensors
+ * or the ring */
+enum tly_codec {
+	TLY_CODEC_NONE, TLY_CODEC_INT16, TLY_CODEC_INT8, TLY_CODEC_SIGN_EF,
+};
 
 struct tly_tensor_desc {
 	uint32_t id;		/* tly_tensor_id(key, iteration, partition) */
@@ -41,9 +44,15 @@ struct tly_tensor_desc {
 	void *dst;		/* may be src: each chunk is read before its
 				 * result is written */
 	size_t count;		/* elements; at most TLY_MAX_CHUNKS chunks
-				 * (K elements; 2K int16, 4K int8) */
+				 * (K elements; 2K int16, 4K int8,
+				 * 32 (K - 1) sign_ef) */
 	uint8_t prio;		/* 0 most urgent .. 7 least; also the DSCP */
 	uint8_t codec;		/* enum tly_codec (AGG float tensors only) */
+	/* a codec with error feedback (sign_ef): where each completed
+	 * chunk's own contribution, decoded, goes ("sent", count elements
+	 * of dtype; NaN for a non-finite chunk), written before the
+	 * chunk's result; NULL: not wanted */
+	void *sent;
 	void *user;
 };
 
@@ -96,7 +105,8 @@ struct tly_worker;
 struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg);
 void tly_worker_destroy(struct tly_worker *w);
 /* 0, -EINVAL (bad descriptor; a codec other than TLY_CODEC_NONE for an
- * int32 tensor or the ring), -EBUSY (max_tensors in progress) */
+ * int32 tensor or the ring, sign_ef in the switch profile), -EBUSY
+ * (max_tensors in progress) */
 int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 		      uint64_t now_ns);
 void tly_worker_rx(struct tly_worker *w, const uint8_t *frame, size_t len,

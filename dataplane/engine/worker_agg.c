@@ -29,8 +29,8 @@ static void agg_local_exps(struct tly_worker *w, struct wtensor *t)
 	for (c = 0; c < t->n_chunks; c++) {
 		size_t n = chunk_elems(t, c, k), off = (size_t)c * k;
 
-		t->exp[c] = dt->block_exp((const uint8_t *)t->d.src +
-					  off * dt->size, n);
+		t->exp[c] = t->codec->exp((const uint8_t *)t->d.src +
+					  off * dt->size, t->d.dtype, n);
 	}
 }
 
@@ -46,6 +46,13 @@ static int agg_setup(struct tly_worker *w, struct wtensor *t)
 		if (!t->exp)
 			return -ENOMEM;
 		agg_local_exps(w, t);
+	}
+	if (t->codec->parts > 2)
+		return -EINVAL;		/* one part held: two at most */
+	if (t->codec->parts > 1) {
+		t->stash = malloc((size_t)t->n_chunks * 4u * w->cfg.k);
+		if (!t->stash)
+			return -ENOMEM;
 	}
 	t->chunks = calloc(t->n_chunks + t->n_groups, sizeof(*t->chunks));
 	if (!t->chunks)
@@ -332,14 +339,42 @@ static int agg_exp_result(struct tly_worker *w, struct wtensor *t,
 	return 0;
 }
 
-static void agg_data_result(struct wtensor *t, uint32_t c,
-			    const uint8_t *pl)
+/*
+ * Chunk @c's RESULT part @part (@pl).  A codec of one part places it
+ * now; of two, the first to arrive waits in the stash for the other.
+ * 1 when the chunk is complete: its own contribution ("sent", error
+ * feedback) is written from the source first, then the result.
+ */
+static int agg_data_result(struct tly_worker *w, struct wtensor *t,
+			   uint32_t c, unsigned int part, const uint8_t *pl)
 {
 	size_t n = chunk_elems(t, c, t->ck), off = (size_t)c * t->ck;
 	const struct tly_dtype_info *dt = tly_dtype(t->d.dtype);
+	size_t plen = 4u * w->cfg.k;
+	struct wchunk *ch = &t->chunks[c];
+	unsigned int p, parts = t->codec->parts;
+	uint8_t *dst = (uint8_t *)t->d.dst + off * dt->size, *st;
 
-	t->codec->decode((uint8_t *)t->d.dst + off * dt->size, t->d.dtype,
-			 pl, n, t->chunks[c].shift);
+	if (parts == 1) {
+		t->codec->decode(dst, t->d.dtype, pl, n, w->cfg.k, ch->shift,
+				 0);
+		return 1;
+	}
+	st = t->stash + (size_t)c * plen;
+	if (!ch->parts) {
+		memcpy(st, pl, plen);
+		ch->parts = (uint8_t)(1u << part);
+		return 0;
+	}
+	if (t->d.sent && t->codec->sent)
+		t->codec->sent((uint8_t *)t->d.sent + off * dt->size,
+			       (const uint8_t *)t->d.src + off * dt->size,
+			       t->d.dtype, n, ch->shift);
+	for (p = 0; p < parts; p++)
+		t->codec->decode(dst, t->d.dtype, p == part ? pl : st, n,
+				 w->cfg.k, ch->shift, p);
+	ch->parts = (uint8_t)((1u << parts) - 1);
+	return 1;
 }
 
 /*
@@ -392,8 +427,13 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 	}
 	if (!exp && !tly_dtype(t->d.dtype)->exact &&
 	    (ch->state == C_WAIT || h->shift != ch->shift ||
-	     (h->flags & TLY_F_LANES) != t->codec->lanes)) {
+	     (h->flags & TLY_F_LANES) != t->codec->lanes ||
+	     h->aux >= t->codec->parts)) {
 		w->c.drops[TLY_E_MISMATCH]++;
+		return NULL;
+	}
+	if (!exp && (ch->parts >> h->aux) & 1) {
+		w->c.dups++;	/* this part is held; the other is not in */
 		return NULL;
 	}
 	if (w->cfg.profile == TLY_PROFILE_SWITCH && !release_room(w)) {
@@ -406,12 +446,13 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 		w->c.drops[TLY_E_MISMATCH]++;
 		return NULL;
 	}
+	if (!exp && !agg_data_result(w, t, h->chunk, h->aux,
+				     pkt + TLY_HDR_LEN))
+		return NULL;	/* more parts to come */
 	credit_release(w, t, idx, 1, now);
 	ch->state = C_DONE;
-	if (!exp) {
-		agg_data_result(t, h->chunk, pkt + TLY_HDR_LEN);
+	if (!exp)
 		t->done++;
-	}
 	agg_receipt(w, h->tensor, h->chunk, exp, 0, now);
 	return tensor_complete(t) ? t : NULL;
 }

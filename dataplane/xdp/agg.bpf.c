@@ -427,7 +427,8 @@ int tly_xdp_agg(struct xdp_md *ctx)
 		return drop(TLY_E_FLAGS);
 	if ((flags & TLY_F_EXP) && (flags & TLY_F_INT))
 		return drop(TLY_E_FLAGS);
-	/* narrow lanes (docs/compression.md) are not carried here yet */
+	/* narrow lanes and sign_ef (docs/compression.md) are not carried
+	 * here: every lane code is dropped */
 	if (flags & TLY_F_LANES)
 		return drop(TLY_E_FLAGS);
 	if (type != TLY_T_CONFIRM && type != TLY_T_RING_ACK && aux)

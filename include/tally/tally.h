@@ -115,7 +115,7 @@ struct tally_allreduce_args {
 #define TALLY_F_LAST_OF_ITERATION 0x1u
 
 /*
- * Per-tensor compression (docs/compression.md), a 2-bit field in
+ * Per-tensor compression (docs/compression.md), a 3-bit field in
  * tally_allreduce_args.flags: TALLY_F_COMPRESS(TALLY_COMPRESS_INT8).  The
  * struct has no size member, so it cannot grow without breaking programs
  * built against TALLY_1; in flags an older library or daemon refuses the
@@ -130,9 +130,16 @@ enum tally_compression {
 	TALLY_COMPRESS_NONE = 1,	/* int32 block fixed point */
 	TALLY_COMPRESS_INT16 = 2,	/* 16-bit lanes: half the bytes */
 	TALLY_COMPRESS_INT8 = 3,	/* 8-bit lanes: a quarter */
+	/* 1-bit signs with a scale per chunk, majority vote, and error
+	 * feedback kept by the library per key (float tensors; the job's
+	 * algorithm must be aggregate in the software profile): about
+	 * 1/32 of the bytes up, 2/32 down.  The library submits
+	 * sendbuf + residual from a buffer of its own (tally_ef_reset()) */
+	TALLY_COMPRESS_SIGN_EF = 4,
 };
 #define TALLY_F_COMPRESS_SHIFT 4
-#define TALLY_F_COMPRESS_MASK 0x30u
+/* 0x30 until TALLY_1.4 (values 0..3), widened to 3 bits for SIGN_EF */
+#define TALLY_F_COMPRESS_MASK 0x70u
 #define TALLY_F_COMPRESS(m) \
 	(((uint32_t)(m) << TALLY_F_COMPRESS_SHIFT) & TALLY_F_COMPRESS_MASK)
 #define TALLY_F_COMPRESSION(flags) \
@@ -197,6 +204,16 @@ int tally_connect_opts(const struct tally_connect_opts *opts,
  * unmapped.  NULL is ignored.
  */
 void tally_disconnect(struct tally_client *c);
+
+/*
+ * tally_ef_reset - forget the error-feedback residual of tensor @key
+ * (TALLY_COMPRESS_SIGN_EF): its next submission sends the gradient alone.
+ * For a skipped step (GradScaler), a checkpoint restore, a change of
+ * method.  0, or -TALLY_ENOENT when the key has no residual.
+ * tally_ef_reset_all - every key's.  (TALLY_1.4)
+ */
+int tally_ef_reset(struct tally_client *c, uint64_t key);
+void tally_ef_reset_all(struct tally_client *c);
 
 /* Local rank of this process on its host (admission order) and group size. */
 int tally_rank(const struct tally_client *c);

@@ -106,13 +106,15 @@ def _prototypes(lib):
         "tally_wait_ready": (i, [p, i]),
         "tally_strerror": (ctypes.c_char_p, [i]),
         "tally_dtype_size": (ctypes.c_size_t, [i]),
+        "tally_ef_reset": (i, [p, u64]),
+        "tally_ef_reset_all": (None, [p]),
     }
     for name, (res, args) in protos.items():
         try:
             fn = getattr(lib, name)
         except AttributeError:
             raise ImportError("tally: %s lacks %s (a libtally older than "
-                              "this binding: TALLY_1.3 is needed)" %
+                              "this binding: TALLY_1.4 is needed)" %
                               (lib._name, name)) from None
         fn.restype = res
         fn.argtypes = args

@@ -32,7 +32,7 @@ SUM, AVG = 0, 1
 F_LAST_OF_ITERATION = 0x1
 # per-tensor compression (TALLY_F_COMPRESS, docs/compression.md): None is
 # the job's [compression] method
-COMPRESSION = {None: 0, "none": 1, "int16": 2, "int8": 3}
+COMPRESSION = {None: 0, "none": 1, "int16": 2, "int8": 3, "sign_ef": 4}
 _F_COMPRESS_SHIFT = 4
 
 
@@ -41,7 +41,8 @@ def compression_flags(compression):
     try:
         return COMPRESSION[compression] << _F_COMPRESS_SHIFT
     except KeyError:
-        raise ValueError("tally: compression is one of none, int16, int8 "
+        raise ValueError("tally: compression is one of none, int16, int8, "
+                         "sign_ef "
                          "(or None for the job's), not %r" % (compression,))
 MAX_INFLIGHT = 256              # TALLY_MAX_INFLIGHT
 DTYPE_NAMES = {"float32": FLOAT32, "float16": FLOAT16,
@@ -280,9 +281,11 @@ class Client:
 
         Both must lie in this client's shared buffers.  dtype and count
         come from the arrays/tensors, or must be given for a Buffer.
-        compression: "none", "int16", "int8" or None (the job's method);
-        float tensors only (an int32 tensor with a lossy method fails with
-        EINVAL), every process naming the same for a tensor.
+        compression: "none", "int16", "int8", "sign_ef" or None (the
+        job's method); float tensors only (an int32 tensor with a lossy
+        method fails with EINVAL), every process naming the same for a
+        tensor.  sign_ef keeps an error-feedback residual per key in the
+        library (ef_reset()); one request per key in flight.
         Returns a Request; @keep holds more objects alive until it ends.
         """
         recv = send if recv is None else recv
@@ -330,6 +333,19 @@ class Client:
             self._start_progress()
             self._cv.notify_all()
         return req
+
+    def ef_reset(self, key):
+        """Forget sign_ef's residual of @key (a skipped step, a restore).
+        False when the key has none."""
+        with self._cv:
+            self._check_open()
+            return lib.tally_ef_reset(self._c, key) == 0
+
+    def ef_reset_all(self):
+        """Forget every sign_ef residual of this client."""
+        with self._cv:
+            self._check_open()
+            lib.tally_ef_reset_all(self._c)
 
     def _start_progress(self):
         if self._thread is None:

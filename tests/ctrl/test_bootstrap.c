@@ -91,6 +91,13 @@ static void test_register_round_trip(void **state)
 	assert_int_equal(out.reg.compression, 2);
 	assert_int_equal(out.reg.algorithm, ALGO_RING);
 	assert_int_equal(out.reg.profile, 1);
+	/* sign_ef (3) in bits 4-6: the byte as an older daemon wrote 0..2 */
+	in.reg.compression = 3;
+	len = boot_encode(&in, buf, sizeof(buf));
+	assert_int_equal(buf[BOOT_HDR_LEN + 22], 0x30 | ALGO_RING);
+	assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
+	assert_int_equal(out.reg.compression, 3);
+	assert_int_equal(out.reg.algorithm, ALGO_RING);
 }
 
 static void test_challenge_round_trip(void **state)
@@ -233,6 +240,9 @@ static void test_malformed_fields(void **state)
 	/* algorithm 0 */
 	assert_int_equal(encode_then(&reg, BOOT_HDR_LEN + 22, 0),
 			 BOOT_E_FIELD);
+	/* a compression method after sign_ef (4, in bits 4-6) */
+	assert_int_equal(encode_then(&reg, BOOT_HDR_LEN + 22,
+				     0x40 | ALGO_AGGREGATE), BOOT_E_FIELD);
 	/* port 0 */
 	reg.reg.self.port = 0;
 	assert_int_equal(boot_encode(&reg, buf, sizeof(buf)) > 0, 1);

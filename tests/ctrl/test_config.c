@@ -148,6 +148,20 @@ static void test_config_compression(void **state)
 	cfg.dp_profile = TLY_PROFILE_SWITCH;
 	cfg.compression = TLY_CODEC_INT8;
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	/* sign_ef (section 3): software profile, aggregation only */
+	write_file(*state, "[compression]\nmethod = sign_ef\n");
+	assert_int_equal(config_load_file(&cfg, ((struct cfg_file *)*state)->
+					  path, err, sizeof(err)), 0);
+	assert_int_equal(cfg.compression, TLY_CODEC_SIGN_EF);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "compression.method = sign_ef"));
+	assert_non_null(strstr(err, "profile = software"));
+	cfg.dp_profile = TLY_PROFILE_SOFTWARE;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	cfg.algorithm = ALGO_RING;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "compression.method = sign_ef"));
+	assert_non_null(strstr(err, "ring"));
 }
 
 /* dataplane.result_group, xdp_ifname and transport = xdp: what the
@@ -203,6 +217,10 @@ static void test_config_xdp(void **state)
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
 	/* the XDP aggregator's lanes are int32: no narrow lanes by group */
 	assert_int_equal(config_set(&cfg, "compression", "method", "int8",
+				    err, sizeof(err)), 0);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "int32 only"));
+	assert_int_equal(config_set(&cfg, "compression", "method", "sign_ef",
 				    err, sizeof(err)), 0);
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "int32 only"));

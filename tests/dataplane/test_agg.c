@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "dataplane/compress/narrow.h"
+#include "dataplane/compress/sign_ef.h"
 #include "dataplane/engine/agg.h"
 
 #define K 8
@@ -494,6 +495,62 @@ static void test_lane_codes(void **state)
 	}
 }
 
+/*
+ * sign_ef (docs/compression.md section 3): count lanes and the scale sum,
+ * another lane code a mismatch, two RESULTs (aux 0, 1) to every worker
+ * holding what tly_sign_result() makes of the three DATA, and both again
+ * for a late DATA of the completed chunk.
+ */
+static void test_sign_slots(void **state)
+{
+	static const int32_t base[3] = { 0x100, 0x7a5b3c1d, 0x1234567 };
+	struct tly_agg *a = make(3, 0, 0);
+	uint8_t counts[32 * (K - 1)], want[2][4 * K], pl[4 * K];
+	struct tly_sign_acc acc;
+	unsigned int i, w, seen = 0;
+
+	(void)state;
+	tly_sign_acc_init(&acc, counts, sizeof(counts));
+	for (w = 0; w < 3; w++) {
+		for (i = 0; i < K; i++)
+			tly_put32(pl + 4 * i, (uint32_t)base[w] + i);
+		tly_sign_acc_add(&acc, pl);
+	}
+	for (i = 0; i < 2; i++)
+		tly_sign_result(want[i], &acc, 3, i * 16 * (K - 1),
+				16 * (K - 1));
+	n_out = 0;
+	send_data(a, 0, 7, 1, TLY_F_SIGN, 9, base[0], 0);
+	send_data(a, 1, 7, 1, TLY_F_LANE8, 9, base[1], 0);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_MISMATCH], 1);
+	send_data(a, 1, 7, 1, TLY_F_SIGN, 9, base[1], 0);
+	send_data(a, 1, 7, 1, TLY_F_SIGN, 9, base[1], 0);	/* dup */
+	assert_int_equal(n_out, 0);
+	send_data(a, 2, 7, 1, TLY_F_SIGN, 9, base[2], 0);
+	assert_int_equal(n_out, 6);
+	for (i = 0; i < 6; i++) {
+		assert_int_equal(out[i].h.flags & TLY_F_LANES, TLY_F_SIGN);
+		assert_int_equal(out[i].h.shift, 9);
+		assert_true(out[i].h.aux < 2);
+		seen |= 1u << (out[i].h.aux * 3 + out[i].dst);
+		for (unsigned int j = 0; j < K; j++)
+			assert_int_equal(out[i].v[j], (int32_t)tly_get32(
+				want[out[i].h.aux] + 4 * j));
+	}
+	assert_int_equal(seen, 0x3f);	/* both parts to every worker */
+	/* the scale words were added as int32 */
+	assert_int_equal(out[0].v[0], base[0] + base[1] + base[2]);
+	n_out = 0;
+	send_data(a, 1, 7, 1, TLY_F_SIGN, 9, base[1], 0);
+	assert_int_equal(n_out, 2);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(out[i].dst, 1);
+		assert_int_equal(out[i].h.aux, i);
+		assert_true(out[i].h.flags & TLY_F_RETX);
+	}
+	tly_agg_destroy(a);
+}
+
 static void test_foreign_dropped(void **state)
 {
 	struct tly_agg *a = make(2, 0, 0);
@@ -832,6 +889,7 @@ int main(void)
 		cmocka_unit_test(test_exponent_round_takes_max),
 		cmocka_unit_test(test_shift_mismatch_dropped),
 		cmocka_unit_test(test_lane_codes),
+		cmocka_unit_test(test_sign_slots),
 		cmocka_unit_test(test_foreign_dropped),
 		cmocka_unit_test(test_wrong_slot_dropped),
 		cmocka_unit_test(test_wrong_cookie_dropped_first),

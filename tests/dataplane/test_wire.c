@@ -132,8 +132,8 @@ static void test_flags(void **state)
 }
 
 /* the lane code (docs/compression.md, section 7): 01 int16, 10 int8 on
- * DATA and RESULT with a shift; 11 (sign) not carried yet; never with EXP
- * or INT, never on ACK, BUSY or RING */
+ * DATA and RESULT with a shift; 11 (sign) too, with a RESULT's part in
+ * aux; never with EXP or INT, never on ACK, BUSY or RING */
 static void test_lanes(void **state)
 {
 	static const uint8_t types[] = { TLY_T_DATA, TLY_T_RESULT };
@@ -155,8 +155,15 @@ static void test_lanes(void **state)
 		assert_int_equal(tly_hdr_parse(pkt, data_len(), &lim, &out),
 				 TLY_OK);
 		assert_int_equal(tly_lane_bytes(out.flags), 1);
-		h.flags = TLY_F_LANES;
+		/* 11: sign_ef, DATA and RESULT */
+		h.flags = TLY_F_SIGN;
+		assert_int_equal(parse(&h, data_len()), TLY_OK);
+		h.flags = TLY_F_SIGN | TLY_F_EXP;
 		assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
+		h.flags = TLY_F_SIGN | TLY_F_INT;
+		h.shift = 0;
+		assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
+		h.shift = -127;
 		h.flags = TLY_F_LANE16 | TLY_F_INT;
 		h.shift = 0;
 		assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
@@ -171,7 +178,26 @@ static void test_lanes(void **state)
 		assert_int_equal(parse(&h, data_len() - 2), TLY_E_LEN);
 	}
 	assert_int_equal(tly_lane_bytes(TLY_F_LANE16), 2);
+	assert_int_equal(tly_lane_bytes(TLY_F_SIGN), 1);
 	assert_int_equal(tly_lane_bytes(0), 4);
+	/* aux: a sign RESULT's part 0 or 1; nothing else carries one */
+	h = data_hdr();
+	h.type = TLY_T_RESULT;
+	h.flags = TLY_F_SIGN;
+	h.aux = 1;
+	assert_int_equal(parse(&h, data_len()), TLY_OK);
+	assert_int_equal(tly_hdr_parse(pkt, data_len(), &lim, &out), TLY_OK);
+	assert_int_equal(out.aux, 1);
+	h.aux = 2;
+	assert_int_equal(parse(&h, data_len()), TLY_E_LEN);
+	h.aux = 1;
+	h.flags = TLY_F_LANE8;
+	assert_int_equal(parse(&h, data_len()), TLY_E_LEN);
+	h.flags = 0;
+	assert_int_equal(parse(&h, data_len()), TLY_E_LEN);
+	h.type = TLY_T_DATA;		/* a DATA's aux is 0, sign or not */
+	h.flags = TLY_F_SIGN;
+	assert_int_equal(parse(&h, data_len()), TLY_E_LEN);
 	h = data_hdr();
 	h.type = TLY_T_ACK;
 	h.shift = 0;
@@ -475,6 +501,7 @@ static void test_fast_data_check(void **state)
 		TLY_F_FALLBACK, TLY_F_REFUSE, TLY_F_LANE16, TLY_F_LANE8,
 		TLY_F_LANES, TLY_F_LANE16 | TLY_F_EXP, TLY_F_LANE8 | TLY_F_INT,
 		TLY_F_LANE8 | TLY_F_ACK_REQ | TLY_F_RETX,
+		TLY_F_SIGN | TLY_F_RETX, TLY_F_SIGN | TLY_F_EXP,
 	};
 	static const int8_t shifts[] = { 0, -3, 127, -127, -128, 1 };
 	struct tly_data_rx fr[2];

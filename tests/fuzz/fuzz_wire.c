@@ -3,7 +3,7 @@
  * fuzz_wire.c - libFuzzer target for everything that reads a received
  * frame: the header parser, then an aggregator and a worker (with a float
  * tensor through aggregation in each codec: int32, int16 and int8 lanes,
- * docs/compression.md; and an int32 tensor through the ring) fed the
+ * sign_ef in the software profile, docs/compression.md; and an int32 tensor through the ring) fed the
  * same packets, bare or in full Ethernet/IPv4/UDP frames, in the software
  * profile or the switch profile (docs/switch-profile.md: K = 64, no ring,
  * its CONFIRM of one chunk, the aggregator's sweep).
@@ -51,6 +51,7 @@ struct engines {
 	float src[100], dst[100];
 	int32_t isrc[100], idst[100];
 	float nsrc[700], ndst[2][700];	/* two chunks of the narrow lanes */
+	float sdst[700], ssent[700];	/* sign_ef: four chunks */
 };
 
 static void make(struct engines *e, int l2l4, int sw)
@@ -95,6 +96,13 @@ static void make(struct engines *e, int l2l4, int sw)
 	d.dst = e->ndst[1];
 	if (tly_worker_submit(e->w, &d, 0))
 		abort();
+	d.id = 12;		/* sign_ef: two RESULT parts (not in a switch) */
+	d.codec = TLY_CODEC_SIGN_EF;
+	d.dst = e->sdst;
+	d.sent = e->ssent;
+	if (!sw && tly_worker_submit(e->w, &d, 0))
+		abort();
+	d.sent = NULL;
 	d.codec = TLY_CODEC_NONE;
 	d.count = 100;
 	d.id = 9;		/* an int32 tensor through aggregation */

@@ -53,5 +53,10 @@ int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec);
 void cluster_show_warnings(const struct test_cluster *tc);
 /* Stop all; returns the number of daemons that did not exit cleanly. */
 int cluster_down(struct test_cluster *tc);
+/* tally_transport_sent_bytes_total of the daemon at @sock (tally-ctl at
+ * $TALLY_CTL, --json counters), once its dataplane threads published it:
+ * the bytes its transports sent (what tools/compress-study reads); -1 on
+ * failure */
+double cluster_sent_bytes(const char *sock);
 
 #endif /* TALLY_TESTS_CLUSTER_HARNESS_H */

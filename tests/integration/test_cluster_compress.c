@@ -133,57 +133,6 @@ out:
 	return 0;
 }
 
-/* tally_transport_sent_bytes_total of the daemon at @sock, summed over
- * its samples (what tools/compress-study reads); -1 on failure */
-static double sent_bytes(const char *sock)
-{
-	static const char name[] =
-		"\"name\":\"tally_transport_sent_bytes_total\"";
-	const char *ctl = getenv("TALLY_CTL");
-	char cmd[512], out[65536], *p;
-	double sum = 0;
-	size_t len;
-	FILE *f;
-
-	if (!ctl)
-		return -1;
-	snprintf(cmd, sizeof(cmd), "%s --socket %s --json counters", ctl,
-		 sock);
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	len = fread(out, 1, sizeof(out) - 1, f);
-	out[len] = 0;
-	if (pclose(f))
-		return -1;
-	for (p = strstr(out, name); p; p = strstr(p + 1, name)) {
-		char *v = strstr(p, "\"value\":");
-
-		if (!v)
-			return -1;
-		sum += strtod(v + 8, NULL);
-	}
-	return sum;
-}
-
-/* sent_bytes() once the dataplane threads have published the job's
- * counters: they publish what changed within 5 ms (dp_thread.c), so a
- * job of a few milliseconds may not be in the first read.  Two reads
- * 50 ms apart that agree (heartbeats come every 200 ms), for up to 2 s. */
-static double settled_sent_bytes(const char *sock)
-{
-	double last = sent_bytes(sock), b = last;
-
-	for (int i = 0; i < 40; i++) {
-		usleep(50000);
-		b = sent_bytes(sock);
-		if (b > 0 && b == last)
-			break;
-		last = b;
-	}
-	return b;
-}
-
 /* the job's run; *@bytes (when not NULL): what its transports sent */
 static int run_bytes(const char *const *extra, enum tally_compression m,
 		     int bits, double *bytes)
@@ -210,7 +159,7 @@ static int run_bytes(const char *const *extra, enum tally_compression m,
 	if (failed)
 		cluster_show_warnings(&tc);
 	for (int h = 0; bytes && h < HOSTS; h++) {
-		double b = settled_sent_bytes(tc.d[h].sock);
+		double b = cluster_sent_bytes(tc.d[h].sock);
 
 		*bytes = h ? *bytes + b : b;
 		if (b <= 0)

@@ -214,6 +214,30 @@ class TestErrors(TwoClients):
                 r.wait(10)
             self.assertEqual(cm.exception.name, "TALLY_EMISMATCH")
 
+    def test_sign_ef(self):
+        """compression="sign_ef": on one host the library still sends
+        g + residual from its own buffer, the sum is exact, so the
+        residual stays 0 and a second round is exact too; ef_reset()
+        knows the key afterwards, not another; int32 refused"""
+        def make(c, r):
+            a = c.alloc(64).numpy("float32", 16)
+            a[:] = (np.arange(16) - 7.5) * (r + 1)
+            return a
+        for it in (1, 2):
+            out = self.both(make, key=21, iteration=it,
+                            compression="sign_ef")
+            for o in out:
+                np.testing.assert_array_equal(o,
+                                              (np.arange(16) - 7.5) * 3.0)
+        self.assertTrue(self.a.ef_reset(21))
+        self.assertFalse(self.a.ef_reset(22))
+        self.a.ef_reset_all()
+        x = self.a.alloc(64).numpy("int32", 8)
+        with self.assertRaises(TallyError) as cm:
+            self.a.allreduce(x, key=23, iteration=1,
+                             compression="sign_ef").wait(10)
+        self.assertEqual(cm.exception.name, "TALLY_EINVAL")
+
     def test_wait_timeout_then_completion(self):
         x = [c.alloc(64).numpy("int32", 4) for c in (self.a, self.b)]
         ra = self.a.allreduce(x[0], key=4, iteration=1)

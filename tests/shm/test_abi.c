@@ -30,6 +30,8 @@ static const struct {
 	{ "tally_last_error", "TALLY_1.1" },
 	{ "tally_wait_ready", "TALLY_1.2" },
 	{ "tally_connect_opts", "TALLY_1.3" },
+	{ "tally_ef_reset", "TALLY_1.4" },
+	{ "tally_ef_reset_all", "TALLY_1.4" },
 };
 
 static void test_versioned_symbols(void **state)
@@ -54,6 +56,7 @@ static void test_versioned_symbols(void **state)
 	assert_null(dlsym(h, "job_resolve"));
 	assert_null(dlsym(h, "msg_send"));
 	assert_null(dlsym(h, "client_translate"));
+	assert_null(dlsym(h, "tly_ef_get"));	/* ef_store.c, embedded */
 	dlclose(h);
 }
 

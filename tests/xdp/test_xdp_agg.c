@@ -487,7 +487,8 @@ static void test_drops(void **state)
 		{ "job", TLY_E_JOB }, { "version", TLY_E_VERSION },
 		{ "type", TLY_E_TYPE }, { "flags", TLY_E_FLAGS },
 		{ "exp+int", TLY_E_FLAGS }, { "lane16", TLY_E_FLAGS },
-		{ "lane8", TLY_E_FLAGS }, { "length", TLY_E_LEN },
+		{ "lane8", TLY_E_FLAGS }, { "sign", TLY_E_FLAGS },
+		{ "length", TLY_E_LEN },
 		{ "aux", TLY_E_LEN }, { "rank", TLY_E_RANK },
 		{ "slot", TLY_E_SLOT }, { "slot range", TLY_E_SLOT },
 		{ "shift", TLY_E_SHIFT }, { "shift exp", TLY_E_SHIFT },
@@ -523,6 +524,8 @@ static void test_drops(void **state)
 			h.flags = TLY_F_LANE16;
 		else if (!strcmp(w, "lane8"))
 			h.flags = TLY_F_LANE8 | TLY_F_ACK_REQ;
+		else if (!strcmp(w, "sign"))	/* sign_ef: not here */
+			h.flags = TLY_F_SIGN;
 		else if (!strcmp(w, "length"))
 			n_lanes = job.k - 1;
 		else if (!strcmp(w, "aux"))
