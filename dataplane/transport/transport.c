@@ -204,11 +204,23 @@ static const struct link_emu_frame *emu_next(struct transport *tp,
 	return f;
 }
 
+/* how late a held frame came out (either queue): tp->stats.emu_* */
+static void emu_count_release(struct transport *tp,
+			      const struct link_emu_frame *t, uint64_t now_ns)
+{
+	uint64_t late = now_ns > t->due_ns ? now_ns - t->due_ns : 0;
+
+	tp->stats.emu_released++;
+	tp->stats.emu_late_ns += late;
+	tp->stats.emu_on_time += late <= TRANSPORT_EMU_ON_TIME_NS;
+	if (late > tp->stats.emu_late_max_ns)
+		tp->stats.emu_late_max_ns = late;
+}
+
 static int emu_release(struct transport *tp, uint64_t now_ns)
 {
 	const struct link_emu_frame *f;
 	struct link_emu_frame t;
-	uint64_t late;
 	uint8_t *buf;
 	int sent = 0, r;
 
@@ -223,12 +235,7 @@ static int emu_release(struct transport *tp, uint64_t now_ns)
 			continue;
 		}
 		t = link_emu_take(tp->emu, LINK_EMU_EGRESS);
-		late = now_ns - t.due_ns;
-		tp->stats.emu_released++;
-		tp->stats.emu_late_ns += late;
-		tp->stats.emu_on_time += late <= TRANSPORT_EMU_ON_TIME_NS;
-		if (late > tp->stats.emu_late_max_ns)
-			tp->stats.emu_late_max_ns = late;
+		emu_count_release(tp, &t, now_ns);
 		memcpy(buf, t.data, t.len);
 		tp->ops->tx_send(tp, t.dst, buf, t.len);
 		link_emu_free(tp->emu, t.data);
@@ -278,6 +285,8 @@ int transport_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 	for (i = 0; i < n && link_emu_peek(tp->emu, LINK_EMU_INGRESS, now);
 	     i++) {
 		t = link_emu_take(tp->emu, LINK_EMU_INGRESS);
+		if (tp->cfg.emu.delay_on_ingress)	/* delayed here */
+			emu_count_release(tp, &t, now);
 		rx[i].data = t.data;
 		rx[i].len = t.len;
 		rx[i].cookie = t.data;

@@ -110,9 +110,10 @@ struct transport_stats {
 	 * another queue's shard and passed on, and those taken from others
 	 * (counted in rx_pkts once taken) */
 	uint64_t rx_handoff_out, rx_handoff_in;
-	/* egress frames the emulator released, and how late the flush that
-	 * released them came after their due time (sum, max; and how many
-	 * within TRANSPORT_EMU_ON_TIME_NS) */
+	/* frames the emulator released after holding them (egress, and
+	 * ingress when it adds the delay there), and how late the flush or
+	 * receive that released them came after their due time (sum, max;
+	 * and how many within TRANSPORT_EMU_ON_TIME_NS) */
 	uint64_t emu_released, emu_late_ns, emu_late_max_ns;
 	uint64_t emu_on_time;
 };
@@ -213,17 +214,20 @@ void transport_idle_wait(struct transport *tp, uint64_t now_ns,
  * so held frames leave on time.  The margin starts at
  * TRANSPORT_EMU_SPIN_NS and follows how late the loop's timed sleeps
  * end (transport_emu_woke()): twice their running mean plus 10 us,
- * within [TRANSPORT_EMU_SPIN_MIN_NS, TRANSPORT_EMU_SPIN_MAX_NS].  The
- * cap is low on purpose: on 2 cores shared by 3 daemons, a margin of
- * 250 us put every frame out on time but made the all-reduce slower
- * (the spinning senders starve the receivers); a quiet machine, whose
- * wake-ups are prompt, spins less.
+ * within [TRANSPORT_EMU_SPIN_MIN_NS, TRANSPORT_EMU_SPIN_MAX_NS].  On
+ * this VM an idle vCPU wakes from a 200 us ppoll 200-1200 us late, so the
+ * cap is 250 us.  (With the delay on the sender's side, 250 us made the
+ * all-reduce slower: the spinning senders starved the receivers.  Now a
+ * receiver that holds frames delays them itself (delay_on_ingress) and
+ * spins for its own input; emu_delay_fidelity_100us went from 1.21-1.48
+ * with a 50 us cap to 1.13-1.26, interleaved runs.)  A machine whose
+ * wake-ups are prompt spins less.
  */
 #define TRANSPORT_EMU_SPIN_NS 50000
 /* a release also takes the frames due within this much after it */
 #define TRANSPORT_EMU_GATHER_NS 2000
 #define TRANSPORT_EMU_SPIN_MIN_NS 20000
-#define TRANSPORT_EMU_SPIN_MAX_NS 50000
+#define TRANSPORT_EMU_SPIN_MAX_NS 250000
 
 /* the emulator's earliest release (either direction), UINT64_MAX when it
  * holds nothing or is off */
