@@ -69,6 +69,26 @@ def narrow(compression):
     return setup
 
 
+class _ResetResiduals:
+    """sign without error feedback: the residuals zeroed after every
+    step (tally_ef_reset_all), so each round sends the sign of the bare
+    gradient: the study's "extreme compression" without its repair"""
+
+    def __init__(self, state):
+        self.state = state
+
+    def step(self):
+        self.state.client.ef_reset_all()
+
+
+def sign_no_ef(ddp):
+    import tally.torch
+
+    state = tally.torch.HookState(compression="sign_ef")
+    ddp.register_comm_hook(state, tally.torch.allreduce_hook)
+    return _ResetResiduals(state)
+
+
 def local_sgd(period):
     def setup(ddp):
         import tally.torch
@@ -88,6 +108,10 @@ METHODS = {
     "local_sgd_h4": local_sgd(4),
     "local_sgd_h8": local_sgd(8),
     "local_sgd_h16": local_sgd(16),
+    # the extremes: where convergence degrades (docs/compression.md,
+    # section 10)
+    "sign_no_ef": sign_no_ef,
+    "local_sgd_h32": local_sgd(32),
 }
 
 
