@@ -17,9 +17,10 @@
  * noise) and counts what each worker sends and receives: its own blocks,
  * and the RESULT of every block some worker sent.
  *
- * Prints `figure compress_<m>_wire_bytes_frac <v> frac` for int16, int8,
- * sign_ef and block_topk10_ef.  Accuracy figures come with the engine
- * integration (issue 15).
+ * Prints `figure compress_codec_<m>_wire_bytes_frac <v> frac` for int16,
+ * int8, sign_ef and block_topk10_ef: the codecs' model of the bytes.  The
+ * issue's `compress_<m>_wire_bytes_frac` and `_accuracy_delta_pp` are
+ * measured through the engine by tools/compress-study.
  */
 #include <math.h>
 #include <stdio.h>
@@ -246,11 +247,11 @@ int main(int argc, char **argv)
 	       fs);
 	printf("%-18s %14.0f %8.4f\n", "block_topk10_ef",
 	       ft * base * pkt_bytes(&b), ft);
-	printf("figure compress_int16_wire_bytes_frac %.4f frac\n", f16);
-	printf("figure compress_int8_wire_bytes_frac %.4f frac\n", f8);
-	printf("figure compress_sign_ef_wire_bytes_frac %.4f frac\n", fs);
-	printf("figure compress_block_topk10_ef_wire_bytes_frac %.4f frac\n",
-	       ft);
+	printf("figure compress_codec_int16_wire_bytes_frac %.4f frac\n", f16);
+	printf("figure compress_codec_int8_wire_bytes_frac %.4f frac\n", f8);
+	printf("figure compress_codec_sign_ef_wire_bytes_frac %.4f frac\n", fs);
+	printf("figure compress_codec_block_topk10_ef_wire_bytes_frac "
+	       "%.4f frac\n", ft);
 	free(x);
 	return 0;
 }
