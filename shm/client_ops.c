@@ -15,14 +15,6 @@
 
 #include "shm/client_internal.h"
 
-/* Spin at most this long before sleeping; less when recent waits were
- * short, not at all when they were long (spinning on a shared core only
- * steals time from the daemon that has to do the work).  At 50 us the
- * clients of a 256 KiB all-reduce (waits of 60-130 us) all slept, and the
- * daemon paid a doorbell write and a wake-up per client on every
- * operation: 200 us keeps them polling up to about 1 MiB. */
-#define CLIENT_SPIN_MAX_NS 200000ull
-
 #define REQ_SLOT(req) ((uint32_t)((req) & 0xffffu))
 #define REQ_GEN(req) ((uint32_t)((req) >> 16))
 

@@ -50,7 +50,6 @@
 #include "harness.h"
 #include "shm/client_internal.h"
 
-#define CLIENT_SPIN_MAX_NS 50000ull	/* as in shm/client_ops.c */
 #define RUN_MS 2000
 /* a healthy wait takes microseconds; one that reaches this was lost */
 #define WAIT_MS 1500
