@@ -15,7 +15,9 @@
  *    the running mean of the results nears the true sum 4 g, much closer
  *    than top-10 % without feedback (the same run with
  *    tally_ef_reset_all() before each round, which must match the error
- *    computed here: the 4 g of the blocks outside the top 10 %);
+ *    computed here: the 4 g of the blocks outside the top 10 %); also
+ *    in bytescheduler partitions (top-k per partition) and with two keys
+ *    merged into one mgwfbp unit;
  *  - a block with inf: non-finite on every process, its residual reset
  *    on the host that had it;
  *  - the bytes the daemons' transports sent (tally-ctl's counters) for a
@@ -46,7 +48,7 @@
 #define ROUNDS 80
 #define METHOD TALLY_COMPRESS_BLOCK_TOPK10_EF
 
-enum mode { INVARIANT, CONVERGE, CONVERGE_RESET, BYTES };
+enum mode { INVARIANT, CONVERGE, CONVERGE_RESET, CONVERGE_MERGED, BYTES };
 
 /* elements of the tensor whose bytes on the wire are counted */
 #define NB (1u << 21)
@@ -180,28 +182,48 @@ static int invariant_main(struct tally_client *c, const struct sjob *j,
 	return 0;
 }
 
-/* The same g everywhere: mean |mean_t r_t - 4 g| over the elements */
+/* key 7 + @k of round @t, in merge group @group (0: none) */
+static int submit(struct tally_client *c, const struct sjob *j, float *g,
+		  float *r, int k, int t, uint32_t group, uint64_t *req)
+{
+	return tally_allreduce(c, &(struct tally_allreduce_args){
+		.key = 7 + (uint64_t)k, .iteration = (uint64_t)t + 1,
+		.sendbuf = g + (size_t)k * N, .recvbuf = r + (size_t)k * N,
+		.count = N, .dtype = TALLY_FLOAT32, .op = TALLY_SUM,
+		.group = group,
+		.flags = TALLY_F_COMPRESS(j->method) |
+			 (group && k ? TALLY_F_LAST_OF_ITERATION : 0) }, req);
+}
+
+/*
+ * The same g everywhere: mean |mean_t r_t - 4 g| over the elements (of
+ * one key, or of two that travel as one merged unit)
+ */
 static int converge_main(struct tally_client *c, const struct sjob *j,
 			 int proc, float *g, float *r)
 {
-	double *sum = calloc(N, sizeof(double)), err = 0;
+	int keys = j->mode == CONVERGE_MERGED ? 2 : 1, t, k;
+	double *sum = calloc(2 * N, sizeof(double)), err = 0;
+	uint64_t req[2];
 	size_t i;
-	int t;
 
 	CHECK(sum, 43);
 	for (t = 0; t < ROUNDS; t++) {
 		if (j->mode == CONVERGE_RESET)
 			tally_ef_reset_all(c);
-		for (i = 0; i < N; i++)
-			g[i] = value(0, i, 0);
-		CHECK(reduce(c, g, r, 7, (uint64_t)t + 1, j->method) == 0,
-		      41);
-		for (i = 0; i < N; i++)
+		for (i = 0; i < 2 * N; i++)
+			g[i] = value(0, i % N, 0);
+		for (k = 0; k < keys; k++)
+			CHECK(submit(c, j, g, r, k, t, keys > 1, &req[k]) == 0,
+			      41);
+		for (k = 0; k < keys; k++)
+			CHECK(tally_wait(c, req[k], 60000) == 0, 42);
+		for (i = 0; i < (size_t)keys * N; i++)
 			sum[i] += r[i];
 	}
-	for (i = 0; i < N; i++)
-		err += fabs(sum[i] / ROUNDS - 4.0 * value(0, i, 0));
-	j->err[proc] = err / N;
+	for (i = 0; i < (size_t)keys * N; i++)
+		err += fabs(sum[i] / ROUNDS - 4.0 * value(0, i % N, 0));
+	j->err[proc] = err / ((double)keys * N);
 	free(sum);
 	return 0;
 }
@@ -238,8 +260,8 @@ static int client_main(void *arg)
 	if (j->mode == BYTES)
 		return bytes_main(c, j);
 	proc = j->host * CL_LOCAL + tally_rank(c);
-	g = tally_alloc(c, N * 4);
-	r = tally_alloc(c, N * 4);
+	g = tally_alloc(c, 2 * N * 4);
+	r = tally_alloc(c, 2 * N * 4);
 	CHECK(g && r, 3);
 	if (j->mode == INVARIANT) {
 		int32_t *ib = (int32_t *)g;
@@ -313,6 +335,24 @@ static const char *const job_topk[] = {
 	NULL,
 };
 
+/* partitions of 12 KiB: 3072 elements, 12 blocks each (top-k per
+ * partition: 2 blocks of 12) */
+static const char *const job_topk_parts[] = {
+	"--set", "compression.method=block_topk10_ef",
+	"--set", "cluster.schedule=bytescheduler",
+	"--set", "cluster.partition_kib=12",
+	"--set", "emulator.loss_ppm=10000",
+	NULL,
+};
+
+/* two keys merged into one mgwfbp unit: "sent" scattered back per op */
+static const char *const job_topk_mgwfbp[] = {
+	"--set", "compression.method=block_topk10_ef",
+	"--set", "cluster.schedule=mgwfbp",
+	"--set", "emulator.loss_ppm=10000",
+	NULL,
+};
+
 static void test_invariant(void **state)
 {
 	float *res = mmap(NULL, HOSTS * CL_LOCAL * N * sizeof(float),
@@ -363,10 +403,12 @@ static double plain_error(double *amean)
 /* the job's method (DEFAULT: the library learns it at WELCOME) */
 static void test_converge(void **state)
 {
-	double *err = mmap(NULL, 2 * HOSTS * CL_LOCAL * sizeof(double),
+	double *err = mmap(NULL, 4 * HOSTS * CL_LOCAL * sizeof(double),
 			   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			   -1, 0);
 	double *reset = err + HOSTS * CL_LOCAL, amean, plain;
+	double *parts = reset + HOSTS * CL_LOCAL;
+	double *merged = parts + HOSTS * CL_LOCAL;
 
 	(void)state;
 	assert_true(err != MAP_FAILED);
@@ -374,17 +416,28 @@ static void test_converge(void **state)
 			     NULL), 0);
 	assert_int_equal(run(job_topk, CONVERGE_RESET, TALLY_COMPRESS_DEFAULT,
 			     reset, NULL), 0);
+	/* bytescheduler partitions: each its own engine tensor (top-k per
+	 * partition), "sent" at its offset */
+	assert_int_equal(run(job_topk_parts, CONVERGE, TALLY_COMPRESS_DEFAULT,
+			     parts, NULL), 0);
+	assert_int_equal(run(job_topk_mgwfbp, CONVERGE_MERGED,
+			     TALLY_COMPRESS_DEFAULT, merged, NULL), 0);
 	plain = plain_error(&amean);
 	for (int p = 0; p < HOSTS * CL_LOCAL; p++) {
-		print_message("proc %d: mean |error| with feedback %.4g, reset "
+		print_message("proc %d: mean |error| with feedback %.4g "
+			      "(partitions %.4g, merged units %.4g), reset "
 			      "every round %.4g, top-10 %% without feedback "
-			      "%.4g (mean |sum| %.4g)\n", p, err[p], reset[p],
-			      plain, amean);
+			      "%.4g (mean |sum| %.4g)\n", p, err[p], parts[p],
+			      merged[p], reset[p], plain, amean);
 		assert_true(err[p] > 0);
 		assert_true(err[p] < 0.3 * plain);
+		assert_true(parts[p] > 0);
+		assert_true(parts[p] < 0.3 * plain);
+		assert_true(merged[p] > 0);
+		assert_true(merged[p] < 0.3 * plain);
 		assert_true(fabs(reset[p] - plain) < 0.05 * plain);
 	}
-	munmap(err, 2 * HOSTS * CL_LOCAL * sizeof(double));
+	munmap(err, 4 * HOSTS * CL_LOCAL * sizeof(double));
 }
 
 /* what the daemons' transports sent for one 8 MiB float tensor, no loss:
