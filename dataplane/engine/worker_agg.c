@@ -537,7 +537,9 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 		w->c.tx_nobuf++;
 		return NULL;
 	}
-	if (exp && agg_exp_result(w, t, h->chunk, pkt + TLY_HDR_LEN, now)) {
+	/* the round's combine must be the codec's (counted for block_topk) */
+	if (exp && (h->aux != (t->codec->topk_permille ? TLY_AUX_COUNT : 0) ||
+		    agg_exp_result(w, t, h->chunk, pkt + TLY_HDR_LEN, now))) {
 		w->c.drops[TLY_E_MISMATCH]++;
 		return NULL;
 	}
