@@ -494,7 +494,10 @@ with open(os.path.join(ROOT, "ctrl", "config.c")) as f:
 keys = re.findall(r'(?:STR\(|\{ )"(\w+)", "(\w+)"', src)
 values = ["udp", "dpdk", "rdma", "worker", "aggregator", "worker+aggregator",
           "aggregate", "ring", "bsp", "wfbp", "mgwfbp", "bytescheduler",
-          "error", "warn", "info", "debug", "0x", "127.0.0.1:", "02:00:"]
+          "error", "warn", "info", "debug", "0x", "127.0.0.1:", "02:00:",
+          # [compression] method (dataplane/engine/codec.c)
+          "none", "int16", "int8", "sign_ef", "block_topk10_ef",
+          "block_topk1_ef"]
 dictionary("fuzz-config", ["[%s]" % s for s, _ in keys] +
            ["%s = " % k for _, k in keys] + values + ["\n", ";", "="])
 with open(os.path.join(ROOT, "ctrl", "cmdline.c")) as f:
