@@ -214,7 +214,7 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 		if (m->reg.world == 0 || m->reg.world > BOOT_MAX_MEMBERS ||
 		    m->reg.self.rank >= m->reg.world ||
 		    !algo_ok(m->reg.algorithm) ||
-		    m->reg.compression > TLY_CODEC_SIGN_EF)
+		    m->reg.compression > TLY_CODEC_TOPK1_EF)
 			return BOOT_E_FIELD;
 		break;
 	case BOOT_ROSTER:

@@ -86,7 +86,7 @@ struct boot_msg {
 			uint8_t threads;	/* [dataplane] threads (0: 1) */
 			uint8_t profile;	/* [dataplane] profile */
 			uint8_t compression;	/* [compression] method
-						 * (enum tly_codec, 0..3) */
+						 * (enum tly_codec, 0..5) */
 			uint8_t nonce[AUTH_NONCE_LEN];	/* member's */
 		} reg;
 		struct {		/* ROSTER */

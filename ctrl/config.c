@@ -589,6 +589,15 @@ int config_compression_check(const struct tally_config *cfg, char *err,
 			 "answer a chunk with two RESULTs");
 		return -1;
 	}
+	if (tly_codec((unsigned int)cfg->compression)->topk_permille &&
+	    cfg->dp_profile == TLY_PROFILE_SWITCH) {
+		snprintf(err, (size_t)errlen, "compression.method = %s needs "
+			 "dataplane.profile = software: partial blocks (m(b) "
+			 "senders) and the non-senders' PULL are the software "
+			 "aggregator's, not built for a switch yet",
+			 tly_codec((unsigned int)cfg->compression)->name);
+		return -1;
+	}
 	if (cfg->compression == TLY_CODEC_NONE ||
 	    cfg->algorithm == ALGO_AGGREGATE)
 		return 0;

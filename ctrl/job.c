@@ -144,7 +144,7 @@ static int check_sqe(const struct tally_sqe *s, uint64_t *bytes)
 
 	if (s->opcode != TALLY_OP_ALLREDUCE || esz == 0 ||
 	    s->redop >= TALLY_OP_MAX || (s->flags & ~TALLY_F_ALL) ||
-	    TALLY_F_COMPRESSION(s->flags) > TALLY_COMPRESS_SIGN_EF)
+	    TALLY_F_COMPRESSION(s->flags) > TALLY_COMPRESS_BLOCK_TOPK1_EF)
 		return -TALLY_EBADOP;
 	if (s->count == 0 || s->count > UINT64_MAX / esz)
 		return -TALLY_EINVAL;
@@ -170,6 +170,8 @@ static int sqe_codec(const struct job *j, const struct tally_sqe *s,
 		[TALLY_COMPRESS_INT16] = TLY_CODEC_INT16,
 		[TALLY_COMPRESS_INT8] = TLY_CODEC_INT8,
 		[TALLY_COMPRESS_SIGN_EF] = TLY_CODEC_SIGN_EF,
+		[TALLY_COMPRESS_BLOCK_TOPK10_EF] = TLY_CODEC_TOPK10_EF,
+		[TALLY_COMPRESS_BLOCK_TOPK1_EF] = TLY_CODEC_TOPK1_EF,
 	};
 	enum tally_compression m = TALLY_F_COMPRESSION(s->flags);
 	bool exact = s->dtype == TALLY_INT32;

@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * client_ef.c - sign_ef's error feedback in the client library
- * (docs/compression.md, sections 3 and 5).
+ * client_ef.c - the error feedback of sign_ef and block_topk<p>_ef in
+ * the client library (docs/compression.md, sections 3, 4 and 5).
  *
  * The residual e of each tensor key lives here (ef_store.c, libc only),
- * never in the daemon.  A sign_ef submission sends p = g + e from a
+ * never in the daemon.  Such a submission sends p = g + e from a
  * scratch buffer of the library's own (carved from shared segments like
  * tally_alloc()'s, one per key), and e holds p meanwhile.  The daemon
  * compresses the host's local sum and, on completion, leaves in every
  * member's scratch what the host sent, decoded (TALLY_CQE_F_SENT); then
  * e := p - sent / L (L: the host's clients), so the members' residuals
- * add up to the host's.  A non-finite chunk (sent NaN) resets its
+ * add up to the host's (block_topk: sent is 0 in a block the host did
+ * not send, so e keeps p there).  A non-finite chunk (sent NaN) resets its
  * residual; a request that failed, or whose tensor was not compressed
  * (one host alone: the sum is exact), leaves e = 0.
  */
@@ -121,17 +122,24 @@ static struct ef_key *key_scratch(struct tally_client *c,
 	return k;
 }
 
-/* whether @a travels as sign_ef (named, or the job's default) */
-static bool is_sign_ef(const struct tally_client *c,
-		       const struct tally_allreduce_args *a)
+/* the methods whose residual the library keeps: sign_ef, block_topk */
+static bool method_ef(int m)
+{
+	return m == TALLY_COMPRESS_SIGN_EF ||
+	       m == TALLY_COMPRESS_BLOCK_TOPK10_EF ||
+	       m == TALLY_COMPRESS_BLOCK_TOPK1_EF;
+}
+
+/* whether @a travels with error feedback (named, or the job's default) */
+static bool is_ef(const struct tally_client *c,
+		  const struct tally_allreduce_args *a)
 {
 	enum tally_compression m = TALLY_F_COMPRESSION(a->flags);
 
 	if (a->dtype == TALLY_INT32)
 		return false;	/* named: the daemon refuses it */
-	return m == TALLY_COMPRESS_SIGN_EF ||
-	       (m == TALLY_COMPRESS_DEFAULT &&
-		c->job_method == TALLY_COMPRESS_SIGN_EF);
+	return method_ef(m) ||
+	       (m == TALLY_COMPRESS_DEFAULT && method_ef(c->job_method));
 }
 
 int client_ef_prepare(struct tally_client *c,
@@ -144,7 +152,7 @@ int client_ef_prepare(struct tally_client *c,
 	float *e;
 
 	re->used = false;
-	if (!is_sign_ef(c, a))
+	if (!is_ef(c, a))
 		return 0;
 	if (a->count > SIZE_MAX / sizeof(float))
 		return -TALLY_EINVAL;

@@ -138,7 +138,7 @@ static int check_args(const struct tally_allreduce_args *a, uint64_t *bytes)
 	if (!a || (unsigned int)a->dtype >= TALLY_DTYPE_MAX ||
 	    (unsigned int)a->op >= TALLY_OP_MAX || a->count == 0 ||
 	    !a->sendbuf || !a->recvbuf || (a->flags & ~TALLY_F_ALL) ||
-	    TALLY_F_COMPRESSION(a->flags) > TALLY_COMPRESS_SIGN_EF ||
+	    TALLY_F_COMPRESSION(a->flags) > TALLY_COMPRESS_BLOCK_TOPK1_EF ||
 	    a->group > UINT16_MAX)
 		return -TALLY_EINVAL;
 	esz = tally_dtype_size(a->dtype);

@@ -57,8 +57,8 @@ def uncompressed(ddp):
 
 
 def narrow(compression):
-    """The DDP hook with the gradients in 16- or 8-bit lanes or sign_ef
-    (per tensor, docs/compression.md sections 2 and 3)."""
+    """The DDP hook with the gradients in 16- or 8-bit lanes, sign_ef or
+    block_topk (per tensor, docs/compression.md sections 2 to 4)."""
     def setup(ddp):
         import tally.torch
 
@@ -105,6 +105,9 @@ METHODS = {
     "int8": narrow("int8"),
     # 1-bit signs, majority vote, error feedback in libtally (section 3)
     "sign_ef": narrow("sign_ef"),
+    # the top 10 % of each bucket's blocks, error feedback in libtally
+    # (section 4)
+    "block_topk10_ef": narrow("block_topk10_ef"),
     "local_sgd_h4": local_sgd(4),
     "local_sgd_h8": local_sgd(8),
     "local_sgd_h16": local_sgd(16),

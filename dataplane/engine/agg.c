@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "dataplane/compress/sign_ef.h"
+#include "dataplane/compress/sparse.h"
 #include "dataplane/engine/frame.h"
+#include "dataplane/engine/quant.h"
 #include "dataplane/engine/simd.h"
 
 #define FB_PROBES	4
@@ -37,6 +39,10 @@ struct agg_slot {
 	uint64_t confirmed;	/* DONE: workers that confirmed the result */
 	uint16_t slot;		/* the chunk's primary slot index */
 	uint8_t has_done;
+	/* the DATA's aux (TLY_AUX_M): a sparse block's m(b), the
+	 * contributions that complete it; an EXP slot's combine
+	 * (TLY_AUX_COUNT: max and count); 0: n, max */
+	uint8_t aux;
 	/* the chunk this entry last completed and freed (a tombstone),
 	 * believed for tombstone_ns after done_ns; the switch profile has
 	 * no tombstones and keeps the claim time here instead */
@@ -599,6 +605,7 @@ static void slot_claim(struct tly_agg *a, uint32_t idx,
 	s->slot = h->slot;
 	s->mode = h->flags & MODE_BITS;
 	s->shift = h->shift;
+	s->aux = h->aux & TLY_AUX_M;
 	s->contrib = 0;
 	s->confirmed = 0;
 	s->count = 0;
@@ -710,6 +717,7 @@ static void agg_reply(struct tly_agg *a, const struct tly_hdr *in,
 	h.type = type;
 	h.flags = (in->flags & (TLY_F_EXP | TLY_F_INT)) | extra;
 	h.shift = 0;
+	h.aux = 0;		/* a DATA's m(b) or PULL is not echoed */
 	h.job = a->cfg.job;
 	h.cookie = a->cfg.cookie;
 	tly_hdr_write(o.pkt, &h);
@@ -749,6 +757,8 @@ static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 		return -1;
 	}
 	hdr_for_slot(&h, s, TLY_T_RESULT, rank);
+	if (s->mode & TLY_F_EXP)
+		h.aux = s->aux;		/* the round's combine */
 	h.flags |= extra_flags;
 	h.job = a->cfg.job;
 	h.cookie = a->cfg.cookie;
@@ -834,6 +844,67 @@ static void result_to_all(struct tly_agg *a, uint32_t idx,
 		result_to_all_part(a, idx, last, p);
 }
 
+/*
+ * block_topk's exponent round (EXP aux TLY_AUX_COUNT): each lane keeps
+ * E * 256 + m, the max of the workers' words and how many were not
+ * TLY_EXP_NONE (docs/compression.md section 4); the RESULT word as is.
+ */
+static void exp_count(uint32_t *sum, const uint8_t *pl, size_t k, int first)
+{
+	size_t i;
+
+	for (i = 0; i < k; i++) {
+		struct tly_sparse_exp_lane l = { TLY_EXP_NONE, 0 };
+		int32_t e = (int32_t)tly_get32(pl + 4 * i);
+		unsigned int m;
+
+		if (!first) {
+			tly_sparse_exp_unword(sum[i], &l.exp, &m);
+			l.senders = (uint8_t)m;
+		}
+		tly_sparse_exp_add(&l, &e, 1);
+		sum[i] = tly_sparse_exp_word(l.exp, l.senders);
+	}
+}
+
+/* contributions that complete slot @s: a sparse block's m(b), else n */
+static inline unsigned int slot_target(const struct tly_agg *a,
+				       const struct agg_slot *s)
+{
+	return s->aux && !(s->mode & TLY_F_EXP) ? s->aux : a->cfg.n_workers;
+}
+
+/*
+ * A non-sender's PULL of a sparse block (aux TLY_AUX_PULL): never claims
+ * a slot nor adds.  The RESULT again if the block is done, an ACK while
+ * it collects; nothing where no slot holds it (the puller retries).
+ */
+static void agg_pull(struct tly_agg *a, const struct tly_hdr *h,
+		     uint64_t key, uint8_t dscp)
+{
+	struct chunk_id id = { .key = key, .hash = tly_key_hash(key) };
+	int64_t idx = slot_is(&a->slots[h->slot], key) ? h->slot :
+		      fb_find(a, &id);
+	struct agg_slot *s;
+
+	if (idx < 0) {
+		a->c.drops[TLY_E_STALE]++;
+		return;
+	}
+	s = &a->slots[idx];
+	if (s->mode != (h->flags & MODE_BITS) ||
+	    s->aux != (h->aux & TLY_AUX_M)) {
+		a->c.drops[TLY_E_MISMATCH]++;
+		return;
+	}
+	if (s->state == SLOT_DONE) {
+		a->c.retx++;
+		result_unicast(a, (uint32_t)idx, h->rank);
+		return;
+	}
+	agg_reply(a, h, TLY_T_ACK, dscp, s->fallback ? TLY_F_FALLBACK : 0);
+}
+
 /* a DATA that passed every check of the wire (tly_data_rx() or the
  * general parser): the slot machine of docs/protocol.md */
 static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
@@ -846,6 +917,10 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 	int64_t idx = h->slot;
 	int last;
 
+	if (h->aux & TLY_AUX_PULL) {
+		agg_pull(a, h, key, dscp);
+		return;
+	}
 	if (mode_sign(h->flags) && !slot_is(s, key) && sign_ready(a)) {
 		agg_reply(a, h, TLY_T_BUSY, dscp, 0);
 		return;
@@ -878,7 +953,8 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 		result_unicast(a, (uint32_t)idx, h->rank);
 		return;
 	}
-	if (s->mode != (h->flags & MODE_BITS) || s->shift != h->shift) {
+	if (s->mode != (h->flags & MODE_BITS) || s->shift != h->shift ||
+	    s->aux != (h->aux & TLY_AUX_M)) {
 		a->c.drops[TLY_E_MISMATCH]++;
 		return;
 	}
@@ -891,10 +967,12 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 	}
 	sum = slot_sum(a, (uint32_t)idx);
 	/* the last of several sums is added while the RESULT is written */
-	last = s->count + 1 == a->cfg.n_workers && s->count &&
+	last = s->count + 1u == slot_target(a, s) && s->count &&
 	       !(s->mode & TLY_F_EXP) && !mode_sign(s->mode);
 	if (mode_sign(s->mode))
 		sign_add(a, (uint32_t)idx, pl, !s->count);
+	else if ((s->mode & TLY_F_EXP) && s->aux)
+		exp_count(sum, pl, a->cfg.k, !s->count);
 	else if (!s->count)
 		SLOT_KERN(a, s->mode)->copy(sum, pl, a->cfg.k);
 	else if (s->mode & TLY_F_EXP)
@@ -907,7 +985,7 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 	s->dscp = dscp;
 	if (s->fallback)
 		a->c.fallback++;
-	if (s->count == a->cfg.n_workers) {
+	if (s->count == slot_target(a, s)) {
 		s->state = SLOT_DONE;
 		s->t_last = now + a->cfg.probe_ns;
 		a->c.completions++;
@@ -934,6 +1012,7 @@ static inline int agg_data_common(struct tly_agg *a,
 	uint32_t *sum;
 
 	if (s->key != key || s->state != SLOT_AGG || mode_sign(s->mode) ||
+	    s->aux ||
 	    s->mode != (h->flags & MODE_BITS) ||
 	    s->shift != h->shift || (s->contrib & bit) || !s->count ||
 	    s->count + 1u >= a->cfg.n_workers || (h->flags & TLY_F_ACK_REQ))

@@ -2,8 +2,11 @@
 /*
  * codec.c - the codec ops tables (codec.h): int32 over dtype.h as before,
  * int16 and int8 over dataplane/compress/narrow.c, sign_ef over
- * dataplane/compress/sign_ef.c.
+ * dataplane/compress/sign_ef.c, block_topk<p>_ef over
+ * dataplane/compress/sparse.c.
  */
+#include <errno.h>
+#include <stdlib.h>
 #include "dataplane/engine/codec.h"
 
 #include <math.h>
@@ -12,6 +15,7 @@
 #include "dataplane/compress/elem.h"
 #include "dataplane/compress/narrow.h"
 #include "dataplane/compress/sign_ef.h"
+#include "dataplane/compress/sparse.h"
 #include "dataplane/engine/dtype.h"
 #include "dataplane/engine/quant.h"
 #include "dataplane/engine/wire.h"
@@ -181,6 +185,55 @@ static void sign_sent(void *out, const void *x, enum tly_dtype dt, size_t n,
 				   ahat : -ahat);
 }
 
+/*
+ * block_topk<p>_ef (sparse.h): int32 lanes, a chunk is a block; the
+ * selection is the tensor's (top p of its blocks by L2 norm on any float
+ * dtype, widened), so the round words come all at once.
+ */
+static int topk_exps(int32_t *exp, const void *x, enum tly_dtype dt,
+		     size_t n, size_t ck, unsigned int permille)
+{
+	size_t nb = tly_sparse_blocks(n, ck), sel, i;
+	size_t kb = (nb * permille + 999) / 1000;
+	uint32_t *idx = malloc(nb * sizeof(*idx));
+	float *p = NULL;
+	const float *f = x;
+
+	if (!idx)
+		return -ENOMEM;
+	if (dt != TLY_DT_F32) {
+		p = malloc(n * sizeof(*p));
+		if (!p) {
+			free(idx);
+			return -ENOMEM;
+		}
+		for (i = 0; i < n; i++)
+			p[i] = tly_elem_load(x, dt, i);
+		f = p;
+	}
+	sel = tly_sparse_select_topk(idx, f, n, ck, kb);
+	tly_sparse_exps(exp, f, n, ck, idx, sel);
+	free(p);
+	free(idx);
+	return 0;
+}
+
+/* exactly what the aggregator adds for this worker: q 2^-shift */
+static void topk_sent(void *out, const void *x, enum tly_dtype dt, size_t n,
+		      int shift)
+{
+	uint8_t q[4 * TLY_K_MAX];
+	size_t i;
+
+	if (shift == TLY_SHIFT_NONFINITE) {
+		for (i = 0; i < n; i++)
+			tly_elem_store(out, dt, i, NAN);
+		return;
+	}
+	tly_dtype(dt)->quantize(q, x, n, n, shift);
+	tly_dtype(dt)->dequantize(out, q, n, shift);
+}
+
 static const struct tly_codec_ops codecs[] = {
 	[TLY_CODEC_NONE] = {
 		.name = "none", .lanes = 0, .lane_bytes = 4, .parts = 1,
@@ -205,6 +258,20 @@ static const struct tly_codec_ops codecs[] = {
 		.parts = TLY_SIGN_PARTS, .chunk_elems = tly_sign_chunk_elems,
 		.exp = sign_exp, .shift = int32_shift,
 		.pack = sign_pack, .decode = sign_decode, .sent = sign_sent,
+	},
+	[TLY_CODEC_TOPK10_EF] = {
+		.name = "block_topk10_ef", .lanes = 0, .lane_bytes = 4,
+		.parts = 1, .chunk_elems = int32_elems, .exp = block_exp,
+		.shift = int32_shift, .pack = int32_pack,
+		.decode = int32_decode, .sent = topk_sent,
+		.topk_permille = 100, .exps = topk_exps,
+	},
+	[TLY_CODEC_TOPK1_EF] = {
+		.name = "block_topk1_ef", .lanes = 0, .lane_bytes = 4,
+		.parts = 1, .chunk_elems = int32_elems, .exp = block_exp,
+		.shift = int32_shift, .pack = int32_pack,
+		.decode = int32_decode, .sent = topk_sent,
+		.topk_permille = 10, .exps = topk_exps,
 	},
 };
 

@@ -41,11 +41,24 @@ struct tly_codec_ops {
 	 * for a codec without error feedback */
 	void (*sent)(void *out, const void *x, enum tly_dtype dt, size_t n,
 		     int shift);
+	/* block_topk (docs/compression.md section 4): the permille of a
+	 * tensor's chunks each worker sends (100: top 10 %); 0 for a dense
+	 * codec.  Its exponent round is a max-and-count (EXP aux
+	 * TLY_AUX_COUNT), its RESULT word E * 256 + m, and a chunk nobody
+	 * selected travels in no packet */
+	uint16_t topk_permille;
+	/* the whole tensor's round words (chunks of @ck elements) when
+	 * they depend on each other: the block exponent of a selected
+	 * chunk, TLY_EXP_NONE for the rest; 0 or -ENOMEM.  NULL: exp() per
+	 * chunk */
+	int (*exps)(int32_t *exp, const void *x, enum tly_dtype dt, size_t n,
+		    size_t ck, unsigned int permille);
 };
 
 /* the table of @c; NULL for a code this engine does not know */
 const struct tly_codec_ops *tly_codec(unsigned int c);
-/* the codec named @name (none, int16, int8, sign_ef); -1 if none */
+/* the codec named @name (none, int16, int8, sign_ef, block_topk10_ef,
+ * block_topk1_ef); -1 if none */
 int tly_codec_from_name(const char *name);
 
 #endif /* TALLY_DATAPLANE_ENGINE_CODEC_H */

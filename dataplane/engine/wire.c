@@ -65,7 +65,7 @@ static inline enum tly_drop hdr_check(const struct tly_hdr *h,
 	    !tly_lanes_ok(h->flags))
 		return TLY_E_FLAGS;
 	if (h->type != TLY_T_CONFIRM && h->type != TLY_T_RING_ACK &&
-	    !tly_aux_ok(h->type, h->flags, h->aux))
+	    !tly_aux_ok(h->type, h->flags, h->aux, lim->n_ranks))
 		return TLY_E_LEN;
 	if (len != TLY_HDR_LEN + tly_payload_len(h->type, lim->k, h->aux))
 		return TLY_E_LEN;

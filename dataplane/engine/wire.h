@@ -118,13 +118,33 @@ static inline int tly_lanes_ok(uint8_t flags)
 	return !(flags & (TLY_F_EXP | TLY_F_INT));
 }
 
-/* the aux byte a DATA/RESULT may carry: a sign RESULT's part (0, 1) */
-static inline int tly_aux_ok(uint8_t type, uint8_t flags, uint8_t aux)
+/*
+ * The aux byte of DATA, RESULT and their EXP forms
+ * (docs/compression.md, section 7): a sign RESULT's part (0, 1); an
+ * exponent round's combine (TLY_AUX_COUNT: max and count of the lanes
+ * that are not TLY_EXP_NONE, block_topk); a sparse block's DATA (lane
+ * code 00, not EXP or INT): its sender count m(b), 1 <= m <= @n_ranks,
+ * with TLY_AUX_PULL for a non-sender's PULL.  A RESULT of a data chunk
+ * carries no m.
+ */
+#define TLY_AUX_COUNT	0x01	/* EXP: max-and-count round */
+#define TLY_AUX_PULL	0x80	/* sparse DATA: fetch the RESULT, add nothing */
+#define TLY_AUX_M	0x7f	/* sparse DATA: m(b) */
+
+static inline int tly_aux_ok(uint8_t type, uint8_t flags, uint8_t aux,
+			     uint16_t n_ranks)
 {
 	if (!aux)
 		return 1;
-	return type == TLY_T_RESULT &&
-	       (flags & TLY_F_LANES) == TLY_F_SIGN && aux < TLY_SIGN_PARTS;
+	if (type != TLY_T_DATA && type != TLY_T_RESULT)
+		return 0;
+	if (flags & TLY_F_EXP)
+		return aux == TLY_AUX_COUNT;
+	if ((flags & TLY_F_LANES) == TLY_F_SIGN)
+		return type == TLY_T_RESULT && aux < TLY_SIGN_PARTS;
+	if (type != TLY_T_DATA || (flags & (TLY_F_LANES | TLY_F_INT)))
+		return 0;
+	return (aux & TLY_AUX_M) >= 1 && (aux & TLY_AUX_M) <= n_ranks;
 }
 
 /* parse verdicts; each has a drop counter (tly_drop_name()) */
@@ -450,9 +470,10 @@ static inline uint32_t tly_thread_shard(uint32_t id, uint32_t n_threads)
  * chunk's hashed slot, which costs a hash: tly_data_slot_ok() checks it,
  * and a receiver that can prove it otherwise may skip the hash (the
  * aggregator: a slot already holding this very key was checked when it
- * was claimed).  A frame is a DATA the general path (tly_l2l4_parse() and
- * tly_hdr_parse()) accepts exactly when both say 1; for any other frame
- * one says 0, and the general path names the drop.
+ * was claimed).  A frame is a DATA with aux 0 the general path
+ * (tly_l2l4_parse() and tly_hdr_parse()) accepts exactly when both say 1;
+ * for any other frame one says 0, and the general path names the drop or
+ * takes it (a DATA with aux: block_topk's m(b), PULL, a counted round).
  */
 struct tly_data_rx {
 	uint64_t mask[5];	/* frame bytes 12, 20, 34; header bytes 0, 8 */

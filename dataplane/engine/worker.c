@@ -174,6 +174,10 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 	/* several RESULTs per chunk (sign_ef): no switch emits them */
 	if (codec->parts > 1 && w->cfg.profile == TLY_PROFILE_SWITCH)
 		return -EINVAL;
+	/* block_topk: its partial blocks and PULL are the software
+	 * aggregator's (docs/compression.md section 7) */
+	if (codec->topk_permille && w->cfg.profile == TLY_PROFILE_SWITCH)
+		return -EINVAL;
 	if (w->cfg.profile == TLY_PROFILE_SWITCH && d->algo != TLY_ALGO_AGG)
 		return -EINVAL;		/* the switch profile aggregates */
 	for (i = 0; i < w->cfg.max_tensors && !t; i++)

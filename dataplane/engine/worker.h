@@ -34,6 +34,9 @@ enum tly_algo { TLY_ALGO_AGG, TLY_ALGO_RING };
  * or the ring */
 enum tly_codec {
 	TLY_CODEC_NONE, TLY_CODEC_INT16, TLY_CODEC_INT8, TLY_CODEC_SIGN_EF,
+	/* block sparsification with error feedback: the top 10 % or 1 %
+	 * of a tensor's chunks by L2 norm (docs/compression.md section 4) */
+	TLY_CODEC_TOPK10_EF, TLY_CODEC_TOPK1_EF,
 };
 
 struct tly_tensor_desc {
@@ -48,10 +51,11 @@ struct tly_tensor_desc {
 				 * 32 (K - 1) sign_ef) */
 	uint8_t prio;		/* 0 most urgent .. 7 least; also the DSCP */
 	uint8_t codec;		/* enum tly_codec (AGG float tensors only) */
-	/* a codec with error feedback (sign_ef): where each completed
-	 * chunk's own contribution, decoded, goes ("sent", count elements
-	 * of dtype; NaN for a non-finite chunk), written before the
-	 * chunk's result; NULL: not wanted */
+	/* a codec with error feedback (sign_ef, block_topk): where each
+	 * completed chunk's own contribution, decoded, goes ("sent", count
+	 * elements of dtype; NaN for a non-finite chunk; zeros for a block
+	 * this worker did not send), written before the chunk's result;
+	 * NULL: not wanted */
 	void *sent;
 	void *user;
 };

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dataplane/compress/sparse.h"
 #include "dataplane/engine/quant.h"
 
 static uint32_t agg_index(const struct tly_worker *w, uint32_t tensor,
@@ -19,19 +20,24 @@ static uint32_t agg_index(const struct tly_worker *w, uint32_t tensor,
 	return tly_shard_of(tensor, chunk, exp, w->cfg.n_aggs);
 }
 
-/* local block exponents, one per chunk, for the exponent round */
-static void agg_local_exps(struct tly_worker *w, struct wtensor *t)
+/* local block exponents, one per chunk, for the exponent round; 0 or
+ * -ENOMEM */
+static int agg_local_exps(struct tly_worker *w, struct wtensor *t)
 {
 	uint32_t k = t->ck, c;
 	const struct tly_dtype_info *dt = tly_dtype(t->d.dtype);
 
 	(void)w;
+	if (t->codec->exps)
+		return t->codec->exps(t->exp, t->d.src, t->d.dtype,
+				      t->d.count, k, t->codec->topk_permille);
 	for (c = 0; c < t->n_chunks; c++) {
 		size_t n = chunk_elems(t, c, k), off = (size_t)c * k;
 
 		t->exp[c] = t->codec->exp((const uint8_t *)t->d.src +
 					  off * dt->size, t->d.dtype, n);
 	}
+	return 0;
 }
 
 static int agg_setup(struct tly_worker *w, struct wtensor *t)
@@ -43,9 +49,8 @@ static int agg_setup(struct tly_worker *w, struct wtensor *t)
 	if (!tly_dtype(t->d.dtype)->exact) {
 		t->n_groups = (t->n_chunks + w->cfg.k - 1) / w->cfg.k;
 		t->exp = malloc(t->n_chunks * sizeof(*t->exp));
-		if (!t->exp)
+		if (!t->exp || agg_local_exps(w, t))
 			return -ENOMEM;
-		agg_local_exps(w, t);
 	}
 	if (t->codec->parts > 2)
 		return -EINVAL;		/* one part held: two at most */
@@ -178,6 +183,29 @@ static void agg_flush_late(struct tly_worker *w, uint64_t now)
 
 /* ---- sending ---- */
 
+/*
+ * block_topk: a chunk some workers send but not this one (its own word
+ * in the round was TLY_EXP_NONE).  It holds no credit and waits for the
+ * RESULT in C_ACKED (LISTEN), PULLing it on that state's timer
+ * (docs/compression.md section 4).
+ */
+static inline int agg_listener(const struct wtensor *t, uint32_t idx)
+{
+	return t->codec->topk_permille && idx < t->n_chunks &&
+	       t->exp[idx] == TLY_EXP_NONE;
+}
+
+/* the aux byte of chunk @idx's DATA: the round's combine, m(b), PULL */
+static uint8_t agg_aux(const struct wtensor *t, uint32_t idx)
+{
+	if (!t->codec->topk_permille)
+		return 0;
+	if (idx >= t->n_chunks)
+		return TLY_AUX_COUNT;
+	return (uint8_t)(t->chunks[idx].senders |
+			 (agg_listener(t, idx) ? TLY_AUX_PULL : 0));
+}
+
 static void agg_fill_payload(struct tly_worker *w, struct wtensor *t,
 			     uint32_t idx, uint8_t *pl)
 {
@@ -199,6 +227,10 @@ static void agg_fill_payload(struct tly_worker *w, struct wtensor *t,
 	size_t n = chunk_elems(t, idx, t->ck), off = (size_t)idx * t->ck;
 	const struct tly_dtype_info *dt = tly_dtype(t->d.dtype);
 
+	if (agg_listener(t, idx)) {		/* a PULL adds nothing */
+		memset(pl, 0, 4u * k);
+		return;
+	}
 	t->codec->pack(pl, (const uint8_t *)t->d.src + off * dt->size,
 		       t->d.dtype, n, k, t->chunks[idx].shift,
 		       w->cfg.n_workers);
@@ -236,6 +268,7 @@ static void agg_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 		  (tly_dtype(t->d.dtype)->exact ? TLY_F_INT : 0);
 	h.slot = (uint16_t)tly_slot_of(t->d.id, chunk, exp, w->cfg.n_slots);
 	h.shift = exp || tly_dtype(t->d.dtype)->exact ? 0 : ch->shift;
+	h.aux = agg_aux(t, idx);
 	if (tly_out_begin(&o, &w->cfg.ops, &w->cfg.net, &w->c, w->cfg.rank,
 			  agg_dest(w, t, idx), prio_dscp(t->d.prio),
 			  TLY_HDR_LEN + 4u * w->cfg.k))
@@ -306,37 +339,99 @@ static uint16_t agg_peer(const struct tly_worker *w, const struct wtensor *t,
 
 /* ---- receiving ---- */
 
-static int32_t exp_word(const uint8_t *pl, uint32_t i)
-{
-	return (int32_t)tly_get32(pl + 4 * i);
-}
-
 /*
  * The agreed block exponents.  A max over all workers can be neither
  * below ours nor outside what tly_block_exp_*() produce; a packet that
  * claims so is not trusted (counted as a mismatch, state untouched).
+ * block_topk's words are E * 256 + m(b): m counts the senders, at least
+ * 1 when we sent, 0 exactly when E is NONE, at most n.
  */
-static int agg_exp_result(struct tly_worker *w, struct wtensor *t,
-			  uint32_t g, const uint8_t *pl)
+static int agg_exp_word(const struct tly_worker *w, const struct wtensor *t,
+			uint32_t c, uint32_t word, int32_t *e,
+			unsigned int *m)
 {
-	uint32_t i, first = g * w->cfg.k;
-
-	for (i = 0; i < w->cfg.k && first + i < t->n_chunks; i++) {
-		int32_t e = exp_word(pl, i);
-
-		if (e < t->exp[first + i] ||
-		    (e != TLY_EXP_NONE && (e < -148 || e > 129)))
+	*e = (int32_t)word;
+	*m = 0;
+	if (t->codec->topk_permille) {
+		tly_sparse_exp_unword(word, e, m);
+		if (*m > w->cfg.n_workers ||
+		    (*m == 0) != (*e == TLY_EXP_NONE))
 			return -1;
 	}
+	if (*e < t->exp[c] || (*e != TLY_EXP_NONE && (*e < -148 || *e > 129)))
+		return -1;
+	return 0;
+}
+
+/*
+ * block_topk: chunk @c's place after the round.  Nobody sent it: zeros,
+ * done without a packet.  Others did: LISTEN (C_ACKED, no credit), its
+ * timer PULLs.
+ */
+static void agg_sparse_place(struct tly_worker *w, struct wtensor *t,
+			     uint32_t c, uint64_t now)
+{
+	struct wchunk *ch = &t->chunks[c];
+	size_t n = chunk_elems(t, c, t->ck), off = (size_t)c * t->ck;
+	size_t sz = tly_dtype(t->d.dtype)->size;
+
+	if (ch->senders) {
+		ch->state = C_ACKED;
+		worker_arm(t, ch, now + w->cfg.acked_ns);
+		return;
+	}
+	if (t->d.sent)
+		memset((uint8_t *)t->d.sent + off * sz, 0, n * sz);
+	memset((uint8_t *)t->d.dst + off * sz, 0, n * sz);
+	ch->state = C_DONE;
+	t->done++;
+}
+
+static int agg_exp_result(struct tly_worker *w, struct wtensor *t,
+			  uint32_t g, const uint8_t *pl, uint64_t now)
+{
+	uint32_t i, first = g * w->cfg.k;
+	unsigned int m;
+	int32_t e;
+
+	for (i = 0; i < w->cfg.k && first + i < t->n_chunks; i++)
+		if (agg_exp_word(w, t, first + i, tly_get32(pl + 4 * i), &e,
+				 &m))
+			return -1;
 	for (i = 0; i < w->cfg.k && first + i < t->n_chunks; i++) {
 		struct wchunk *ch = &t->chunks[first + i];
 
-		ch->shift = (int8_t)t->codec->shift(exp_word(pl, i),
-						    w->cfg.n_workers);
-		if (ch->state == C_WAIT)
-			ch->state = C_READY;
+		agg_exp_word(w, t, first + i, tly_get32(pl + 4 * i), &e, &m);
+		if (t->codec->topk_permille) {
+			/* m senders share the headroom (quant.h) */
+			ch->senders = (uint8_t)m;
+			ch->shift = (int8_t)(m ? t->codec->shift(e, m) : 0);
+		} else {
+			ch->shift = (int8_t)t->codec->shift(e,
+							    w->cfg.n_workers);
+		}
+		if (ch->state != C_WAIT)
+			continue;
+		ch->state = C_READY;
+		if (agg_listener(t, first + i) || (t->codec->topk_permille &&
+						   !m))
+			agg_sparse_place(w, t, first + i, now);
 	}
 	return 0;
+}
+
+/* chunk @c's own contribution, decoded, for the error feedback: zeros
+ * for a block this worker did not send */
+static void agg_sent(struct wtensor *t, uint32_t c, size_t n, size_t off)
+{
+	size_t sz = tly_dtype(t->d.dtype)->size;
+	uint8_t *out = (uint8_t *)t->d.sent + off * sz;
+
+	if (agg_listener(t, c))
+		memset(out, 0, n * sz);
+	else
+		t->codec->sent(out, (const uint8_t *)t->d.src + off * sz,
+			       t->d.dtype, n, t->chunks[c].shift);
 }
 
 /*
@@ -356,6 +451,8 @@ static int agg_data_result(struct tly_worker *w, struct wtensor *t,
 	uint8_t *dst = (uint8_t *)t->d.dst + off * dt->size, *st;
 
 	if (parts == 1) {
+		if (t->d.sent && t->codec->sent)
+			agg_sent(t, c, n, off);
 		t->codec->decode(dst, t->d.dtype, pl, n, w->cfg.k, ch->shift,
 				 0);
 		return 1;
@@ -367,9 +464,7 @@ static int agg_data_result(struct tly_worker *w, struct wtensor *t,
 		return 0;
 	}
 	if (t->d.sent && t->codec->sent)
-		t->codec->sent((uint8_t *)t->d.sent + off * dt->size,
-			       (const uint8_t *)t->d.src + off * dt->size,
-			       t->d.dtype, n, ch->shift);
+		agg_sent(t, c, n, off);
 	for (p = 0; p < parts; p++)
 		t->codec->decode(dst, t->d.dtype, p == part ? pl : st, n,
 				 w->cfg.k, ch->shift, p);
@@ -442,7 +537,9 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 		w->c.tx_nobuf++;
 		return NULL;
 	}
-	if (exp && agg_exp_result(w, t, h->chunk, pkt + TLY_HDR_LEN)) {
+	/* the round's combine must be the codec's (counted for block_topk) */
+	if (exp && (h->aux != (t->codec->topk_permille ? TLY_AUX_COUNT : 0) ||
+		    agg_exp_result(w, t, h->chunk, pkt + TLY_HDR_LEN, now))) {
 		w->c.drops[TLY_E_MISMATCH]++;
 		return NULL;
 	}

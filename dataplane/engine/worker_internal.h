@@ -50,6 +50,7 @@ struct wchunk {
 	uint16_t hop;		/* ring: the hop this chunk sends next */
 	uint8_t timed;		/* sent once since @sent: an RTT sample (Karn) */
 	uint8_t parts;		/* AGG: RESULT parts held (codec->parts > 1) */
+	uint8_t senders;	/* AGG block_topk: m(b) from the round */
 };
 
 struct worker_algo;

@@ -136,9 +136,18 @@ enum tally_compression {
 	 * 1/32 of the bytes up, 2/32 down.  The library submits
 	 * sendbuf + residual from a buffer of its own (tally_ef_reset()) */
 	TALLY_COMPRESS_SIGN_EF = 4,
+	/* block sparsification with error feedback (OmniReduce style):
+	 * each process sends the top 10 % (1 %) of a tensor's blocks of
+	 * K elements by L2 norm of sendbuf + residual, every process gets
+	 * the sum over the senders of each block, zeros where none sent;
+	 * the residual keeps the rest (float tensors, aggregate, software
+	 * profile; tally_ef_reset()).  (TALLY_1.4, tallyd of issue 15) */
+	TALLY_COMPRESS_BLOCK_TOPK10_EF = 5,
+	TALLY_COMPRESS_BLOCK_TOPK1_EF = 6,
 };
 #define TALLY_F_COMPRESS_SHIFT 4
-/* 0x30 until TALLY_1.4 (values 0..3), widened to 3 bits for SIGN_EF */
+/* 0x30 until TALLY_1.4 (values 0..3), widened to 3 bits for SIGN_EF
+ * and the BLOCK_TOPK methods (7 is refused) */
 #define TALLY_F_COMPRESS_MASK 0x70u
 #define TALLY_F_COMPRESS(m) \
 	(((uint32_t)(m) << TALLY_F_COMPRESS_SHIFT) & TALLY_F_COMPRESS_MASK)

@@ -32,7 +32,8 @@ SUM, AVG = 0, 1
 F_LAST_OF_ITERATION = 0x1
 # per-tensor compression (TALLY_F_COMPRESS, docs/compression.md): None is
 # the job's [compression] method
-COMPRESSION = {None: 0, "none": 1, "int16": 2, "int8": 3, "sign_ef": 4}
+COMPRESSION = {None: 0, "none": 1, "int16": 2, "int8": 3, "sign_ef": 4,
+               "block_topk10_ef": 5, "block_topk1_ef": 6}
 _F_COMPRESS_SHIFT = 4
 
 
@@ -42,7 +43,7 @@ def compression_flags(compression):
         return COMPRESSION[compression] << _F_COMPRESS_SHIFT
     except KeyError:
         raise ValueError("tally: compression is one of none, int16, int8, "
-                         "sign_ef "
+                         "sign_ef, block_topk10_ef, block_topk1_ef "
                          "(or None for the job's), not %r" % (compression,))
 MAX_INFLIGHT = 256              # TALLY_MAX_INFLIGHT
 DTYPE_NAMES = {"float32": FLOAT32, "float16": FLOAT16,
@@ -281,11 +282,12 @@ class Client:
 
         Both must lie in this client's shared buffers.  dtype and count
         come from the arrays/tensors, or must be given for a Buffer.
-        compression: "none", "int16", "int8", "sign_ef" or None (the
-        job's method); float tensors only (an int32 tensor with a lossy
-        method fails with EINVAL), every process naming the same for a
-        tensor.  sign_ef keeps an error-feedback residual per key in the
-        library (ef_reset()); one request per key in flight.
+        compression: "none", "int16", "int8", "sign_ef",
+        "block_topk10_ef", "block_topk1_ef" or None (the job's method);
+        float tensors only (an int32 tensor with a lossy method fails
+        with EINVAL), every process naming the same for a tensor.
+        sign_ef and block_topk keep an error-feedback residual per key in
+        the library (ef_reset()); one request per key in flight.
         Returns a Request; @keep holds more objects alive until it ends.
         """
         recv = send if recv is None else recv

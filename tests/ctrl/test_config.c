@@ -162,6 +162,29 @@ static void test_config_compression(void **state)
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "compression.method = sign_ef"));
 	assert_non_null(strstr(err, "ring"));
+	/* block_topk (section 4): software profile, aggregation only */
+	write_file(*state, "[compression]\nmethod = block_topk10_ef\n");
+	assert_int_equal(config_load_file(&cfg, ((struct cfg_file *)*state)->
+					  path, err, sizeof(err)), 0);
+	assert_int_equal(cfg.compression, TLY_CODEC_TOPK10_EF);
+	cfg.algorithm = ALGO_AGGREGATE;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	cfg.dp_profile = TLY_PROFILE_SWITCH;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "compression.method = block_topk10_ef"));
+	assert_non_null(strstr(err, "profile = software"));
+	cfg.dp_profile = TLY_PROFILE_SOFTWARE;
+	cfg.algorithm = ALGO_RING;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "compression.method = block_topk10_ef"));
+	assert_non_null(strstr(err, "ring"));
+	write_file(*state, "[compression]\nmethod = block_topk1_ef\n");
+	assert_int_equal(config_load_file(&cfg, ((struct cfg_file *)*state)->
+					  path, err, sizeof(err)), 0);
+	assert_int_equal(cfg.compression, TLY_CODEC_TOPK1_EF);
+	write_file(*state, "[compression]\nmethod = block_topk5_ef\n");
+	assert_int_equal(config_load_file(&cfg, ((struct cfg_file *)*state)->
+					  path, err, sizeof(err)), -1);
 }
 
 /* dataplane.result_group, xdp_ifname and transport = xdp: what the
@@ -222,6 +245,10 @@ static void test_config_xdp(void **state)
 	assert_non_null(strstr(err, "int32 only"));
 	assert_int_equal(config_set(&cfg, "compression", "method", "sign_ef",
 				    err, sizeof(err)), 0);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "int32 only"));
+	assert_int_equal(config_set(&cfg, "compression", "method",
+				    "block_topk10_ef", err, sizeof(err)), 0);
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "int32 only"));
 }

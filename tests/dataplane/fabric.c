@@ -223,7 +223,10 @@ static void fab_send(void *ctx, uint16_t dst, uint8_t *frame, size_t len)
 	f->sent++;
 	if (dst != p->node)
 		f->tx_bytes[p->node] += len;
-	if (dst >= f->n_nodes || uniform(f) < f->cfg.loss) {
+	if (dst >= f->n_nodes ||
+	    (f->cfg.drop &&
+	     f->cfg.drop(f->cfg.drop_ctx, p->node, dst, frame, len)) ||
+	    uniform(f) < f->cfg.loss) {
 		f->dropped++;
 	} else {
 		enqueue(f, p->node, dst, frame, len);

@@ -27,6 +27,11 @@ struct fab_cfg {
 	uint64_t reorder_ns;	/* extra uniform delay: reorders frames */
 	uint64_t rate_bps;	/* every node's link; 0: unlimited */
 	uint64_t queue_bytes;	/* switch output queue per node; 0: unbounded */
+	/* tests: 1 drops the frame @src sends to @dst (before the loss
+	 * draw); NULL: none */
+	int (*drop)(void *ctx, uint16_t src, uint16_t dst,
+		    const uint8_t *frame, size_t len);
+	void *drop_ctx;
 };
 
 typedef void fab_rx_fn(void *ctx, const uint8_t *frame, size_t len,

@@ -14,7 +14,9 @@
 
 #include "dataplane/compress/narrow.h"
 #include "dataplane/compress/sign_ef.h"
+#include "dataplane/compress/sparse.h"
 #include "dataplane/engine/agg.h"
+#include "dataplane/engine/quant.h"
 
 #define K 8
 #define JOB 0x1234
@@ -551,6 +553,141 @@ static void test_sign_slots(void **state)
 	tly_agg_destroy(a);
 }
 
+/* a DATA of @K words @v with aux @aux (block_topk: m(b), PULL, or the
+ * round's TLY_AUX_COUNT) */
+static void send_words(struct tly_agg *a, uint16_t rank, uint32_t tensor,
+		       uint16_t chunk, uint8_t flags, int8_t shift, uint8_t aux,
+		       const int32_t *v, uint64_t now)
+{
+	uint8_t f[TLY_HDR_LEN + 4 * K];
+	struct tly_hdr h = {
+		.type = TLY_T_DATA, .flags = flags, .job = JOB, .rank = rank,
+		.tensor = tensor, .chunk = chunk, .shift = shift, .aux = aux,
+		.cookie = COOKIE,
+	};
+	unsigned int i;
+
+	h.slot = (uint16_t)tly_slot_of(tensor, chunk,
+				       !!(flags & TLY_F_EXP), 64);
+	tly_hdr_write(f, &h);
+	for (i = 0; i < K; i++)
+		tly_put32(f + TLY_HDR_LEN + 4 * i, (uint32_t)v[i]);
+	tly_agg_rx(a, f, sizeof(f), now);
+}
+
+/*
+ * block_topk (docs/compression.md section 4): a sparse block completes
+ * at m(b) distinct senders and goes to every worker; another m is a
+ * mismatch; a PULL never claims nor adds (stale before any DATA, ACK
+ * while collecting, the RESULT again once done); a DATA of an (m+1)-th
+ * rank after completion gets the RESULT, adds nothing; the slot stays
+ * until all n confirmed, probes go to non-senders too.
+ */
+static void test_sparse_slots(void **state)
+{
+	struct tly_agg *a = make(4, 0, 0);
+	int32_t v0[K], v1[K], v2[K], zero[K] = { 0 };
+	unsigned int i, seen = 0;
+
+	(void)state;
+	for (i = 0; i < K; i++) {
+		v0[i] = 0x100 + (int32_t)i;
+		v1[i] = -0x7000 + 3 * (int32_t)i;
+		v2[i] = 0x55555;
+	}
+	send_words(a, 3, 7, 2, 0, 9, TLY_AUX_PULL | 2, zero, 0);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_STALE], 1);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	send_words(a, 0, 7, 2, 0, 9, 2, v0, 0);
+	send_words(a, 1, 7, 2, 0, 9, 3, v1, 0);		/* another m */
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_MISMATCH], 1);
+	send_words(a, 0, 7, 2, 0, 9, 2, v1, 0);		/* duplicate */
+	assert_int_equal(n_out, 0);
+	send_words(a, 3, 7, 2, 0, 9, TLY_AUX_PULL | 2, zero, 0);
+	assert_int_equal(n_out, 1);
+	assert_int_equal(out[0].h.type, TLY_T_ACK);
+	assert_int_equal(out[0].dst, 3);
+	assert_int_equal(out[0].h.aux, 0);
+	n_out = 0;
+	send_words(a, 1, 7, 2, 0, 9, 2, v1, 0);		/* completes */
+	assert_int_equal(n_out, 4);
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(out[i].h.type, TLY_T_RESULT);
+		assert_int_equal(out[i].h.aux, 0);
+		assert_int_equal(out[i].h.shift, 9);
+		seen |= 1u << out[i].dst;
+		for (unsigned int j = 0; j < K; j++)
+			assert_int_equal(out[i].v[j], v0[j] + v1[j]);
+	}
+	assert_int_equal(seen, 0xf);	/* senders and non-senders */
+	n_out = 0;
+	send_words(a, 2, 7, 2, 0, 9, 2, v2, 0);		/* a third rank */
+	assert_int_equal(n_out, 1);
+	assert_int_equal(out[0].dst, 2);
+	assert_int_equal(out[0].v[0], v0[0] + v1[0]);
+	send_words(a, 3, 7, 2, 0, 9, TLY_AUX_PULL | 2, zero, 0);
+	assert_int_equal(n_out, 2);
+	assert_int_equal(out[1].h.type, TLY_T_RESULT);
+	assert_int_equal(out[1].dst, 3);
+	assert_true(out[1].h.flags & TLY_F_RETX);
+	/* the senders' receipts do not free it; a probe reaches the rest */
+	send_confirm(a, 0, 7, 2, 1, 0);
+	send_confirm(a, 1, 7, 2, 1, 0);
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	n_out = 0;
+	tly_agg_poll(a, 600);
+	assert_int_equal(n_out, 2);
+	assert_int_equal(out[0].dst + out[1].dst, 2 + 3);
+	send_confirm(a, 2, 7, 2, 1, 700);
+	send_confirm(a, 3, 7, 2, 1, 700);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	/* m = 1: the one DATA completes it */
+	n_out = 0;
+	send_words(a, 2, 7, 3, 0, 4, 1, v2, 800);
+	assert_int_equal(n_out, 4);
+	assert_int_equal(out[0].v[K - 1], v2[K - 1]);
+	tly_agg_destroy(a);
+}
+
+/* the counted exponent round: per lane E * 256 + m, the max of the
+ * words and the number that are not TLY_EXP_NONE; aux 1 on the RESULT,
+ * a plain round's DATA a mismatch there */
+static void test_sparse_exp_round(void **state)
+{
+	struct tly_agg *a = make(3, 0, 0);
+	int32_t w[3][K];
+	unsigned int i, r;
+
+	(void)state;
+	for (r = 0; r < 3; r++)
+		for (i = 0; i < K; i++)
+			w[r][i] = i % 3 == r || i == 7 ? (int32_t)(i + r) - 4 :
+				  TLY_EXP_NONE;
+	send_words(a, 0, 7, 0, TLY_F_EXP, 0, TLY_AUX_COUNT, w[0], 0);
+	send_words(a, 1, 7, 0, TLY_F_EXP, 0, 0, w[1], 0);	/* plain */
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_MISMATCH], 1);
+	send_words(a, 1, 7, 0, TLY_F_EXP, 0, TLY_AUX_COUNT, w[1], 0);
+	send_words(a, 2, 7, 0, TLY_F_EXP, 0, TLY_AUX_COUNT, w[2], 0);
+	assert_int_equal(n_out, 3);
+	assert_int_equal(out[0].h.aux, TLY_AUX_COUNT);
+	for (i = 0; i < K; i++) {
+		int32_t e = TLY_EXP_NONE;
+		unsigned int m = 0, got_m;
+		int32_t got_e;
+
+		for (r = 0; r < 3; r++)
+			if (w[r][i] != TLY_EXP_NONE) {
+				m++;
+				e = w[r][i] > e ? w[r][i] : e;
+			}
+		tly_sparse_exp_unword((uint32_t)out[0].v[i], &got_e, &got_m);
+		assert_int_equal(got_e, e);
+		assert_int_equal(got_m, m);
+		assert_int_equal(out[0].v[i], (int32_t)((uint32_t)e * 256 + m));
+	}
+	tly_agg_destroy(a);
+}
+
 static void test_foreign_dropped(void **state)
 {
 	struct tly_agg *a = make(2, 0, 0);
@@ -890,6 +1027,8 @@ int main(void)
 		cmocka_unit_test(test_shift_mismatch_dropped),
 		cmocka_unit_test(test_lane_codes),
 		cmocka_unit_test(test_sign_slots),
+		cmocka_unit_test(test_sparse_slots),
+		cmocka_unit_test(test_sparse_exp_round),
 		cmocka_unit_test(test_foreign_dropped),
 		cmocka_unit_test(test_wrong_slot_dropped),
 		cmocka_unit_test(test_wrong_cookie_dropped_first),

@@ -195,7 +195,7 @@ static void test_refused(void **state)
 	assert_int_equal(tly_worker_submit(cl->w[0], &d, 0), -EINVAL);
 	d.codec = TLY_CODEC_INT16;
 	assert_int_equal(tly_worker_submit(cl->w[0], &d, 0), -EINVAL);
-	d.codec = TLY_CODEC_SIGN_EF + 1;
+	d.codec = TLY_CODEC_TOPK1_EF + 1;
 	d.dtype = TLY_DT_F32;
 	d.src = d.dst = x;
 	assert_int_equal(tly_worker_submit(cl->w[0], &d, 0), -EINVAL);

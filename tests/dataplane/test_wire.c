@@ -212,6 +212,67 @@ static void test_lanes(void **state)
 	assert_int_equal(parse(&h, data_len()), TLY_E_FLAGS);
 }
 
+/* block_topk (docs/compression.md, section 7): a DATA of lane code 00
+ * carries m(b) in aux, 1 <= m <= n, bit 7 PULL; an exponent round's aux
+ * is 0 or TLY_AUX_COUNT; a data RESULT carries no m */
+static void test_sparse_aux(void **state)
+{
+	struct tly_hdr h, out;
+	unsigned int m;
+
+	(void)state;
+	for (m = 0; m <= 0xff; m++) {
+		unsigned int mm = m & TLY_AUX_M;
+		int ok = m == 0 || (mm >= 1 && mm <= lim.n_ranks);
+
+		h = data_hdr();
+		h.aux = (uint8_t)m;
+		assert_int_equal(parse(&h, data_len()),
+				 ok ? TLY_OK : TLY_E_LEN);
+		if (ok) {
+			assert_int_equal(tly_hdr_parse(pkt, data_len(), &lim,
+						       &out), TLY_OK);
+			assert_int_equal(out.aux, m);
+		}
+		/* never with a lane code or INT, never on a data RESULT */
+		h.flags = TLY_F_LANE16;
+		assert_int_equal(parse(&h, data_len()),
+				 m ? TLY_E_LEN : TLY_OK);
+		h.flags = TLY_F_SIGN;
+		assert_int_equal(parse(&h, data_len()),
+				 m ? TLY_E_LEN : TLY_OK);
+		h.flags = TLY_F_INT;
+		h.shift = 0;
+		assert_int_equal(parse(&h, data_len()),
+				 m ? TLY_E_LEN : TLY_OK);
+		h = data_hdr();
+		h.type = TLY_T_RESULT;
+		h.flags = TLY_F_RETX;
+		h.aux = (uint8_t)m;
+		assert_int_equal(parse(&h, data_len()),
+				 m ? TLY_E_LEN : TLY_OK);
+		/* the round: DATA and RESULT, aux 0 or 1 */
+		h = data_hdr();
+		h.flags = TLY_F_EXP;
+		h.shift = 0;
+		h.slot = (uint16_t)tly_slot_of(h.tensor, h.chunk, 1,
+					       lim.n_slots);
+		h.aux = (uint8_t)m;
+		assert_int_equal(parse(&h, data_len()),
+				 m <= TLY_AUX_COUNT ? TLY_OK : TLY_E_LEN);
+		h.type = TLY_T_RESULT;
+		assert_int_equal(parse(&h, data_len()),
+				 m <= TLY_AUX_COUNT ? TLY_OK : TLY_E_LEN);
+	}
+	/* ACK and BUSY carry none */
+	h = data_hdr();
+	h.type = TLY_T_ACK;
+	h.flags = 0;
+	h.shift = 0;
+	h.aux = 1;
+	assert_int_equal(parse(&h, TLY_HDR_LEN), TLY_E_LEN);
+}
+
 static void test_job_key(void **state)
 {
 	struct tly_hdr h = data_hdr();
@@ -452,6 +513,10 @@ static void assert_fast_agrees(const uint8_t *f, size_t len, int l2,
 	uint8_t dscp = 0xff;
 	int want = general_data(f, len, l2, &g);
 
+	/* a DATA with aux (block_topk's m(b), PULL, a counted round) is
+	 * the general path's alone */
+	if (want && g.aux)
+		want = 0;
 	assert_int_equal(tly_data_rx(fr, f, len, &h, &key, &dscp) &&
 			 tly_data_slot_ok(fr, &h, key, &hash), want);
 	if (!want)
@@ -565,6 +630,7 @@ int main(void)
 		cmocka_unit_test(test_type),
 		cmocka_unit_test(test_flags),
 		cmocka_unit_test(test_lanes),
+		cmocka_unit_test(test_sparse_aux),
 		cmocka_unit_test(test_job_key),
 		cmocka_unit_test(test_cookie_first),
 		cmocka_unit_test(test_length),

@@ -14,6 +14,8 @@
 #include <cmocka.h>
 
 #include "cluster.h"
+#include "dataplane/compress/sparse.h"
+#include "dataplane/engine/quant.h"
 
 #define K 64
 #define COOKIE 0xc0c0a5a5u
@@ -368,6 +370,119 @@ static void test_exponent_round_first(void **state)
 	tly_worker_destroy(w);
 }
 
+/* a RESULT of @h's chunk with payload words @v (NULL: zeros) */
+static void result_words(struct tly_worker *w, struct tly_hdr h,
+			 const int32_t *v, uint64_t now)
+{
+	uint8_t f[TLY_HDR_LEN + 4 * K] = { 0 };
+	unsigned int i;
+
+	h.type = TLY_T_RESULT;
+	h.flags &= TLY_F_EXP | TLY_F_INT;
+	tly_hdr_write(f, &h);
+	for (i = 0; v && i < K; i++)
+		tly_put32(f + TLY_HDR_LEN + 4 * i, (uint32_t)v[i]);
+	tly_worker_rx(w, f, sizeof(f), now);
+}
+
+/*
+ * block_topk10_ef (docs/compression.md section 4) on one worker of 3:
+ * four blocks, the largest selected; a counted round (EXP aux 1); round
+ * words not trusted (a plain round, m > n, m = 0 with an exponent); then
+ * per block: a sender with shift (E, m), a listener that PULLs on its
+ * timer and places the RESULT with "sent" 0, blocks nobody sent zeros
+ * without a packet.
+ */
+static void test_sparse_round(void **state)
+{
+	struct tly_worker *w = make(3, 8);
+	static float x[K * 4], y[K * 4], s[K * 4];
+	struct tly_tensor_desc d = {
+		.id = 12, .dtype = TLY_DT_F32, .src = x, .dst = y, .sent = s,
+		.count = K * 4, .codec = TLY_CODEC_TOPK10_EF,
+	};
+	int32_t words[K], v[K];
+	struct tly_hdr h;
+	unsigned int i, data = 0, pull = 0;
+
+	(void)state;
+	for (i = 0; i < K * 4; i++) {
+		x[i] = i / K == 2 ? 3.0f : 0.25f;	/* block 2: E = 2 */
+		y[i] = 7.0f;
+		s[i] = 7.0f;
+	}
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	assert_int_equal(n_sent, 1);
+	assert_int_equal(sent[0].h.flags & TLY_F_EXP, TLY_F_EXP);
+	assert_int_equal(sent[0].h.aux, TLY_AUX_COUNT);
+	h = sent[0].h;
+	for (i = 0; i < K; i++)
+		words[i] = (int32_t)tly_sparse_exp_word(TLY_EXP_NONE, 0);
+	words[0] = (int32_t)tly_sparse_exp_word(1, 2);	/* others sent it */
+	words[2] = (int32_t)tly_sparse_exp_word(2, 2);	/* we and one more */
+	h.aux = 0;				/* a plain round */
+	result_words(w, h, words, 1);
+	h.aux = TLY_AUX_COUNT;
+	words[2] = (int32_t)tly_sparse_exp_word(2, 4);	/* m > n */
+	result_words(w, h, words, 1);
+	words[2] = (int32_t)tly_sparse_exp_word(2, 0);	/* m = 0, E set */
+	result_words(w, h, words, 1);
+	assert_int_equal(tly_worker_counters(w)->drops[TLY_E_MISMATCH], 3);
+	words[2] = (int32_t)tly_sparse_exp_word(2, 2);
+	result_words(w, h, words, 1);
+	tly_worker_poll(w, 2);
+	/* blocks 1 and 3: zeros, "sent" zero, no packet */
+	for (i = K; i < 2 * K; i++) {
+		assert_true(y[i] == 0 && s[i] == 0);
+		assert_true(y[i + 2 * K] == 0 && s[i + 2 * K] == 0);
+	}
+	for (i = 1; i < n_sent; i++) {
+		if (sent[i].h.type != TLY_T_DATA)
+			continue;
+		data++;
+		assert_int_equal(sent[i].h.chunk, 2);
+		assert_int_equal(sent[i].h.aux, 2);
+		assert_int_equal(sent[i].h.shift, 30 - 2 - 1);
+	}
+	assert_int_equal(data, 1);
+	/* block 0: LISTEN, then a PULL on the timer */
+	n_sent = 0;
+	tly_worker_poll(w, 2 + 1000);
+	for (i = 0; i < n_sent; i++) {
+		if (sent[i].h.type != TLY_T_DATA || sent[i].h.chunk != 0)
+			continue;
+		pull++;
+		assert_int_equal(sent[i].h.aux, TLY_AUX_PULL | 2);
+		assert_true(sent[i].h.flags & TLY_F_RETX);
+		assert_int_equal(sent[i].h.shift, 30 - 1 - 1);
+	}
+	assert_int_equal(pull, 1);
+	assert_int_equal(tly_worker_inflight(w), 1);	/* block 2 only */
+	/* the RESULTs: 1.0 in block 0 (shift 28), 6.0 in block 2 */
+	h.flags = 0;
+	h.aux = 0;
+	h.chunk = 0;
+	h.shift = 28;
+	h.slot = (uint16_t)tly_slot_of(12, 0, 0, 128);
+	for (i = 0; i < K; i++)
+		v[i] = 1 << 28;
+	result_words(w, h, v, 2000);
+	h.chunk = 2;
+	h.shift = 27;
+	h.slot = (uint16_t)tly_slot_of(12, 2, 0, 128);
+	for (i = 0; i < K; i++)
+		v[i] = 6 << 27;
+	result_words(w, h, v, 2000);
+	assert_int_equal(n_done, 1);
+	for (i = 0; i < K; i++) {
+		assert_true(y[i] == 1.0f && s[i] == 0);
+		assert_true(y[i + 2 * K] == 6.0f && s[i + 2 * K] == 3.0f);
+	}
+	assert_int_equal(tly_worker_inflight(w), 0);
+	tly_worker_destroy(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -378,6 +493,7 @@ int main(void)
 		cmocka_unit_test(test_inplace_and_callback),
 		cmocka_unit_test(test_one_worker),
 		cmocka_unit_test(test_exponent_round_first),
+		cmocka_unit_test(test_sparse_round),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,7 +3,8 @@
  * fuzz_wire.c - libFuzzer target for everything that reads a received
  * frame: the header parser, then an aggregator and a worker (with a float
  * tensor through aggregation in each codec: int32, int16 and int8 lanes,
- * sign_ef in the software profile, docs/compression.md; and an int32 tensor through the ring) fed the
+ * sign_ef and block_topk10_ef in the software profile,
+ * docs/compression.md; and an int32 tensor through the ring) fed the
  * same packets, bare or in full Ethernet/IPv4/UDP frames, in the software
  * profile or the switch profile (docs/switch-profile.md: K = 64, no ring,
  * its CONFIRM of one chunk, the aggregator's sweep).
@@ -52,6 +53,7 @@ struct engines {
 	int32_t isrc[100], idst[100];
 	float nsrc[700], ndst[2][700];	/* two chunks of the narrow lanes */
 	float sdst[700], ssent[700];	/* sign_ef: four chunks */
+	float kdst[700], ksent[700];	/* block_topk10_ef */
 };
 
 static void make(struct engines *e, int l2l4, int sw)
@@ -102,6 +104,12 @@ static void make(struct engines *e, int l2l4, int sw)
 	d.sent = e->ssent;
 	if (!sw && tly_worker_submit(e->w, &d, 0))
 		abort();
+	d.id = 13;		/* block_topk10_ef: m(b), PULL, counted round */
+	d.codec = TLY_CODEC_TOPK10_EF;
+	d.dst = e->kdst;
+	d.sent = e->ksent;
+	if (tly_worker_submit(e->w, &d, 0) != (sw ? -EINVAL : 0))
+		abort();	/* not in a switch */
 	d.sent = NULL;
 	d.codec = TLY_CODEC_NONE;
 	d.count = 100;

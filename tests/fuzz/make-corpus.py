@@ -80,6 +80,10 @@ def frame(pkt, src=1, dst=4):
 
 
 payload = b"".join(struct.pack(">i", i * 1000 - 3000) for i in range(K))
+# the counted round's words: E = 3, m = 2 for every third block, else
+# TLY_EXP_NONE (-1000) with m = 0
+payload_topk = b"".join(struct.pack(">i", 3 * 256 + 2 if i % 3 == 0 else
+                                    -1000 * 256) for i in range(K))
 seeds = {
     "data": hdr(1, 0x04, 1, 7, 2, shift=20) + payload,
     "data-exp": hdr(1, 0x01, 2, 7, 0) + payload,
@@ -105,6 +109,15 @@ seeds = {
     "result-sign-0": hdr(2, 0xc0, 0, 12, 0, shift=20, aux=0) + payload,
     "result-sign-1": hdr(2, 0xc0, 0, 12, 0, shift=20, aux=1) + payload,
     "result-exp-sign": hdr(2, 0x01, 0, 12, 0) + payload,
+    # block_topk10_ef (section 4): tensor 13; the counted round (EXP aux
+    # 1, words E * 256 + m: every third block sent by 2, the rest by
+    # none), a DATA with m(b) = 2, a PULL (aux 0x82), the block's RESULT
+    "result-exp-topk": hdr(2, 0x01, 0, 13, 0, aux=1) + payload_topk,
+    "data-exp-topk": hdr(1, 0x05, 1, 13, 0, aux=1) + payload,
+    "data-topk": hdr(1, 0x04, 1, 13, 0, shift=20, aux=2) + payload,
+    "data-pull": hdr(1, 0x0c, 2, 13, 1, shift=20, aux=0x82) +
+    bytes(4 * K),
+    "result-topk": hdr(2, 0x00, 0, 13, 0, shift=20) + payload,
 }
 out = corpus_dir("fuzz-wire")
 
@@ -128,6 +141,10 @@ with open(os.path.join(out, "sequence-narrow"), "wb") as f:
                                ("result-exp-narrow", "data-lane16",
                                 "result-lane16", "data-lane8",
                                 "result-lane8")))
+with open(os.path.join(out, "sequence-topk"), "wb") as f:
+    f.write(b"\x00" + b"".join(record(seeds[n]) for n in
+                               ("result-exp-topk", "data-topk", "data-pull",
+                                "result-topk")))
 with open(os.path.join(out, "sequence-sign"), "wb") as f:
     f.write(b"\x00" + b"".join(record(seeds[n]) for n in
                                ("result-exp-sign", "data-sign",
@@ -477,7 +494,10 @@ with open(os.path.join(ROOT, "ctrl", "config.c")) as f:
 keys = re.findall(r'(?:STR\(|\{ )"(\w+)", "(\w+)"', src)
 values = ["udp", "dpdk", "rdma", "worker", "aggregator", "worker+aggregator",
           "aggregate", "ring", "bsp", "wfbp", "mgwfbp", "bytescheduler",
-          "error", "warn", "info", "debug", "0x", "127.0.0.1:", "02:00:"]
+          "error", "warn", "info", "debug", "0x", "127.0.0.1:", "02:00:",
+          # [compression] method (dataplane/engine/codec.c)
+          "none", "int16", "int8", "sign_ef", "block_topk10_ef",
+          "block_topk1_ef"]
 dictionary("fuzz-config", ["[%s]" % s for s, _ in keys] +
            ["%s = " % k for _, k in keys] + values + ["\n", ";", "="])
 with open(os.path.join(ROOT, "ctrl", "cmdline.c")) as f:

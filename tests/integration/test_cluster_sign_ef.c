@@ -295,7 +295,7 @@ static int client_main(void *arg)
 		ret = tally_allreduce(c, &(struct tally_allreduce_args){
 			.key = 4, .iteration = 1, .sendbuf = g, .recvbuf = g,
 			.count = N, .dtype = TALLY_FLOAT32, .op = TALLY_SUM,
-			.flags = TALLY_F_COMPRESS(5) }, &req);
+			.flags = TALLY_F_COMPRESS(7) }, &req);
 		CHECK(ret == -TALLY_EINVAL, 5);
 	} else {
 		ret = converge_main(c, j, proc, g, r);

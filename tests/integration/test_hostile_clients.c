@@ -856,7 +856,7 @@ static void test_hostile_descriptors(void **state)
 	s = good;
 	s.flags = 0x80;
 	assert_int_equal(atk_result(&a, &s), -TALLY_EBADOP);
-	s.flags = TALLY_F_COMPRESS(5);	/* a method after sign_ef */
+	s.flags = TALLY_F_COMPRESS(7);	/* a method after block_topk1_ef */
 	assert_int_equal(atk_result(&a, &s), -TALLY_EBADOP);
 	s = good;
 	s.recv_off = 4;			/* partial overlap */

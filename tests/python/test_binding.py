@@ -238,6 +238,29 @@ class TestErrors(TwoClients):
                              compression="sign_ef").wait(10)
         self.assertEqual(cm.exception.name, "TALLY_EINVAL")
 
+    def test_block_topk_ef(self):
+        """compression="block_topk10_ef" / "block_topk1_ef": on one host
+        the sum is exact (no engine), the residual stays 0; int32 and an
+        unknown level refused"""
+        def make(c, r):
+            a = c.alloc(4096).numpy("float32", 1000)
+            a[:] = (np.arange(1000) - 499.5) * (r + 1)
+            return a
+        for it, m in ((1, "block_topk10_ef"), (2, "block_topk1_ef")):
+            out = self.both(make, key=31, iteration=it, compression=m)
+            for o in out:
+                np.testing.assert_array_equal(
+                    o, (np.arange(1000) - 499.5) * 3.0)
+        self.assertTrue(self.a.ef_reset(31))
+        x = self.a.alloc(64).numpy("int32", 8)
+        with self.assertRaises(TallyError) as cm:
+            self.a.allreduce(x, key=33, iteration=1,
+                             compression="block_topk10_ef").wait(10)
+        self.assertEqual(cm.exception.name, "TALLY_EINVAL")
+        with self.assertRaises(ValueError):
+            self.a.allreduce(x, key=34, iteration=1,
+                             compression="block_topk5_ef")
+
     def test_wait_timeout_then_completion(self):
         x = [c.alloc(64).numpy("int32", 4) for c in (self.a, self.b)]
         ra = self.a.allreduce(x[0], key=4, iteration=1)

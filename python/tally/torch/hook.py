@@ -55,8 +55,9 @@ class HookState:
                  op=tc.AVG, compression=None):
         tc.compression_flags(compression)   # a bad name fails here
         self._client = client
-        # "none", "int16", "int8", "sign_ef" (docs/compression.md) or
-        # None: the job's [compression] method
+        # "none", "int16", "int8", "sign_ef", "block_topk10_ef",
+        # "block_topk1_ef" (docs/compression.md) or None: the job's
+        # [compression] method
         self.compression = compression
         self._resolved = None   # the tally.Client, found on first use
         self.priority_of = priority_of or _default_priority
