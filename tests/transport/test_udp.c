@@ -298,7 +298,9 @@ static void test_emu_ingress_rate(void **state)
  */
 static void test_emu_delay_from_arrival(void **state)
 {
-	const uint64_t delay = 4 * MS, read_late = 2 * MS;
+	/* a delay far longer than a loaded machine's oversleep, so the
+	 * late read still comes before the frame is due */
+	const uint64_t delay = 200 * MS, read_late = 2 * MS;
 	struct link_emu_config emu = { .delay_ns = delay };
 	static struct transport a, b;
 	struct transport_rx rx[4];
