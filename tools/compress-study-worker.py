@@ -108,6 +108,7 @@ METHODS = {
     # the top 10 % of each bucket's blocks, error feedback in libtally
     # (section 4)
     "block_topk10_ef": narrow("block_topk10_ef"),
+    "block_topk1_ef": narrow("block_topk1_ef"),
     "local_sgd_h4": local_sgd(4),
     "local_sgd_h8": local_sgd(8),
     "local_sgd_h16": local_sgd(16),
