@@ -37,55 +37,14 @@
 #include <cmocka.h>
 
 #include <tally/tally.h>
-#include "cluster_clients.h"
+#include "ef_cluster.h"
 #include "shm/client_internal.h"
 
-#define HOSTS 2
-#define N 20011
+#define N EF_N
 #define K 256			/* the daemons' dataplane.k (default) */
 #define BLOCKS ((N + K - 1) / K)
 #define TOPK ((BLOCKS + 9) / 10)
-#define ROUNDS 80
 #define METHOD TALLY_COMPRESS_BLOCK_TOPK10_EF
-
-enum mode { INVARIANT, CONVERGE, CONVERGE_RESET, CONVERGE_MERGED, BYTES };
-
-/* elements of the tensor whose bytes on the wire are counted */
-#define NB (1u << 21)
-
-struct sjob {
-	const char *sock;
-	int host;
-	enum mode mode;
-	enum tally_compression method;	/* in the flags */
-	double *err;			/* shared: per process */
-	float *results;			/* shared: per process, INVARIANT */
-};
-
-/* magnitudes changing every 300 elements, over 2^-6 .. 2^6 */
-static float value(int proc, size_t i, int round)
-{
-	uint32_t h = (uint32_t)(i * 2654435761u) ^ (uint32_t)(proc * 40503) ^
-		     (uint32_t)(round * 977);
-	double u = (double)(h % 2001) / 1000.0 - 1.0;
-
-	return (float)ldexp(u, (int)((i / 300) % 13) - 6);
-}
-
-static int reduce(struct tally_client *c, float *send, float *recv,
-		  uint64_t key, uint64_t it, enum tally_compression m)
-{
-	uint64_t req;
-	int ret;
-
-	ret = tally_allreduce(c, &(struct tally_allreduce_args){
-		.key = key, .iteration = it, .sendbuf = send, .recvbuf = recv,
-		.count = N, .dtype = TALLY_FLOAT32, .op = TALLY_SUM,
-		.flags = TALLY_F_COMPRESS(m) }, &req);
-	if (!ret)
-		ret = tally_wait(c, req, 60000);
-	return ret;
-}
 
 /* blocks of K in which "sent" is not all zero */
 static int blocks_sent(const float *sent)
@@ -101,7 +60,7 @@ static int blocks_sent(const float *sent)
 	return n;
 }
 
-static int invariant_main(struct tally_client *c, const struct sjob *j,
+static int invariant_main(struct tally_client *c, const struct ef_job *j,
 			  int proc, float *g, float *r)
 {
 	double *sg = calloc(N, sizeof(double)), *ss = calloc(N, sizeof(double));
@@ -112,9 +71,9 @@ static int invariant_main(struct tally_client *c, const struct sjob *j,
 	int t, nb;
 
 	CHECK(sg && ss && slack, 20);
-	for (t = 0; t < ROUNDS; t++) {
+	for (t = 0; t < EF_ROUNDS; t++) {
 		for (i = 0; i < N; i++) {
-			g[i] = value(proc, i, t);
+			g[i] = ef_value(proc, i, t);
 			sg[i] += g[i];
 		}
 		/* p_t = g_t + e_t, before the library takes it */
@@ -126,7 +85,7 @@ static int invariant_main(struct tally_client *c, const struct sjob *j,
 			for (i = 0; i < N; i++)
 				slack[i] += fabs(g[i]);
 		}
-		CHECK(reduce(c, g, r, 1, (uint64_t)t + 1, METHOD) == 0, 22);
+		CHECK(ef_reduce(c, g, r, 1, (uint64_t)t + 1, METHOD) == 0, 22);
 		CHECK(!client_ef_peek(c, 1, N, &e, &sent), 23);
 		for (i = 0; i < N; i++) {
 			ss[i] += ((const float *)sent)[i] / CL_LOCAL;
@@ -160,10 +119,10 @@ static int invariant_main(struct tally_client *c, const struct sjob *j,
 	/* an inf in process 0's block 0: non-finite everywhere (host 0
 	 * sends it first), its residual reset on host 0 */
 	for (i = 0; i < N; i++)
-		g[i] = value(proc, i, 0);
+		g[i] = ef_value(proc, i, 0);
 	if (proc == 0)
 		g[5] = INFINITY;
-	CHECK(reduce(c, g, r, 1, ROUNDS + 1, METHOD) == 0, 27);
+	CHECK(ef_reduce(c, g, r, 1, EF_ROUNDS + 1, METHOD) == 0, 27);
 	CHECK(!isfinite(r[0]) && !isfinite(r[K - 1]), 28);
 	CHECK(!client_ef_peek(c, 1, N, &e, &sent), 29);
 	for (i = 0; j->host == 0 && i < K; i++)
@@ -183,143 +142,10 @@ static int invariant_main(struct tally_client *c, const struct sjob *j,
 }
 
 /* key 7 + @k of round @t, in merge group @group (0: none) */
-static int submit(struct tally_client *c, const struct sjob *j, float *g,
-		  float *r, int k, int t, uint32_t group, uint64_t *req)
-{
-	return tally_allreduce(c, &(struct tally_allreduce_args){
-		.key = 7 + (uint64_t)k, .iteration = (uint64_t)t + 1,
-		.sendbuf = g + (size_t)k * N, .recvbuf = r + (size_t)k * N,
-		.count = N, .dtype = TALLY_FLOAT32, .op = TALLY_SUM,
-		.group = group,
-		.flags = TALLY_F_COMPRESS(j->method) |
-			 (group && k ? TALLY_F_LAST_OF_ITERATION : 0) }, req);
-}
-
-/*
- * The same g everywhere: mean |mean_t r_t - 4 g| over the elements (of
- * one key, or of two that travel as one merged unit)
- */
-static int converge_main(struct tally_client *c, const struct sjob *j,
-			 int proc, float *g, float *r)
-{
-	int keys = j->mode == CONVERGE_MERGED ? 2 : 1, t, k;
-	double *sum = calloc(2 * N, sizeof(double)), err = 0;
-	uint64_t req[2];
-	size_t i;
-
-	CHECK(sum, 43);
-	for (t = 0; t < ROUNDS; t++) {
-		if (j->mode == CONVERGE_RESET)
-			tally_ef_reset_all(c);
-		for (i = 0; i < 2 * N; i++)
-			g[i] = value(0, i % N, 0);
-		for (k = 0; k < keys; k++)
-			CHECK(submit(c, j, g, r, k, t, keys > 1, &req[k]) == 0,
-			      41);
-		for (k = 0; k < keys; k++)
-			CHECK(tally_wait(c, req[k], 60000) == 0, 42);
-		for (i = 0; i < (size_t)keys * N; i++)
-			sum[i] += r[i];
-	}
-	for (i = 0; i < (size_t)keys * N; i++)
-		err += fabs(sum[i] / ROUNDS - 4.0 * value(0, i % N, 0));
-	j->err[proc] = err / ((double)keys * N);
-	free(sum);
-	return 0;
-}
-
-/* one large float tensor in the job's method, for the bytes */
-static int bytes_main(struct tally_client *c, const struct sjob *j)
-{
-	float *g = tally_alloc(c, NB * 4);
-	uint64_t req;
-	int ret;
-
-	CHECK(g, 50);
-	for (size_t i = 0; i < NB; i++)
-		g[i] = value(0, i, 1);
-	ret = tally_allreduce(c, &(struct tally_allreduce_args){
-		.key = 9, .iteration = 1, .sendbuf = g, .recvbuf = g,
-		.count = NB, .dtype = TALLY_FLOAT32, .op = TALLY_SUM,
-		.flags = TALLY_F_COMPRESS(j->method) }, &req);
-	if (!ret)
-		ret = tally_wait(c, req, 60000);
-	CHECK(ret == 0, 51);
-	tally_disconnect(c);
-	return 0;
-}
-
-static int client_main(void *arg)
-{
-	const struct sjob *j = arg;
-	struct tally_client *c;
-	float *g, *r;
-	int proc, ret;
-
-	CHECK(tally_connect(j->sock, &c) == 0, 2);
-	if (j->mode == BYTES)
-		return bytes_main(c, j);
-	proc = j->host * CL_LOCAL + tally_rank(c);
-	g = tally_alloc(c, 2 * N * 4);
-	r = tally_alloc(c, 2 * N * 4);
-	CHECK(g && r, 3);
-	if (j->mode == INVARIANT) {
-		int32_t *ib = (int32_t *)g;
-		uint64_t req;
-
-		ret = invariant_main(c, j, proc, g, r);
-		if (ret)
-			return ret;
-		/* named for an int32 tensor: refused */
-		memset(ib, 0, N * 4);
-		ret = tally_allreduce(c, &(struct tally_allreduce_args){
-			.key = 3, .iteration = 1, .sendbuf = ib, .recvbuf = ib,
-			.count = N, .dtype = TALLY_INT32, .op = TALLY_SUM,
-			.flags = TALLY_F_COMPRESS(METHOD) }, &req);
-		if (!ret)
-			ret = tally_wait(c, req, 60000);
-		CHECK(ret == -TALLY_EINVAL, 4);
-	} else {
-		ret = converge_main(c, j, proc, g, r);
-		if (ret)
-			return ret;
-	}
-	tally_disconnect(c);
-	return 0;
-}
-
-static int run(const char *const *extra, enum mode mode,
+static int run(const char *const *extra, enum ef_mode mode,
 	       enum tally_compression m, double *err, float *results)
 {
-	struct cluster_spec s = { .workers = HOSTS,
-				  .role = "worker+aggregator",
-				  .algorithm = "aggregate", .extra = extra };
-	struct test_cluster tc;
-	struct sjob jobs[HOSTS];
-	pid_t pid[HOSTS * CL_LOCAL];
-	int n = 0, failed = 0;
-
-	if (cluster_up(&tc, &s))
-		return -1;
-	for (int h = 0; h < HOSTS; h++) {
-		jobs[h] = (struct sjob){ .sock = tc.d[h].sock, .host = h,
-					 .mode = mode, .method = m,
-					 .err = err, .results = results };
-		for (int l = 0; l < CL_LOCAL; l++)
-			pid[n++] = child_start(client_main, &jobs[h]);
-	}
-	for (int i = 0; i < n; i++)
-		failed += child_wait(pid[i], 240000) != 0;
-	if (failed)
-		cluster_show_warnings(&tc);
-	for (int h = 0; mode == BYTES && h < HOSTS; h++) {
-		double b = cluster_sent_bytes(tc.d[h].sock);
-
-		*err = h ? *err + b : b;
-		if (b <= 0)
-			failed++;
-	}
-	return failed + cluster_down(&tc);
+	return ef_run(extra, mode, m, invariant_main, err, results);
 }
 
 static const char *const lossy[] = {
@@ -355,18 +181,18 @@ static const char *const job_topk_mgwfbp[] = {
 
 static void test_invariant(void **state)
 {
-	float *res = mmap(NULL, HOSTS * CL_LOCAL * N * sizeof(float),
+	float *res = mmap(NULL, EF_HOSTS * CL_LOCAL * N * sizeof(float),
 			  PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			  -1, 0);
 
 	(void)state;
 	assert_true(res != MAP_FAILED);
-	assert_int_equal(run(lossy, INVARIANT, METHOD, NULL, res), 0);
+	assert_int_equal(run(lossy, EF_INVARIANT, METHOD, NULL, res), 0);
 	/* every process got the same last result, senders or not */
-	for (int p = 1; p < HOSTS * CL_LOCAL; p++)
+	for (int p = 1; p < EF_HOSTS * CL_LOCAL; p++)
 		assert_memory_equal(res, res + (size_t)p * N,
 				    N * sizeof(float));
-	munmap(res, HOSTS * CL_LOCAL * N * sizeof(float));
+	munmap(res, EF_HOSTS * CL_LOCAL * N * sizeof(float));
 }
 
 /* the 4 g of the blocks outside the top 10 % of 2 g (both hosts' local
@@ -380,7 +206,7 @@ static double plain_error(double *amean)
 	for (size_t b = 0; b < BLOCKS; b++) {
 		norm[b] = 0;
 		for (size_t i = b * K; i < (b + 1) * K && i < N; i++)
-			norm[b] += (double)value(0, i, 0) * value(0, i, 0);
+			norm[b] += (double)ef_value(0, i, 0) * ef_value(0, i, 0);
 	}
 	for (int k = 0; k < TOPK; k++) {
 		size_t best = BLOCKS;
@@ -392,9 +218,9 @@ static double plain_error(double *amean)
 		sel[best] = 1;
 	}
 	for (size_t i = 0; i < N; i++) {
-		*amean += fabs(4.0 * value(0, i, 0));
+		*amean += fabs(4.0 * ef_value(0, i, 0));
 		if (!sel[i / K])
-			e += fabs(4.0 * value(0, i, 0));
+			e += fabs(4.0 * ef_value(0, i, 0));
 	}
 	*amean /= N;
 	return e / N;
@@ -403,27 +229,27 @@ static double plain_error(double *amean)
 /* the job's method (DEFAULT: the library learns it at WELCOME) */
 static void test_converge(void **state)
 {
-	double *err = mmap(NULL, 4 * HOSTS * CL_LOCAL * sizeof(double),
+	double *err = mmap(NULL, 4 * EF_HOSTS * CL_LOCAL * sizeof(double),
 			   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			   -1, 0);
-	double *reset = err + HOSTS * CL_LOCAL, amean, plain;
-	double *parts = reset + HOSTS * CL_LOCAL;
-	double *merged = parts + HOSTS * CL_LOCAL;
+	double *reset = err + EF_HOSTS * CL_LOCAL, amean, plain;
+	double *parts = reset + EF_HOSTS * CL_LOCAL;
+	double *merged = parts + EF_HOSTS * CL_LOCAL;
 
 	(void)state;
 	assert_true(err != MAP_FAILED);
-	assert_int_equal(run(job_topk, CONVERGE, TALLY_COMPRESS_DEFAULT, err,
+	assert_int_equal(run(job_topk, EF_CONVERGE, TALLY_COMPRESS_DEFAULT, err,
 			     NULL), 0);
-	assert_int_equal(run(job_topk, CONVERGE_RESET, TALLY_COMPRESS_DEFAULT,
+	assert_int_equal(run(job_topk, EF_CONVERGE_RESET, TALLY_COMPRESS_DEFAULT,
 			     reset, NULL), 0);
 	/* bytescheduler partitions: each its own engine tensor (top-k per
 	 * partition), "sent" at its offset */
-	assert_int_equal(run(job_topk_parts, CONVERGE, TALLY_COMPRESS_DEFAULT,
+	assert_int_equal(run(job_topk_parts, EF_CONVERGE, TALLY_COMPRESS_DEFAULT,
 			     parts, NULL), 0);
-	assert_int_equal(run(job_topk_mgwfbp, CONVERGE_MERGED,
+	assert_int_equal(run(job_topk_mgwfbp, EF_CONVERGE_MERGED,
 			     TALLY_COMPRESS_DEFAULT, merged, NULL), 0);
 	plain = plain_error(&amean);
-	for (int p = 0; p < HOSTS * CL_LOCAL; p++) {
+	for (int p = 0; p < EF_HOSTS * CL_LOCAL; p++) {
 		print_message("proc %d: mean |error| with feedback %.4g "
 			      "(partitions %.4g, merged units %.4g), reset "
 			      "every round %.4g, top-10 %% without feedback "
@@ -437,7 +263,7 @@ static void test_converge(void **state)
 		assert_true(merged[p] < 0.3 * plain);
 		assert_true(fabs(reset[p] - plain) < 0.05 * plain);
 	}
-	munmap(err, 4 * HOSTS * CL_LOCAL * sizeof(double));
+	munmap(err, 4 * EF_HOSTS * CL_LOCAL * sizeof(double));
 }
 
 /* what the daemons' transports sent for one 8 MiB float tensor, no loss:
@@ -449,9 +275,9 @@ static void test_counters_bytes(void **state)
 	double b32 = 0, bs = 0;
 
 	(void)state;
-	assert_int_equal(run(NULL, BYTES, TALLY_COMPRESS_NONE, &b32, NULL),
+	assert_int_equal(run(NULL, EF_BYTES, TALLY_COMPRESS_NONE, &b32, NULL),
 			 0);
-	assert_int_equal(run(NULL, BYTES, METHOD, &bs, NULL), 0);
+	assert_int_equal(run(NULL, EF_BYTES, METHOD, &bs, NULL), 0);
 	print_message("transport bytes: int32 %.0f, block_topk10_ef %.0f "
 		      "(%.4f)\n", b32, bs, bs / b32);
 	assert_true(bs > 0.08 * b32);
