@@ -232,3 +232,32 @@ void cl_cfg_random(struct cl_cfg *c, uint64_t *rng, unsigned int n_roles,
 	c->fab.delay_ns = 500 + fab_rand(rng) % 3000;
 	c->fab.reorder_ns = fab_rand(rng) % 10000;
 }
+
+int cl_codec_bytes(uint16_t n_workers, uint8_t codec, size_t count,
+		   float *const *x, float *const *y, uint64_t *tx,
+		   uint64_t *rx)
+{
+	struct cl_cfg c = { .n_workers = n_workers, .k = 64,
+			    .role = CL_DEDICATED, .n_slots = 512,
+			    .window = 16,
+			    .fab = { .seed = 9, .delay_ns = 1000 } };
+	struct cluster *cl = cl_create(&c);
+	int ret = 0;
+
+	if (!cl)
+		return -1;
+	for (uint16_t w = 0; w < n_workers && !ret; w++) {
+		struct tly_tensor_desc d = { .id = 77, .dtype = TLY_DT_F32,
+					     .algo = TLY_ALGO_AGG,
+					     .codec = codec, .src = x[w],
+					     .dst = y[w], .count = count };
+
+		ret = tly_worker_submit(cl->w[w], &d, 0) ? -1 : 0;
+	}
+	if (!ret)
+		ret = cl_run(cl, 1, 2000000000ull);
+	*tx = tly_worker_counters(cl->w[0])->tx_bytes;
+	*rx = tly_worker_counters(cl->w[0])->rx_bytes;
+	cl_destroy(cl);
+	return ret;
+}

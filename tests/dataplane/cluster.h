@@ -73,4 +73,15 @@ int cl_run(struct cluster *cl, uint32_t tensors, uint64_t max_ns);
 void cl_settle(struct cluster *cl, uint64_t ns);
 uint32_t cl_slots_busy(const struct cluster *cl);
 
+/*
+ * One float32 tensor (@count elements a worker, x[w] in, y[w] out) in
+ * @codec through a fresh cluster of @n_workers and a dedicated
+ * aggregator (K = 64, 512 slots, window 16, no faults): the bytes worker
+ * 0 sent and received (the compressed tests' byte counts).  0, or -1
+ * when the cluster could not be made or the run did not finish.
+ */
+int cl_codec_bytes(uint16_t n_workers, uint8_t codec, size_t count,
+		   float *const *x, float *const *y, uint64_t *tx,
+		   uint64_t *rx);
+
 #endif /* TALLY_TESTS_DATAPLANE_CLUSTER_H */

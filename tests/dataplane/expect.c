@@ -57,7 +57,7 @@ float dp_as_float(enum tly_dtype dt, const void *buf, size_t i)
 	}
 }
 
-static int ceil_log2(unsigned int n)
+int dp_ceil_log2(unsigned int n)
 {
 	int l = 0;
 
@@ -66,13 +66,27 @@ static int ceil_log2(unsigned int n)
 	return l;
 }
 
+float dp_store_as(enum tly_dtype dt, float v)
+{
+	if (dt == TLY_DT_F16)
+		return half_to_float(float_to_half(v));
+	if (dt == TLY_DT_BF16)
+		return bf16_to_float(float_to_bf16(v));
+	return v;
+}
+
+bool dp_same_float(float got, float want)
+{
+	return got == want || (isnan(got) && isnan(want));
+}
+
 void dp_check_float(enum tly_dtype dt, uint16_t n, uint16_t k, bool ring,
 		    const void *const *in, const void *out, size_t count,
 		    uint32_t t)
 {
 	double out_rel = dt == TLY_DT_F16 ? 0x1p-11 :
 			 dt == TLY_DT_BF16 ? 0x1p-8 : 0;
-	int l = ceil_log2(n);
+	int l = dp_ceil_log2(n);
 	uint16_t w;
 	size_t i;
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * expect.h - inputs and result checks shared by the engine's end-to-end
- * tests (test_allreduce.c, test_ring_stagger.c).
+ * tests (test_allreduce*.c, test_ring_stagger.c, test_quant.c).
  */
 #ifndef TALLY_TESTS_DATAPLANE_EXPECT_H
 #define TALLY_TESTS_DATAPLANE_EXPECT_H
@@ -24,6 +24,13 @@ struct dp_tensors {
 };
 
 size_t dp_dtype_size(enum tly_dtype dt);
+
+/* the smallest l with 2^l >= @n (the lanes the sum of n values needs) */
+int dp_ceil_log2(unsigned int n);
+/* @v as a buffer of @dt holds it (float16 and bfloat16 round) */
+float dp_store_as(enum tly_dtype dt, float v);
+/* @got is @want, NaN included */
+bool dp_same_float(float got, float want);
 
 /* Allocate them: inputs filled from @rng_seed (dp_fill), outputs
  * poisoned, so a result never written shows. */

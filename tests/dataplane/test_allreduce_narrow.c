@@ -47,31 +47,13 @@ static unsigned int lane_bits(uint8_t codec)
 	return codec == TLY_CODEC_INT16 ? 16 : 8;
 }
 
-static int ceil_log2(unsigned int n)
-{
-	int l = 0;
-
-	while ((1u << l) < n)
-		l++;
-	return l;
-}
-
-static float store_as(enum tly_dtype dt, float v)
-{
-	if (dt == TLY_DT_F16)
-		return half_to_float(float_to_half(v));
-	if (dt == TLY_DT_BF16)
-		return bf16_to_float(float_to_bf16(v));
-	return v;
-}
-
 /* worker 0's output of one tensor against the model of section 2 */
 static void check_narrow(const struct scenario *sc, const void *const *in,
 			 const void *out, size_t count)
 {
 	unsigned int n = sc->cl.n_workers, b = lane_bits(sc->codec);
 	size_t ck = (size_t)sc->cl.k * 32 / b, c0, i;
-	int L = ceil_log2(n);
+	int L = dp_ceil_log2(n);
 	double lim = ldexp(1, (int)b - 1 - L) - 1;
 
 	for (c0 = 0; c0 < count; c0 += ck) {
@@ -114,7 +96,7 @@ static void check_narrow(const struct scenario *sc, const void *const *in,
 				fail_msg("bound: elem %zu want %g exact %g", i,
 					 want, exact);
 			got = dp_as_float(sc->dtype, out, i);
-			if (got != store_as(sc->dtype, (float)want))
+			if (got != dp_store_as(sc->dtype, (float)want))
 				fail_msg("elem %zu: got %.9g want %.9g "
 					 "(shift %d, lane sum %.0f)", i, got,
 					 want, shift, s);
@@ -209,44 +191,26 @@ static void test_refused(void **state)
 /* bytes a worker's DATA take for one float32 tensor, per codec */
 static uint64_t tx_bytes(uint8_t codec, size_t count)
 {
-	struct cl_cfg c = { .n_workers = 2, .k = 64, .role = CL_DEDICATED,
-			    .n_slots = 512, .window = 16,
-			    .fab = { .seed = 9, .delay_ns = 1000 } };
-	struct cluster *cl = cl_create(&c);
 	float *x[2], *y[2];
-	uint64_t bytes;
-	uint16_t w;
+	uint64_t bytes, rx;
 
-	assert_non_null(cl);
-	for (w = 0; w < 2; w++) {
-		struct tly_tensor_desc d = { 0 };
-		size_t i;
-
+	for (uint16_t w = 0; w < 2; w++) {
 		x[w] = malloc(count * sizeof(float));
 		y[w] = malloc(count * sizeof(float));
 		assert_non_null(x[w]);
 		assert_non_null(y[w]);
-		for (i = 0; i < count; i++)
+		for (size_t i = 0; i < count; i++)
 			x[w][i] = (float)((i * 37 + w) % 101) - 50;
-		d.id = 77;
-		d.dtype = TLY_DT_F32;
-		d.algo = TLY_ALGO_AGG;
-		d.codec = codec;
-		d.src = x[w];
-		d.dst = y[w];
-		d.count = count;
-		assert_int_equal(tly_worker_submit(cl->w[w], &d, 0), 0);
 	}
-	assert_int_equal(cl_run(cl, 1, 2000000000ull), 0);
+	assert_int_equal(cl_codec_bytes(2, codec, count, x, y, &bytes, &rx),
+			 0);
 	/* small integers: every codec carries them exactly */
 	for (size_t i = 0; i < count; i++)
 		assert_true(y[0][i] == x[0][i] + x[1][i]);
-	bytes = tly_worker_counters(cl->w[0])->tx_bytes;
-	for (w = 0; w < 2; w++) {
+	for (uint16_t w = 0; w < 2; w++) {
 		free(x[w]);
 		free(y[w]);
 	}
-	cl_destroy(cl);
 	return bytes;
 }
 

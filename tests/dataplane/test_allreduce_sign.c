@@ -43,36 +43,13 @@ struct scenario {
 	size_t sizes[MAX_T];
 };
 
-static int ceil_log2(unsigned int n)
-{
-	int l = 0;
-
-	while ((1u << l) < n)
-		l++;
-	return l;
-}
-
-static float store_as(enum tly_dtype dt, float v)
-{
-	if (dt == TLY_DT_F16)
-		return half_to_float(float_to_half(v));
-	if (dt == TLY_DT_BF16)
-		return bf16_to_float(float_to_bf16(v));
-	return v;
-}
-
-static int same(float got, float want)
-{
-	return got == want || (isnan(got) && isnan(want));
-}
-
 /* every worker's output and "sent" of one tensor against the model */
 static void check_sign(const struct scenario *sc, const void *const *in,
 		       void *const *out, void *const *sent, size_t count)
 {
 	unsigned int n = sc->cl.n_workers, w;
 	size_t m = 32 * ((size_t)sc->cl.k - 1), c0, i;
-	int L = ceil_log2(n);
+	int L = dp_ceil_log2(n);
 
 	for (c0 = 0; c0 < count; c0 += m) {
 		size_t end = c0 + m < count ? c0 + m : count;
@@ -120,20 +97,20 @@ static void check_sign(const struct scenario *sc, const void *const *in,
 				c += dp_as_float(sc->dtype, in[w], i) >= 0;
 			want = (float)ldexp(S, -shift);
 			want = 2 * c > n ? want : 2 * c < n ? -want : 0;
-			want = store_as(sc->dtype, want);
+			want = dp_store_as(sc->dtype, want);
 			for (w = 0; w < n; w++) {
 				float q = (float)ldexp(rint(ldexp(a[w], shift)),
 						       -shift);
 				float x = dp_as_float(sc->dtype, in[w], i);
 
 				got = dp_as_float(sc->dtype, out[w], i);
-				if (!same(got, want))
+				if (!dp_same_float(got, want))
 					fail_msg("worker %u elem %zu: got %.9g "
 						 "want %.9g (c %u of %u)", w, i,
 						 got, want, c, n);
-				q = store_as(sc->dtype, x >= 0 ? q : -q);
+				q = dp_store_as(sc->dtype, x >= 0 ? q : -q);
 				got = dp_as_float(sc->dtype, sent[w], i);
-				if (!same(got, q))
+				if (!dp_same_float(got, q))
 					fail_msg("worker %u elem %zu: sent %.9g "
 						 "want %.9g", w, i, got, q);
 			}
@@ -252,41 +229,21 @@ static void test_refused(void **state)
 static void wire_bytes(uint8_t codec, size_t count, uint64_t *tx,
 		       uint64_t *rx)
 {
-	struct cl_cfg c = { .n_workers = 2, .k = 64, .role = CL_DEDICATED,
-			    .n_slots = 512, .window = 16,
-			    .fab = { .seed = 9, .delay_ns = 1000 } };
-	struct cluster *cl = cl_create(&c);
 	float *x[2], *y[2];
-	uint16_t w;
 
-	assert_non_null(cl);
-	for (w = 0; w < 2; w++) {
-		struct tly_tensor_desc d = { 0 };
-		size_t i;
-
+	for (uint16_t w = 0; w < 2; w++) {
 		x[w] = malloc(count * sizeof(float));
 		y[w] = malloc(count * sizeof(float));
 		assert_non_null(x[w]);
 		assert_non_null(y[w]);
-		for (i = 0; i < count; i++)
+		for (size_t i = 0; i < count; i++)
 			x[w][i] = (float)((i * 37 + w) % 101) - 50;
-		d.id = 77;
-		d.dtype = TLY_DT_F32;
-		d.algo = TLY_ALGO_AGG;
-		d.codec = codec;
-		d.src = x[w];
-		d.dst = y[w];
-		d.count = count;
-		assert_int_equal(tly_worker_submit(cl->w[w], &d, 0), 0);
 	}
-	assert_int_equal(cl_run(cl, 1, 2000000000ull), 0);
-	*tx = tly_worker_counters(cl->w[0])->tx_bytes;
-	*rx = tly_worker_counters(cl->w[0])->rx_bytes;
-	for (w = 0; w < 2; w++) {
+	assert_int_equal(cl_codec_bytes(2, codec, count, x, y, tx, rx), 0);
+	for (uint16_t w = 0; w < 2; w++) {
 		free(x[w]);
 		free(y[w]);
 	}
-	cl_destroy(cl);
 }
 
 static void test_bytes(void **state)

@@ -47,29 +47,6 @@ struct scenario {
 	size_t sizes[MAX_T];
 };
 
-static int ceil_log2(unsigned int n)
-{
-	int l = 0;
-
-	while ((1u << l) < n)
-		l++;
-	return l;
-}
-
-static float store_as(enum tly_dtype dt, float v)
-{
-	if (dt == TLY_DT_F16)
-		return half_to_float(float_to_half(v));
-	if (dt == TLY_DT_BF16)
-		return bf16_to_float(float_to_bf16(v));
-	return v;
-}
-
-static int same(float got, float want)
-{
-	return got == want || (isnan(got) && isnan(want));
-}
-
 static unsigned int permille(uint8_t codec)
 {
 	return codec == TLY_CODEC_TOPK1_EF ? 10 : 100;
@@ -174,7 +151,7 @@ static void check_sparse(const struct scenario *sc, const void *const *in,
 				}
 			continue;
 		}
-		shift = 30 - emax - ceil_log2(m);
+		shift = 30 - emax - dp_ceil_log2(m);
 		shift = shift > 127 ? 127 : shift;
 		for (i = b * k; i < end; i++) {
 			double S = 0;
@@ -186,20 +163,20 @@ static void check_sparse(const struct scenario *sc, const void *const *in,
 								    in[w], i),
 							shift));
 			assert_true(fabs(S) < ldexp(1, 30));
-			want = store_as(sc->dtype, (float)ldexp(S, -shift));
+			want = dp_store_as(sc->dtype, (float)ldexp(S, -shift));
 			for (w = 0; w < n; w++) {
 				float x = dp_as_float(sc->dtype, in[w], i);
-				float q = sel[w][b] ? store_as(sc->dtype,
+				float q = sel[w][b] ? dp_store_as(sc->dtype,
 					(float)ldexp(rint(ldexp(x, shift)),
 						     -shift)) : 0.0f;
 				float got = dp_as_float(sc->dtype, out[w], i);
 
-				if (!same(got, want))
+				if (!dp_same_float(got, want))
 					fail_msg("worker %u block %zu elem %zu:"
 						 " got %.9g want %.9g (m %u)",
 						 w, b, i, got, want, m);
 				got = dp_as_float(sc->dtype, sent[w], i);
-				if (!same(got, q))
+				if (!dp_same_float(got, q))
 					fail_msg("worker %u elem %zu: sent %.9g"
 						 " want %.9g", w, i, got, q);
 			}
@@ -273,7 +250,7 @@ static void test_scenario(void **state)
 				if (((b * 2654435761u + w * 40503u) >> 9) %
 				    9 != 0)
 					continue;
-				v = store_as(sc->dtype, v * 16);
+				v = dp_store_as(sc->dtype, v * 16);
 				if (sc->dtype == TLY_DT_F32)
 					((float *)bufs.in[w][t])[j] = v;
 				else
@@ -422,16 +399,11 @@ static void test_refused(void **state)
 static void wire_bytes(uint8_t codec, size_t count, uint64_t *tx,
 		       uint64_t *rx)
 {
-	struct cl_cfg c = { .n_workers = 4, .k = 64, .role = CL_DEDICATED,
-			    .n_slots = 512, .window = 16,
-			    .fab = { .seed = 9, .delay_ns = 1000 } };
-	struct cluster *cl = cl_create(&c);
 	float *x[4], *y[4];
 	uint64_t rng = 12345;
 	uint16_t w;
 	size_t i;
 
-	assert_non_null(cl);
 	for (w = 0; w < 4; w++) {
 		x[w] = malloc(count * sizeof(float));
 		y[w] = malloc(count * sizeof(float));
@@ -449,26 +421,11 @@ static void wire_bytes(uint8_t codec, size_t count, uint64_t *tx,
 					(((double)(fab_rand(&rng) % 2001) -
 					  1000) / 1000));
 	}
-	for (w = 0; w < 4; w++) {
-		struct tly_tensor_desc d = { 0 };
-
-		d.id = 77;
-		d.dtype = TLY_DT_F32;
-		d.algo = TLY_ALGO_AGG;
-		d.codec = codec;
-		d.src = x[w];
-		d.dst = y[w];
-		d.count = count;
-		assert_int_equal(tly_worker_submit(cl->w[w], &d, 0), 0);
-	}
-	assert_int_equal(cl_run(cl, 1, 2000000000ull), 0);
-	*tx = tly_worker_counters(cl->w[0])->tx_bytes;
-	*rx = tly_worker_counters(cl->w[0])->rx_bytes;
+	assert_int_equal(cl_codec_bytes(4, codec, count, x, y, tx, rx), 0);
 	for (w = 0; w < 4; w++) {
 		free(x[w]);
 		free(y[w]);
 	}
-	cl_destroy(cl);
 }
 
 static void test_bytes(void **state)

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "expect.h"
+
 #include "dataplane/engine/quant.h"
 #include "dataplane/half.h"
 #include "fabric.h"
@@ -169,15 +171,6 @@ static void test_no_overflow(void **state)
 	assert_int_equal(tly_quant_shift(-200, 1), 127);
 }
 
-static int ceil_log2(unsigned int n)
-{
-	int l = 0;
-
-	while ((1u << l) < n)
-		l++;
-	return l;
-}
-
 /* the bound of quant.h, over random blocks from n workers */
 static void test_error_bound(void **state)
 {
@@ -221,7 +214,7 @@ static void test_error_bound(void **state)
 
 			for (w = 0; w < n; w++)
 				ref += x[w][i];
-			bound = n * ldexp(1, e + ceil_log2(n) - 31) +
+			bound = n * ldexp(1, e + dp_ceil_log2(n) - 31) +
 				0x1p-24 * fabs(ref);
 			assert_true(fabs(out[i] - ref) <= bound);
 		}
