@@ -261,3 +261,18 @@ int cl_codec_bytes(uint16_t n_workers, uint8_t codec, size_t count,
 	cl_destroy(cl);
 	return ret;
 }
+
+const char *cl_run_end_fault(struct cluster *cl, const struct cl_cfg *cfg)
+{
+	for (uint16_t w = 0; w < cfg->n_workers; w++)
+		if (tly_worker_inflight(cl->w[w]) ||
+		    tly_worker_active(cl->w[w]))
+			return "a worker still has chunks or tensors";
+	if (cfg->fab.loss * (double)fab_sent(cl->fab) >= 20 &&
+	    !fab_dropped(cl->fab))
+		return "the fabric's loss dropped nothing";
+	cl_settle(cl, 3000000);
+	if (cfg->fab.dup == 0 && cfg->fab.loss == 0 && cl_slots_busy(cl))
+		return "slots still busy on a clean fabric";
+	return NULL;
+}

@@ -74,6 +74,14 @@ void cl_settle(struct cluster *cl, uint64_t ns);
 uint32_t cl_slots_busy(const struct cluster *cl);
 
 /*
+ * What a finished run of @cl (made from @cfg) must show: no worker with
+ * chunks in flight or tensors active, frames dropped when the loss
+ * should have dropped some, and once receipts settled (3 ms) no slot
+ * still busy on a clean fabric.  NULL, or what failed.
+ */
+const char *cl_run_end_fault(struct cluster *cl, const struct cl_cfg *cfg);
+
+/*
  * One float32 tensor (@count elements a worker, x[w] in, y[w] out) in
  * @codec through a fresh cluster of @n_workers and a dedicated
  * aggregator (K = 64, 512 slots, window 16, no faults): the bytes worker
