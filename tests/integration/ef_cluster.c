@@ -10,6 +10,13 @@
 
 #include "ef_cluster.h"
 
+const char *const ef_lossy[] = {
+	"--set", "emulator.loss_ppm=10000",
+	"--set", "emulator.reorder_ppm=20000",
+	"--set", "emulator.reorder_us=200",
+	NULL,
+};
+
 float ef_value(int proc, size_t i, int round)
 {
 	uint32_t h = (uint32_t)(i * 2654435761u) ^ (uint32_t)(proc * 40503) ^

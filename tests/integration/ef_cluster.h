@@ -47,6 +47,9 @@ struct ef_job {
 	float *results;			/* shared: for the invariant */
 };
 
+/* the daemons' options for the invariant runs: 1 % loss, 2 % reordered */
+extern const char *const ef_lossy[];
+
 /* magnitudes changing every 300 elements, over 2^-6 .. 2^6 */
 float ef_value(int proc, size_t i, int round);
 

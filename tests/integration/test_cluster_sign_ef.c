@@ -152,19 +152,12 @@ static int invariant_main(struct tally_client *c, const struct ef_job *j,
 	return 0;
 }
 
-/* key 7 + @k of round @t, in merge group @group (0: none) */
+/* the job of this test's method; its invariant check above */
 static int run(const char *const *extra, enum ef_mode mode,
 	       enum tally_compression m, double *err)
 {
 	return ef_run(extra, mode, m, invariant_main, err, NULL);
 }
-
-static const char *const lossy[] = {
-	"--set", "emulator.loss_ppm=10000",
-	"--set", "emulator.reorder_ppm=20000",
-	"--set", "emulator.reorder_us=200",
-	NULL,
-};
 
 static const char *const job_sign[] = {
 	"--set", "compression.method=sign_ef",
@@ -191,8 +184,8 @@ static const char *const job_sign_mgwfbp[] = {
 static void test_invariant(void **state)
 {
 	(void)state;
-	assert_int_equal(run(lossy, EF_INVARIANT, TALLY_COMPRESS_SIGN_EF, NULL),
-			 0);
+	assert_int_equal(run(ef_lossy, EF_INVARIANT, TALLY_COMPRESS_SIGN_EF,
+			     NULL), 0);
 }
 
 /* the job's method (DEFAULT: the library learns it at WELCOME) */

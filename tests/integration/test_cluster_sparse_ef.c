@@ -141,19 +141,12 @@ static int invariant_main(struct tally_client *c, const struct ef_job *j,
 	return 0;
 }
 
-/* key 7 + @k of round @t, in merge group @group (0: none) */
+/* the job of this test's method; its invariant check above */
 static int run(const char *const *extra, enum ef_mode mode,
 	       enum tally_compression m, double *err, float *results)
 {
 	return ef_run(extra, mode, m, invariant_main, err, results);
 }
-
-static const char *const lossy[] = {
-	"--set", "emulator.loss_ppm=10000",
-	"--set", "emulator.reorder_ppm=20000",
-	"--set", "emulator.reorder_us=200",
-	NULL,
-};
 
 static const char *const job_topk[] = {
 	"--set", "compression.method=block_topk10_ef",
@@ -187,7 +180,7 @@ static void test_invariant(void **state)
 
 	(void)state;
 	assert_true(res != MAP_FAILED);
-	assert_int_equal(run(lossy, EF_INVARIANT, METHOD, NULL, res), 0);
+	assert_int_equal(run(ef_lossy, EF_INVARIANT, METHOD, NULL, res), 0);
 	/* every process got the same last result, senders or not */
 	for (int p = 1; p < EF_HOSTS * CL_LOCAL; p++)
 		assert_memory_equal(res, res + (size_t)p * N,
