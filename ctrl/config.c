@@ -586,7 +586,7 @@ int config_compression_check(const struct tally_config *cfg, char *err,
 		snprintf(err, (size_t)errlen, "compression.method = sign_ef "
 			 "needs dataplane.profile = software: a switch cannot "
 			 "widen one bit into a count lane per element nor "
-			 "answer a chunk with two RESULTs");
+			 "flip a coin for each tied one");
 		return -1;
 	}
 	if (tly_codec((unsigned int)cfg->compression)->topk_permille &&

@@ -91,35 +91,30 @@ void tly_sign_acc_add(struct tly_sign_acc *acc, const uint8_t *data)
 }
 
 void tly_sign_result(uint8_t *out, const struct tly_sign_acc *acc,
-		     unsigned int n_workers, size_t first, size_t len)
+		     unsigned int n_workers, uint64_t seed)
 {
-	size_t plane = (len + 7) / 8, i;
-	uint8_t *sign = out + 4, *nonzero = out + 4 + plane;
+	uint8_t *vote = out + 4;
+	size_t i;
 
 	tly_put32(out, acc->scale_sum);
-	memset(sign, 0, 2 * plane);
-	for (i = 0; i < len; i++) {
-		unsigned int twice = 2u * acc->count[first + i];
+	memset(vote, 0, (acc->m + 7) / 8);
+	for (i = 0; i < acc->m; i++) {
+		unsigned int twice = 2u * acc->count[i];
 
-		if (twice > n_workers)
-			set_bit(sign, i);
-		if (twice != n_workers)
-			set_bit(nonzero, i);
+		if (twice > n_workers ||
+		    (twice == n_workers && tly_sign_tie(seed, i)))
+			set_bit(vote, i);
 	}
 }
 
 void tly_sign_decode(void *out, enum tly_dtype dt, const uint8_t *res,
 		     size_t len, int shift)
 {
-	size_t plane = (len + 7) / 8, i;
-	const uint8_t *sign = res + 4, *nonzero = res + 4 + plane;
+	const uint8_t *vote = res + 4;
 	float s;
+	size_t i;
 
 	tly_dequantize_f32(&s, res, 1, shift);
-	for (i = 0; i < len; i++) {
-		float v = get_bit(sign, i) ? s : -s;
-
-		/* 0 * S: a tie in a non-finite chunk stays NaN */
-		tly_elem_store(out, dt, i, get_bit(nonzero, i) ? v : 0.0f * s);
-	}
+	for (i = 0; i < len; i++)
+		tly_elem_store(out, dt, i, get_bit(vote, i) ? s : -s);
 }

@@ -21,14 +21,18 @@
  * no lane overflow (7 bits would do; 8 keeps lanes byte-addressed).  The
  * scale words are added as int32: their sum is below 2^30 by quant.h.
  *
- * The result is the vote v_i = sign(2 c_i - n) in {-1, 0, +1} (0: a tie,
- * even n only) and S = sum of the scale words; it decodes to
+ * The result is the vote v_i = sign(2 c_i - n) in {-1, +1}, one bit per
+ * element; a tie (2 c_i = n, even n only) is a fair coin the aggregator
+ * flips, the same for every worker and every re-send of the chunk:
+ *	v_i = +1 iff bit 63 of H(seed + i) is 1, seed = H(tensor, chunk, 0)
+ * (H: the chunk hash of docs/protocol.md section 11), so E[v_i] is the
+ * three-valued vote's 0 and the downlink costs one bit, not two.  With
+ * S = sum of the scale words it decodes to
  *	result_i = v_i * S * 2^-shift = v_i * n * mean_w(â_w)
  * an estimate of the SUM of the workers' gradients like every other tally
- * all-reduce (the DDP hook divides by n as usual).  A RESULT carries two
- * bit planes (sign: v > 0; nonzero: v != 0) for half a chunk:
- *	[S: int32][sign plane: m/2 bits][nonzero plane: m/2 bits]
- * With the DATA payload [q_w][m bits] of 4K bytes, m = 32 (K - 1).
+ * all-reduce (the DDP hook divides by n as usual).  A RESULT is
+ *	[S: int32][vote plane: m bits, 1 = v_i > 0]
+ * of 4K bytes like the DATA [q_w][m bits], m = 32 (K - 1).
  *
  * Non-finite: a chunk whose p holds inf or NaN has a non-finite a_w, the
  * exponent round says E_a = 129 and the scale word carries quant.h's
@@ -42,6 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dataplane/engine/wire.h"	/* tly_chunk_hash() */
 #include "dataplane/engine/worker.h"	/* enum tly_dtype */
 
 /* elements of one sign chunk in a DATA payload of @k words */
@@ -50,15 +55,22 @@ static inline size_t tly_sign_chunk_elems(size_t k)
 	return 32 * (k - 1);
 }
 
-/* bytes of an encoded chunk of @m elements (DATA) and of a result part */
+/* bytes of an encoded chunk of @m elements, DATA and RESULT alike */
 static inline size_t tly_sign_data_len(size_t m)
 {
 	return 4 + (m + 7) / 8;
 }
 
-static inline size_t tly_sign_result_len(size_t m)
+/* the tie coins of chunk @chunk of tensor @tensor */
+static inline uint64_t tly_sign_tie_seed(uint32_t tensor, uint16_t chunk)
 {
-	return 4 + 2 * ((m + 7) / 8);
+	return tly_chunk_hash(tensor, chunk, 0);
+}
+
+/* element @i's vote in a tie: 1 (+1) or 0 (-1) */
+static inline unsigned int tly_sign_tie(uint64_t seed, size_t i)
+{
+	return (unsigned int)(tly_key_hash(seed + i) >> 63);
 }
 
 /* mean |p| over @m elements (inf or NaN if any element is) */
@@ -87,9 +99,10 @@ struct tly_sign_acc {
 void tly_sign_acc_init(struct tly_sign_acc *acc, uint8_t *count, size_t m);
 /* add one worker's DATA (once per worker: the caller's bitmap) */
 void tly_sign_acc_add(struct tly_sign_acc *acc, const uint8_t *data);
-/* the RESULT of elements [first, first + len) for @n_workers */
+/* the RESULT (tly_sign_data_len(acc->m) bytes) for @n_workers, ties
+ * broken by the coins of @seed (tly_sign_tie_seed()) */
 void tly_sign_result(uint8_t *out, const struct tly_sign_acc *acc,
-		     unsigned int n_workers, size_t first, size_t len);
+		     unsigned int n_workers, uint64_t seed);
 
 /* decode a RESULT of @len elements into @out of @dt */
 void tly_sign_decode(void *out, enum tly_dtype dt, const uint8_t *res,

@@ -510,12 +510,6 @@ static int sign_ready(struct tly_agg *a)
 	return a->counts ? 0 : -1;
 }
 
-/* RESULT packets per completed chunk of a slot's mode */
-static inline unsigned int mode_parts(uint8_t mode)
-{
-	return mode_sign(mode) ? TLY_SIGN_PARTS : 1;
-}
-
 /* the key (tensor, chunk, EXP) and its hash, computed once per packet */
 struct chunk_id {
 	uint64_t key;
@@ -736,7 +730,7 @@ static void agg_reply(struct tly_agg *a, const struct tly_hdr *in,
  */
 static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 			uint8_t extra_flags, const uint8_t *last,
-			unsigned int part, struct tly_out *o)
+			struct tly_out *o)
 {
 	struct agg_slot *s = &a->slots[idx];
 	size_t tl = TLY_HDR_LEN + 4u * a->cfg.k;
@@ -765,12 +759,10 @@ static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 	h.shift = s->shift;
 	if (mode_sign(s->mode)) {
 		struct tly_sign_acc acc = sign_acc(a, idx);
-		size_t half = acc.m / TLY_SIGN_PARTS;
 
-		h.aux = (uint8_t)part;
 		tly_hdr_write(o->pkt, &h);
 		tly_sign_result(o->pkt + TLY_HDR_LEN, &acc, a->cfg.n_workers,
-				part * half, half);
+				tly_sign_tie_seed(h.tensor, h.chunk));
 		return 0;
 	}
 	tly_hdr_write(o->pkt, &h);
@@ -785,26 +777,22 @@ static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 
 static void result_unicast(struct tly_agg *a, uint32_t idx, uint16_t rank)
 {
-	unsigned int p, parts = mode_parts(a->slots[idx].mode);
 	struct tly_out o;
 
-	for (p = 0; p < parts; p++) {
-		if (result_build(a, idx, rank, TLY_F_RETX, NULL, p, &o))
-			return;
+	if (!result_build(a, idx, rank, TLY_F_RETX, NULL, &o))
 		tly_out_send(&o, &a->cfg.ops, &a->cfg.net, &a->c);
-	}
 }
 
 /* the RESULT to every worker: one frame replicated, or one per worker
  * (@last: as in result_build()) */
-static void result_to_all_part(struct tly_agg *a, uint32_t idx,
-			       const uint8_t *last, unsigned int part)
+static void result_to_all(struct tly_agg *a, uint32_t idx,
+			  const uint8_t *last)
 {
 	const struct tly_net *net = &a->cfg.net;
 	struct tly_out o, o2;
 	uint16_t r;
 
-	if (result_build(a, idx, 0, 0, last, part, &o))
+	if (result_build(a, idx, 0, 0, last, &o))
 		return;
 	if (a->cfg.ops.multicast) {
 		size_t tl = o.len - tly_l2l4_off(net);
@@ -832,16 +820,6 @@ static void result_to_all_part(struct tly_agg *a, uint32_t idx,
 		tly_out_send(&o2, &a->cfg.ops, net, &a->c);
 	}
 	tly_out_send(&o, &a->cfg.ops, net, &a->c);
-}
-
-/* every part of the RESULT to every worker */
-static void result_to_all(struct tly_agg *a, uint32_t idx,
-			  const uint8_t *last)
-{
-	unsigned int p, parts = mode_parts(a->slots[idx].mode);
-
-	for (p = 0; p < parts; p++)
-		result_to_all_part(a, idx, last, p);
 }
 
 /*

@@ -43,10 +43,8 @@ static int32_t block_exp(const void *x, enum tly_dtype dt, size_t n)
 }
 
 static void int32_decode(void *dst, enum tly_dtype dt, const uint8_t *res,
-			 size_t n, size_t k, int shift, unsigned int part)
+			 size_t n, int shift)
 {
-	(void)k;
-	(void)part;
 	tly_dtype(dt)->dequantize(dst, res, n, shift);
 }
 
@@ -85,18 +83,14 @@ static void int8_pack(uint8_t *out, const void *x, enum tly_dtype dt,
 }
 
 static void int16_decode(void *dst, enum tly_dtype dt, const uint8_t *res,
-			 size_t n, size_t k, int shift, unsigned int part)
+			 size_t n, int shift)
 {
-	(void)k;
-	(void)part;
 	tly_narrow_dequantize(dst, dt, res, n, shift, 2);
 }
 
 static void int8_decode(void *dst, enum tly_dtype dt, const uint8_t *res,
-			size_t n, size_t k, int shift, unsigned int part)
+			size_t n, int shift)
 {
-	(void)k;
-	(void)part;
 	tly_narrow_dequantize(dst, dt, res, n, shift, 1);
 }
 
@@ -138,31 +132,6 @@ static void sign_pack(uint8_t *out, const void *x, enum tly_dtype dt,
 	for (i = 0; i < n; i++)
 		if (tly_elem_load(x, dt, i) >= 0)
 			bits[i / 8] |= (uint8_t)(0x80u >> (i % 8));
-}
-
-static void sign_decode(void *dst, enum tly_dtype dt, const uint8_t *res,
-			size_t n, size_t k, int shift, unsigned int part)
-{
-	size_t half = tly_sign_chunk_elems(k) / TLY_SIGN_PARTS;
-	size_t first = part * half, len, i;
-	const uint8_t *sign = res + 4, *nonzero = res + 4 + half / 8;
-	uint8_t *out;
-	float s;
-
-	if (first >= n)
-		return;
-	/* the planes are half a chunk long even in a short last chunk
-	 * (tly_sign_decode() sizes them by its length: not here) */
-	out = (uint8_t *)dst + first * tly_dtype(dt)->size;
-	len = n - first < half ? n - first : half;
-	tly_dequantize_f32(&s, res, 1, shift);
-	for (i = 0; i < len; i++) {
-		uint8_t b = (uint8_t)(0x80u >> (i % 8));
-		float v = sign[i / 8] & b ? s : -s;
-
-		/* 0 * S: a tie in a non-finite chunk stays NaN */
-		tly_elem_store(out, dt, i, nonzero[i / 8] & b ? v : 0.0f * s);
-	}
 }
 
 static void sign_sent(void *out, const void *x, enum tly_dtype dt, size_t n,
@@ -236,39 +205,39 @@ static void topk_sent(void *out, const void *x, enum tly_dtype dt, size_t n,
 
 static const struct tly_codec_ops codecs[] = {
 	[TLY_CODEC_NONE] = {
-		.name = "none", .lanes = 0, .lane_bytes = 4, .parts = 1,
+		.name = "none", .lanes = 0, .lane_bytes = 4,
 		.chunk_elems = int32_elems, .exp = block_exp,
 		.shift = int32_shift,
 		.pack = int32_pack, .decode = int32_decode,
 	},
 	[TLY_CODEC_INT16] = {
 		.name = "int16", .lanes = TLY_F_LANE16, .lane_bytes = 2,
-		.parts = 1, .chunk_elems = int16_elems, .exp = block_exp,
+		.chunk_elems = int16_elems, .exp = block_exp,
 		.shift = int16_shift,
 		.pack = int16_pack, .decode = int16_decode,
 	},
 	[TLY_CODEC_INT8] = {
 		.name = "int8", .lanes = TLY_F_LANE8, .lane_bytes = 1,
-		.parts = 1, .chunk_elems = int8_elems, .exp = block_exp,
+		.chunk_elems = int8_elems, .exp = block_exp,
 		.shift = int8_shift,
 		.pack = int8_pack, .decode = int8_decode,
 	},
 	[TLY_CODEC_SIGN_EF] = {
 		.name = "sign_ef", .lanes = TLY_F_SIGN, .lane_bytes = 1,
-		.parts = TLY_SIGN_PARTS, .chunk_elems = tly_sign_chunk_elems,
+		.chunk_elems = tly_sign_chunk_elems,
 		.exp = sign_exp, .shift = int32_shift,
-		.pack = sign_pack, .decode = sign_decode, .sent = sign_sent,
+		.pack = sign_pack, .decode = tly_sign_decode, .sent = sign_sent,
 	},
 	[TLY_CODEC_TOPK10_EF] = {
 		.name = "block_topk10_ef", .lanes = 0, .lane_bytes = 4,
-		.parts = 1, .chunk_elems = int32_elems, .exp = block_exp,
+		.chunk_elems = int32_elems, .exp = block_exp,
 		.shift = int32_shift, .pack = int32_pack,
 		.decode = int32_decode, .sent = topk_sent,
 		.topk_permille = 100, .exps = topk_exps,
 	},
 	[TLY_CODEC_TOPK1_EF] = {
 		.name = "block_topk1_ef", .lanes = 0, .lane_bytes = 4,
-		.parts = 1, .chunk_elems = int32_elems, .exp = block_exp,
+		.chunk_elems = int32_elems, .exp = block_exp,
 		.shift = int32_shift, .pack = int32_pack,
 		.decode = int32_decode, .sent = topk_sent,
 		.topk_permille = 10, .exps = topk_exps,

@@ -20,7 +20,6 @@ struct tly_codec_ops {
 	const char *name;		/* as in [compression] method */
 	uint8_t lanes;			/* the DATA/RESULT lane code flags */
 	uint8_t lane_bytes;		/* 4, 2, 1 (sign: its count lanes) */
-	uint8_t parts;			/* RESULT packets per chunk (aux) */
 	/* elements per chunk for @k payload words */
 	size_t (*chunk_elems)(size_t k);
 	/* the chunk's word in the exponent round: the block exponent of
@@ -32,10 +31,9 @@ struct tly_codec_ops {
 	 * pure: the same bytes every time (retransmissions rebuild it) */
 	void (*pack)(uint8_t *out, const void *x, enum tly_dtype dt,
 		     size_t n, size_t k, int shift, unsigned int n_workers);
-	/* RESULT part @part's payload into the chunk of @n elements of @dt
-	 * at @dst (chunks of @k payload words) */
+	/* a RESULT's payload into the chunk of @n elements of @dt at @dst */
 	void (*decode)(void *dst, enum tly_dtype dt, const uint8_t *res,
-		       size_t n, size_t k, int shift, unsigned int part);
+		       size_t n, int shift);
 	/* what this worker's DATA of @x contributed, decoded, into @out
 	 * (the error feedback's "sent"; NaN for a non-finite chunk); NULL
 	 * for a codec without error feedback */

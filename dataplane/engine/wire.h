@@ -82,8 +82,8 @@ enum tly_flag {
 	TLY_F_ALL = 0x7f,
 	/* DATA and RESULT: the lane code (docs/compression.md, section 7):
 	 * 00 int32 words, 01 (LANE16) 2K int16 lanes, 10 (LANE8) 4K int8
-	 * lanes, 11 (SIGN) sign_ef: a scale word and 1-bit signs up, a
-	 * RESULT in two parts (aux 0, 1) of scale sum and two bit planes.
+	 * lanes, 11 (SIGN) sign_ef: a scale word and 1-bit signs up, the
+	 * scale sum and the 1-bit vote down.
 	 * Never with EXP or INT; ACK and BUSY never carry it (0x40 is the
 	 * switch profile's RELEASED there) */
 	TLY_F_LANE16 = 0x40,
@@ -91,9 +91,6 @@ enum tly_flag {
 	TLY_F_LANES = 0xc0,
 	TLY_F_SIGN = 0xc0,
 };
-
-/* RESULT parts of a sign_ef chunk (aux 0 and 1: each half a chunk) */
-#define TLY_SIGN_PARTS	2
 
 /* bytes per lane of a DATA/RESULT's lane code (4: int32) */
 static inline unsigned int tly_lane_bytes(uint8_t flags)
@@ -120,12 +117,11 @@ static inline int tly_lanes_ok(uint8_t flags)
 
 /*
  * The aux byte of DATA, RESULT and their EXP forms
- * (docs/compression.md, section 7): a sign RESULT's part (0, 1); an
- * exponent round's combine (TLY_AUX_COUNT: max and count of the lanes
- * that are not TLY_EXP_NONE, block_topk); a sparse block's DATA (lane
- * code 00, not EXP or INT): its sender count m(b), 1 <= m <= @n_ranks,
- * with TLY_AUX_PULL for a non-sender's PULL.  A RESULT of a data chunk
- * carries no m.
+ * (docs/compression.md, section 7): an exponent round's combine
+ * (TLY_AUX_COUNT: max and count of the lanes that are not TLY_EXP_NONE,
+ * block_topk); a sparse block's DATA (lane code 00, not EXP or INT): its
+ * sender count m(b), 1 <= m <= @n_ranks, with TLY_AUX_PULL for a
+ * non-sender's PULL.  A RESULT of a data chunk carries no aux.
  */
 #define TLY_AUX_COUNT	0x01	/* EXP: max-and-count round */
 #define TLY_AUX_PULL	0x80	/* sparse DATA: fetch the RESULT, add nothing */
@@ -140,8 +136,6 @@ static inline int tly_aux_ok(uint8_t type, uint8_t flags, uint8_t aux,
 		return 0;
 	if (flags & TLY_F_EXP)
 		return aux == TLY_AUX_COUNT;
-	if ((flags & TLY_F_LANES) == TLY_F_SIGN)
-		return type == TLY_T_RESULT && aux < TLY_SIGN_PARTS;
 	if (type != TLY_T_DATA || (flags & (TLY_F_LANES | TLY_F_INT)))
 		return 0;
 	return (aux & TLY_AUX_M) >= 1 && (aux & TLY_AUX_M) <= n_ranks;

@@ -71,7 +71,6 @@ static void tensor_free(struct wtensor *t)
 {
 	free(t->chunks);
 	free(t->exp);
-	free(t->stash);
 	free(t->acc);
 	free(t->queue);
 	memset(t, 0, sizeof(*t));
@@ -171,12 +170,11 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 		return -EINVAL;
 	if (d->count > (size_t)0x10000 * codec->chunk_elems(w->cfg.k))
 		return -EINVAL;
-	/* several RESULTs per chunk (sign_ef): no switch emits them */
-	if (codec->parts > 1 && w->cfg.profile == TLY_PROFILE_SWITCH)
-		return -EINVAL;
-	/* block_topk: its partial blocks and PULL are the software
-	 * aggregator's (docs/compression.md section 7) */
-	if (codec->topk_permille && w->cfg.profile == TLY_PROFILE_SWITCH)
+	/* sign_ef's count lanes and vote, block_topk's partial blocks and
+	 * PULL are the software aggregator's (docs/compression.md
+	 * section 7) */
+	if ((codec->lanes == TLY_F_SIGN || codec->topk_permille) &&
+	    w->cfg.profile == TLY_PROFILE_SWITCH)
 		return -EINVAL;
 	if (w->cfg.profile == TLY_PROFILE_SWITCH && d->algo != TLY_ALGO_AGG)
 		return -EINVAL;		/* the switch profile aggregates */

@@ -52,13 +52,6 @@ static int agg_setup(struct tly_worker *w, struct wtensor *t)
 		if (!t->exp || agg_local_exps(w, t))
 			return -ENOMEM;
 	}
-	if (t->codec->parts > 2)
-		return -EINVAL;		/* one part held: two at most */
-	if (t->codec->parts > 1) {
-		t->stash = malloc((size_t)t->n_chunks * 4u * w->cfg.k);
-		if (!t->stash)
-			return -ENOMEM;
-	}
 	t->chunks = calloc(t->n_chunks + t->n_groups, sizeof(*t->chunks));
 	if (!t->chunks)
 		return -ENOMEM;
@@ -435,41 +428,18 @@ static void agg_sent(struct wtensor *t, uint32_t c, size_t n, size_t off)
 }
 
 /*
- * Chunk @c's RESULT part @part (@pl).  A codec of one part places it
- * now; of two, the first to arrive waits in the stash for the other.
- * 1 when the chunk is complete: its own contribution ("sent", error
- * feedback) is written from the source first, then the result.
+ * Chunk @c's RESULT (@pl): its own contribution ("sent", error feedback)
+ * is written from the source first, then the result (the source may be
+ * the destination).
  */
-static int agg_data_result(struct tly_worker *w, struct wtensor *t,
-			   uint32_t c, unsigned int part, const uint8_t *pl)
+static void agg_data_result(struct wtensor *t, uint32_t c, const uint8_t *pl)
 {
 	size_t n = chunk_elems(t, c, t->ck), off = (size_t)c * t->ck;
-	const struct tly_dtype_info *dt = tly_dtype(t->d.dtype);
-	size_t plen = 4u * w->cfg.k;
-	struct wchunk *ch = &t->chunks[c];
-	unsigned int p, parts = t->codec->parts;
-	uint8_t *dst = (uint8_t *)t->d.dst + off * dt->size, *st;
+	uint8_t *dst = (uint8_t *)t->d.dst + off * tly_dtype(t->d.dtype)->size;
 
-	if (parts == 1) {
-		if (t->d.sent && t->codec->sent)
-			agg_sent(t, c, n, off);
-		t->codec->decode(dst, t->d.dtype, pl, n, w->cfg.k, ch->shift,
-				 0);
-		return 1;
-	}
-	st = t->stash + (size_t)c * plen;
-	if (!ch->parts) {
-		memcpy(st, pl, plen);
-		ch->parts = (uint8_t)(1u << part);
-		return 0;
-	}
 	if (t->d.sent && t->codec->sent)
 		agg_sent(t, c, n, off);
-	for (p = 0; p < parts; p++)
-		t->codec->decode(dst, t->d.dtype, p == part ? pl : st, n,
-				 w->cfg.k, ch->shift, p);
-	ch->parts = (uint8_t)((1u << parts) - 1);
-	return 1;
+	t->codec->decode(dst, t->d.dtype, pl, n, t->chunks[c].shift);
 }
 
 /*
@@ -522,13 +492,8 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 	}
 	if (!exp && !tly_dtype(t->d.dtype)->exact &&
 	    (ch->state == C_WAIT || h->shift != ch->shift ||
-	     (h->flags & TLY_F_LANES) != t->codec->lanes ||
-	     h->aux >= t->codec->parts)) {
+	     (h->flags & TLY_F_LANES) != t->codec->lanes)) {
 		w->c.drops[TLY_E_MISMATCH]++;
-		return NULL;
-	}
-	if (!exp && (ch->parts >> h->aux) & 1) {
-		w->c.dups++;	/* this part is held; the other is not in */
 		return NULL;
 	}
 	if (w->cfg.profile == TLY_PROFILE_SWITCH && !release_room(w)) {
@@ -543,9 +508,8 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 		w->c.drops[TLY_E_MISMATCH]++;
 		return NULL;
 	}
-	if (!exp && !agg_data_result(w, t, h->chunk, h->aux,
-				     pkt + TLY_HDR_LEN))
-		return NULL;	/* more parts to come */
+	if (!exp)
+		agg_data_result(t, h->chunk, pkt + TLY_HDR_LEN);
 	credit_release(w, t, idx, 1, now);
 	ch->state = C_DONE;
 	if (!exp)

@@ -49,7 +49,6 @@ struct wchunk {
 	uint8_t rflags;		/* ring */
 	uint16_t hop;		/* ring: the hop this chunk sends next */
 	uint8_t timed;		/* sent once since @sent: an RTT sample (Karn) */
-	uint8_t parts;		/* AGG: RESULT parts held (codec->parts > 1) */
 	uint8_t senders;	/* AGG block_topk: m(b) from the round */
 };
 
@@ -77,10 +76,6 @@ struct wtensor {
 	uint32_t *queue;
 	struct wchunk *chunks;	/* n_chunks data chunks, then the groups */
 	int32_t *exp;		/* AGG float: local block exponents */
-	/* AGG, a codec of several RESULT parts: each chunk's parts, held
-	 * until all are in (the source, which the result may overwrite,
-	 * must rebuild the same DATA until then) */
-	uint8_t *stash;
 	uint32_t *acc;		/* ring: running sums, n_chunks * k words */
 	uint8_t active;
 };

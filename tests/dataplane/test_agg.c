@@ -497,62 +497,6 @@ static void test_lane_codes(void **state)
 	}
 }
 
-/*
- * sign_ef (docs/compression.md section 3): count lanes and the scale sum,
- * another lane code a mismatch, two RESULTs (aux 0, 1) to every worker
- * holding what tly_sign_result() makes of the three DATA, and both again
- * for a late DATA of the completed chunk.
- */
-static void test_sign_slots(void **state)
-{
-	static const int32_t base[3] = { 0x100, 0x7a5b3c1d, 0x1234567 };
-	struct tly_agg *a = make(3, 0, 0);
-	uint8_t counts[32 * (K - 1)], want[2][4 * K], pl[4 * K];
-	struct tly_sign_acc acc;
-	unsigned int i, w, seen = 0;
-
-	(void)state;
-	tly_sign_acc_init(&acc, counts, sizeof(counts));
-	for (w = 0; w < 3; w++) {
-		for (i = 0; i < K; i++)
-			tly_put32(pl + 4 * i, (uint32_t)base[w] + i);
-		tly_sign_acc_add(&acc, pl);
-	}
-	for (i = 0; i < 2; i++)
-		tly_sign_result(want[i], &acc, 3, i * 16 * (K - 1),
-				16 * (K - 1));
-	n_out = 0;
-	send_data(a, 0, 7, 1, TLY_F_SIGN, 9, base[0], 0);
-	send_data(a, 1, 7, 1, TLY_F_LANE8, 9, base[1], 0);
-	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_MISMATCH], 1);
-	send_data(a, 1, 7, 1, TLY_F_SIGN, 9, base[1], 0);
-	send_data(a, 1, 7, 1, TLY_F_SIGN, 9, base[1], 0);	/* dup */
-	assert_int_equal(n_out, 0);
-	send_data(a, 2, 7, 1, TLY_F_SIGN, 9, base[2], 0);
-	assert_int_equal(n_out, 6);
-	for (i = 0; i < 6; i++) {
-		assert_int_equal(out[i].h.flags & TLY_F_LANES, TLY_F_SIGN);
-		assert_int_equal(out[i].h.shift, 9);
-		assert_true(out[i].h.aux < 2);
-		seen |= 1u << (out[i].h.aux * 3 + out[i].dst);
-		for (unsigned int j = 0; j < K; j++)
-			assert_int_equal(out[i].v[j], (int32_t)tly_get32(
-				want[out[i].h.aux] + 4 * j));
-	}
-	assert_int_equal(seen, 0x3f);	/* both parts to every worker */
-	/* the scale words were added as int32 */
-	assert_int_equal(out[0].v[0], base[0] + base[1] + base[2]);
-	n_out = 0;
-	send_data(a, 1, 7, 1, TLY_F_SIGN, 9, base[1], 0);
-	assert_int_equal(n_out, 2);
-	for (i = 0; i < 2; i++) {
-		assert_int_equal(out[i].dst, 1);
-		assert_int_equal(out[i].h.aux, i);
-		assert_true(out[i].h.flags & TLY_F_RETX);
-	}
-	tly_agg_destroy(a);
-}
-
 /* a DATA of @K words @v with aux @aux (block_topk: m(b), PULL, or the
  * round's TLY_AUX_COUNT) */
 static void send_words(struct tly_agg *a, uint16_t rank, uint32_t tensor,
@@ -573,6 +517,142 @@ static void send_words(struct tly_agg *a, uint16_t rank, uint32_t tensor,
 	for (i = 0; i < K; i++)
 		tly_put32(f + TLY_HDR_LEN + 4 * i, (uint32_t)v[i]);
 	tly_agg_rx(a, f, sizeof(f), now);
+}
+
+/*
+ * sign_ef (docs/compression.md section 3): count lanes and the scale sum,
+ * another lane code a mismatch, one RESULT to every worker holding what
+ * tly_sign_result() makes of the three DATA, and it again for a late DATA
+ * of the completed chunk.
+ */
+static void test_sign_slots(void **state)
+{
+	static const int32_t base[3] = { 0x100, 0x7a5b3c1d, 0x1234567 };
+	struct tly_agg *a = make(3, 0, 0);
+	uint8_t counts[32 * (K - 1)], want[4 * K], pl[4 * K];
+	struct tly_sign_acc acc;
+	unsigned int i, seen = 0;
+
+	(void)state;
+	tly_sign_acc_init(&acc, counts, sizeof(counts));
+	for (unsigned int w = 0; w < 3; w++) {
+		for (i = 0; i < K; i++)
+			tly_put32(pl + 4 * i, (uint32_t)base[w] + i);
+		tly_sign_acc_add(&acc, pl);
+	}
+	tly_sign_result(want, &acc, 3, tly_sign_tie_seed(7, 1));
+	n_out = 0;
+	send_data(a, 0, 7, 1, TLY_F_SIGN, 9, base[0], 0);
+	send_data(a, 1, 7, 1, TLY_F_LANE8, 9, base[1], 0);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_MISMATCH], 1);
+	send_data(a, 1, 7, 1, TLY_F_SIGN, 9, base[1], 0);
+	send_data(a, 1, 7, 1, TLY_F_SIGN, 9, base[1], 0);	/* dup */
+	assert_int_equal(n_out, 0);
+	send_data(a, 2, 7, 1, TLY_F_SIGN, 9, base[2], 0);
+	assert_int_equal(n_out, 3);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(out[i].h.flags & TLY_F_LANES, TLY_F_SIGN);
+		assert_int_equal(out[i].h.shift, 9);
+		assert_int_equal(out[i].h.aux, 0);
+		seen |= 1u << out[i].dst;
+		for (unsigned int j = 0; j < K; j++)
+			assert_int_equal(out[i].v[j],
+					 (int32_t)tly_get32(want + 4 * j));
+	}
+	assert_int_equal(seen, 0x7);	/* to every worker */
+	/* the scale words were added as int32 */
+	assert_int_equal(out[0].v[0], base[0] + base[1] + base[2]);
+	n_out = 0;
+	send_data(a, 1, 7, 1, TLY_F_SIGN, 9, base[1], 0);
+	assert_int_equal(n_out, 1);
+	assert_int_equal(out[0].dst, 1);
+	assert_true(out[0].h.flags & TLY_F_RETX);
+	for (i = 0; i < K; i++)
+		assert_int_equal(out[0].v[i], (int32_t)tly_get32(want + 4 * i));
+	tly_agg_destroy(a);
+}
+
+/* the vote of sign element @i of @n_workers' bit words @bits */
+static unsigned int vote_model(const uint32_t *bits, unsigned int n_workers,
+			       uint32_t tensor, uint16_t chunk, unsigned int i)
+{
+	unsigned int c = 0, w;
+
+	for (w = 0; w < n_workers; w++)
+		c += (bits[w] >> (31 - i % 32)) & 1;
+	if (2 * c != n_workers)
+		return 2 * c > n_workers;
+	/* a tie: docs/compression.md section 3's coin, from the spec */
+	return (unsigned int)(tly_key_hash(tly_chunk_hash(tensor, chunk, 0) +
+					   i) >> 63);
+}
+
+/*
+ * An even n: ties broken by the coin of (tensor, chunk, element), the
+ * same in every worker's RESULT and in a re-sent one, other coins in
+ * another chunk, about half of them +1; the rest is the majority.
+ */
+static void test_sign_ties(void **state)
+{
+	/* bit patterns of the 4 workers: counts 1..3 */
+	static const uint32_t bits[4] = { 0xffffffff, 0xff00ff00,
+					  0xf0f0f0f0, 0 };
+	struct tly_agg *a = make(4, 0, 0);
+	unsigned int i, w, c, ones = 0, same = 0, ties = 0;
+	uint32_t plane[2][K - 1];
+	int32_t v[K];
+
+	(void)state;
+	for (c = 0; c < 2; c++) {
+		n_out = 0;
+		for (w = 0; w < 4; w++) {
+			v[0] = 0x40 + (int32_t)w;
+			for (i = 1; i < K; i++)
+				v[i] = (int32_t)bits[w];
+			send_words(a, (uint16_t)w, 11, (uint16_t)c,
+				   TLY_F_SIGN, 5, 0, v, 0);
+		}
+		assert_int_equal(n_out, 4);
+		for (i = 0; i < 4; i++) {
+			assert_int_equal(out[i].v[0], 0x40 * 4 + 6);
+			for (w = 1; w < K; w++)
+				assert_int_equal(out[i].v[w], out[0].v[w]);
+		}
+		for (i = 0; i < 32 * (K - 1); i++) {
+			uint32_t word = (uint32_t)out[0].v[1 + i / 32];
+			unsigned int got = (word >> (31 - i % 32)) & 1;
+
+			assert_int_equal(got, vote_model(bits, 4, 11,
+							 (uint16_t)c, i));
+		}
+		for (i = 1; i < K; i++)
+			plane[c][i - 1] = (uint32_t)out[0].v[i];
+		/* a late DATA: the same bytes again */
+		n_out = 0;
+		send_words(a, 2, 11, (uint16_t)c, TLY_F_SIGN, 5, 0, v, 0);
+		assert_int_equal(n_out, 1);
+		for (i = 1; i < K; i++)
+			assert_int_equal((uint32_t)out[0].v[i],
+					 plane[c][i - 1]);
+	}
+	/* the tied elements (count 2): coins about half +1, and not the
+	 * same in both chunks */
+	for (i = 0; i < 32 * (K - 1); i++) {
+		uint32_t m = 0x80000000u >> (i % 32);
+		unsigned int cnt = 0;
+
+		for (w = 0; w < 4; w++)
+			cnt += !!(bits[w] & m);
+		if (cnt != 2)
+			continue;
+		ties++;
+		ones += !!(plane[0][i / 32] & m);
+		same += !!(plane[0][i / 32] & m) == !!(plane[1][i / 32] & m);
+	}
+	assert_int_equal(ties, 16 * (K - 1));
+	assert_in_range(ones, ties / 4, 3 * ties / 4);
+	assert_true(same < ties);
+	tly_agg_destroy(a);
 }
 
 /*
@@ -1027,6 +1107,7 @@ int main(void)
 		cmocka_unit_test(test_shift_mismatch_dropped),
 		cmocka_unit_test(test_lane_codes),
 		cmocka_unit_test(test_sign_slots),
+		cmocka_unit_test(test_sign_ties),
 		cmocka_unit_test(test_sparse_slots),
 		cmocka_unit_test(test_sparse_exp_round),
 		cmocka_unit_test(test_foreign_dropped),

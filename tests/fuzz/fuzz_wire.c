@@ -98,7 +98,7 @@ static void make(struct engines *e, int l2l4, int sw)
 	d.dst = e->ndst[1];
 	if (tly_worker_submit(e->w, &d, 0))
 		abort();
-	d.id = 12;		/* sign_ef: two RESULT parts (not in a switch) */
+	d.id = 12;		/* sign_ef: count lanes (not in a switch) */
 	d.codec = TLY_CODEC_SIGN_EF;
 	d.dst = e->sdst;
 	d.sent = e->ssent;

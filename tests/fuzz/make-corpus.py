@@ -103,11 +103,9 @@ seeds = {
     "data-lane8": hdr(1, 0x84, 2, 11, 0, shift=1) + payload,
     "result-lane8": hdr(2, 0x80, 0, 11, 0, shift=-127) + payload,
     "result-exp-narrow": hdr(2, 0x01, 0, 10, 0) + payload,
-    # sign_ef (section 3): tensor 12, lane code 11 (0xc0), a RESULT in two
-    # parts (aux 0 and 1)
+    # sign_ef (section 3): tensor 12, lane code 11 (0xc0), its RESULT
     "data-sign": hdr(1, 0xc4, 1, 12, 0, shift=20) + payload,
-    "result-sign-0": hdr(2, 0xc0, 0, 12, 0, shift=20, aux=0) + payload,
-    "result-sign-1": hdr(2, 0xc0, 0, 12, 0, shift=20, aux=1) + payload,
+    "result-sign": hdr(2, 0xc0, 0, 12, 0, shift=20) + payload,
     "result-exp-sign": hdr(2, 0x01, 0, 12, 0) + payload,
     # block_topk10_ef (section 4): tensor 13; the counted round (EXP aux
     # 1, words E * 256 + m: every third block sent by 2, the rest by
@@ -148,7 +146,7 @@ with open(os.path.join(out, "sequence-topk"), "wb") as f:
 with open(os.path.join(out, "sequence-sign"), "wb") as f:
     f.write(b"\x00" + b"".join(record(seeds[n]) for n in
                                ("result-exp-sign", "data-sign",
-                                "result-sign-0", "result-sign-1")))
+                                "result-sign")))
 
 # the switch profile (mode bit 1: K 64, docs/switch-profile.md): DATA,
 # RESULT, the CONFIRM of one chunk (aux 0, its slot) and its ACK (RELEASED)
