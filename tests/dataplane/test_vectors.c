@@ -5,7 +5,8 @@
  * section 11): key derivation, cookies, control-message tags, the wire
  * job key, tensor ids, chunk keys and hashes, slots, fallback starts,
  * shards, dataplane threads, header and envelope encodings, a worker's
- * CONFIRM, and the control messages (encoded, and decoded back).
+ * CONFIRM, the control messages (encoded, and decoded back), and the
+ * sign vote's coins.
  *
  * The file's path is the first argument (meson passes it).
  */
@@ -20,6 +21,7 @@
 
 #include "ctrl/auth.h"
 #include "ctrl/bootstrap.h"
+#include "dataplane/compress/sign_ef.h"
 #include "dataplane/engine/wire.h"
 #include "vectors/vec.h"
 
@@ -27,12 +29,12 @@ static const char *path;
 
 enum kind { V_KDF, V_COOKIE, V_MAC, V_WIRE_JOB, V_TENSOR_ID, V_CHUNK_HASH,
 	    V_SLOT, V_FALLBACK, V_SHARD, V_THREAD, V_HEADER, V_ENVELOPE,
-	    V_CONFIRM, V_BOOT, V_KINDS };
+	    V_CONFIRM, V_BOOT, V_SIGN_COIN, V_KINDS };
 
 static const char *const kinds[V_KINDS] = {
 	"kdf", "cookie", "mac", "wire_job", "tensor_id", "chunk_hash",
 	"slot", "fallback", "shard", "thread", "header", "envelope",
-	"confirm", "boot",
+	"confirm", "boot", "sign_coin",
 };
 
 /* the line being checked, for the failure message */
@@ -154,6 +156,20 @@ static void v_ids(const struct vec_line *l, enum kind kd)
 		      U("thread"));
 		break;
 	}
+	CHECK(ok);
+}
+
+/* 64 coins of the sign vote from element @first, MSB first */
+static void v_sign_coin(const struct vec_line *l)
+{
+	uint64_t seed, bits = 0;
+	int ok = 1, j;
+
+	CHECK(U("chunk") <= 0xffff);
+	seed = tly_sign_tie_seed((uint32_t)U("tensor"), (uint16_t)U("chunk"));
+	for (j = 0; j < 64; j++)
+		bits = bits << 1 | tly_sign_tie(seed, U("first") + j);
+	CHECK(bits == U("bits"));
 	CHECK(ok);
 }
 
@@ -363,6 +379,7 @@ static void test_every_vector(void **state)
 		case V_ENVELOPE: v_envelope(&l); break;
 		case V_CONFIRM: v_confirm(&l); break;
 		case V_BOOT: v_boot(&l); break;
+		case V_SIGN_COIN: v_sign_coin(&l); break;
 		default: v_ids(&l, (enum kind)k); break;
 		}
 	}

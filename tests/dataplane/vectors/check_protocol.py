@@ -60,11 +60,15 @@ def chunk_key(t, c, e):
     return (t << 32) | (c << 1) | e
 
 
-def chunk_hash(t, c, e):
-    x = (chunk_key(t, c, e) + 0x9e3779b97f4a7c15) & M64
+def splitmix64(x):
+    x = (x + 0x9e3779b97f4a7c15) & M64
     x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & M64
     x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & M64
     return x ^ (x >> 31)
+
+
+def chunk_hash(t, c, e):
+    return splitmix64(chunk_key(t, c, e))
 
 
 def slot_of(t, c, e, n):
@@ -206,6 +210,13 @@ def check(kind, f):
             return fallback_of(t, c, e, num(f["n_fallback"])) == \
                 num(f["start"])
         return shard_of(t, c, e, num(f["n_shards"])) == num(f["shard"])
+    if kind == "sign_coin":
+        # the tie coin of docs/protocol.md section 11, 64 elements
+        seed = chunk_hash(num(f["tensor"]), num(f["chunk"]), 0)
+        bits = 0
+        for i in range(num(f["first"]), num(f["first"]) + 64):
+            bits = bits << 1 | splitmix64((seed + i) & M64) >> 63
+        return bits == num(f["bits"])
     if kind == "header":
         return header(num(f["type"]), num(f["flags"]), num(f["job"]),
                       num(f["rank"]), num(f["slot"]), num(f["tensor"]),
@@ -231,7 +242,7 @@ def check(kind, f):
 
 KINDS = ("kdf", "cookie", "mac", "wire_job", "tensor_id", "chunk_hash",
          "slot", "fallback", "shard", "thread", "header", "envelope",
-         "confirm", "boot")
+         "confirm", "boot", "sign_coin")
 
 
 def main(path):

@@ -15,6 +15,7 @@
 
 #include "ctrl/auth.h"
 #include "ctrl/bootstrap.h"
+#include "dataplane/compress/sign_ef.h"
 #include "dataplane/engine/wire.h"
 #include "vec.h"
 
@@ -201,6 +202,20 @@ static void hashes(void)
 		chunk(i, &t, &c, &e);
 		printf("thread id=0x%08x n_threads=%u thread=%u\n", t, n,
 		       tly_thread_shard(t, n));
+	}
+	/* the sign vote's coins of 64 elements from @first, MSB first */
+	for (i = 0; i < 6; i++) {
+		uint32_t first = (uint32_t)i * 1013;
+		uint64_t bits = 0;
+		int j;
+
+		chunk(i, &t, &c, &e);
+		for (j = 0; j < 64; j++)
+			bits = bits << 1 |
+			       tly_sign_tie(tly_sign_tie_seed(t, c), first + j);
+		printf("sign_coin tensor=0x%08x chunk=%u first=%u "
+		       "bits=0x%016llx\n", t, c, first,
+		       (unsigned long long)bits);
 	}
 }
 
