@@ -23,6 +23,9 @@
  *  - every process gets the same result (compared in the parent);
  *  - an inf in process 0's gradient: the sign chunk (or sparse block) it
  *    is in resets its residual on every process, the rest keep theirs;
+ *  - two operations of a key queued back to back leave the residual
+ *    that the same two waited for leave (the second waits for the
+ *    first's feedback);
  *  - tally_cuda_ef_reset() zeroes a key's residual, also queued right
  *    behind the key's operation in flight; -TALLY_ENOENT for an unknown
  *    key; tally_cuda_ef_reset_all() zeroes every key's;
@@ -56,7 +59,8 @@
 #define K 256			/* dataplane.k: the chunk's words */
 #define SIGN_CHUNK (32 * (K - 1))	/* elements of a sign chunk */
 #define NONFINITE_AT 5		/* process 0's inf: chunk 0, block 0 */
-#define CLIENT_TIMEOUT_MS 240000
+#define NB 5000			/* elements of a one-chunk key */
+#define CLIENT_TIMEOUT_MS 90000
 
 struct key_case {
 	uint64_t key;
@@ -125,29 +129,35 @@ static int upload(struct proc *p, const float *g, enum tally_dtype t)
 
 /* the residual of @key once its last feedback or reset ran (on the
  * context's copy_out stream, not the caller's); zeros if it has none */
-static int peek_e(struct proc *p, uint64_t key)
+static int peek_n(struct proc *p, uint64_t key, uint64_t n)
 {
 	for (size_t k = 0; k < p->tc->ef.n_keys; k++) {
 		struct tcu_ef_key *ek = &p->tc->ef.keys[k];
 
 		if (ek->key != key)
 			continue;
-		CHECK(ek->count == N, 61);
+		CHECK(ek->count == n, 61);
 		CU(cudaEventSynchronize(ek->fed));
-		CU(cudaMemcpy(p->e, ek->e, N * sizeof(float),
+		CU(cudaMemcpy(p->e, ek->e, n * sizeof(float),
 			      cudaMemcpyDeviceToHost));
 		return 0;
 	}
-	memset(p->e, 0, N * sizeof(float));
+	memset(p->e, 0, n * sizeof(float));
 	return 0;
 }
 
-static int allreduce(struct proc *p, const struct ef_job *j,
-		     const struct key_case *kc, uint64_t it)
+static int peek_e(struct proc *p, uint64_t key)
+{
+	return peek_n(p, key, N);
+}
+
+static int allreduce_n(struct proc *p, const struct ef_job *j,
+		       const struct key_case *kc, uint64_t it,
+		       const void *d_g, uint64_t n)
 {
 	int r = tally_cuda_allreduce(p->tc, &(struct tally_cuda_allreduce_args){
-		.key = kc->key, .iteration = it, .sendbuf = p->d_g,
-		.recvbuf = p->d_r, .count = N, .dtype = kc->dtype,
+		.key = kc->key, .iteration = it, .sendbuf = d_g,
+		.recvbuf = p->d_r, .count = n, .dtype = kc->dtype,
 		.wire_dtype = kc->wire, .op = TALLY_SUM,
 		.flags = TALLY_F_COMPRESS(j->named) }, p->stream);
 
@@ -156,6 +166,12 @@ static int allreduce(struct proc *p, const struct ef_job *j,
 			p->id, tally_strerror(r),
 			tally_cuda_error_message(p->tc));
 	return r;
+}
+
+static int allreduce(struct proc *p, const struct ef_job *j,
+		     const struct key_case *kc, uint64_t it)
+{
+	return allreduce_n(p, j, kc, it, p->d_g, N);
 }
 
 /* wait for the stream; the operation's async error */
@@ -277,6 +293,53 @@ static int nonfinite(struct proc *p, const struct ef_job *j)
 	CHECK(i < N, 77);
 	for (i = 0; i < N; i++)
 		CHECK(isfinite(p->e[i]), 78);
+	return 0;
+}
+
+/*
+ * Two operations of a one-chunk key queued back to back leave the
+ * residual two waited-for ones leave: the second's e += g waits for the
+ * first's feedback (one chunk, fewer than the slots: nothing else orders
+ * them).  Inputs from two device buffers, so that no upload comes between.
+ */
+static int back_to_back(struct proc *p, const struct ef_job *j)
+{
+	const struct key_case kc = { 5, TALLY_FLOAT32, TALLY_FLOAT32 };
+	float *g = malloc(NB * sizeof(float)), *want = p->e + NB;
+	void *d_g2 = NULL;
+	uint64_t it = 1;
+	size_t i;
+
+	CHECK(g, 110);
+	CU(cudaMalloc(&d_g2, NB * 4));
+	for (int round = 0; round < 3; round++) {
+		for (int b = 0; b < 2; b++) {
+			for (i = 0; i < NB; i++)
+				g[i] = value(p->id, i, 50 + round + b);
+			CU(cudaMemcpy(b ? d_g2 : p->d_g, g, NB * 4,
+				      cudaMemcpyHostToDevice));
+		}
+		/* waited for */
+		CHECK(!allreduce_n(p, j, &kc, it++, p->d_g, NB), 111);
+		CHECK(!finish(p), 112);
+		CHECK(!allreduce_n(p, j, &kc, it++, d_g2, NB), 113);
+		CHECK(!finish(p), 114);
+		CHECK(!peek_n(p, kc.key, NB), 115);
+		memcpy(want, p->e, NB * sizeof(float));
+		for (i = 0; i < NB && want[i] == 0; i++)
+			;
+		CHECK(i < NB, 116);
+		/* back to back, from zero again */
+		CHECK(tally_cuda_ef_reset(p->tc, kc.key) == 0, 117);
+		CHECK(!allreduce_n(p, j, &kc, it++, p->d_g, NB), 118);
+		CHECK(!allreduce_n(p, j, &kc, it++, d_g2, NB), 119);
+		CHECK(!finish(p), 120);
+		CHECK(!peek_n(p, kc.key, NB), 121);
+		CHECK(!memcmp(p->e, want, NB * sizeof(float)), 122);
+		CHECK(tally_cuda_ef_reset(p->tc, kc.key) == 0, 123);
+	}
+	cudaFree(d_g2);
+	free(g);
 	return 0;
 }
 
@@ -409,6 +472,8 @@ static int client_main(void *arg)
 	} else {
 		for (size_t ci = 0; ci < NCASES && !r; ci++)
 			r = invariant(&p, j, ci);
+		if (!r)
+			r = back_to_back(&p, j);
 		if (!r)
 			r = nonfinite(&p, j);
 		if (!r)
