@@ -160,6 +160,18 @@ int tcu_ef_zero(struct tally_cuda *tc, struct tcu_ef_key *k)
 	return tcu_ef_op_end(tc, k);
 }
 
+int tcu_ef_abort(struct tally_cuda *tc, struct tcu_ef_key *k)
+{
+	cudaError_t e = cudaEventRecord(k->fed, tc->copy_in);
+
+	if (e == cudaSuccess)
+		e = cudaStreamWaitEvent(tc->copy_out, k->fed, 0);
+	if (e != cudaSuccess)
+		return tcu_fail_cuda(tc, "cudaEventRecord/cudaStreamWaitEvent "
+				     "(error feedback reset)", e);
+	return tcu_ef_zero(tc, k);
+}
+
 void tcu_ef_nan_fill(void *buf, enum tally_dtype dtype, uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++)

@@ -60,6 +60,10 @@ int tcu_ef_op_end(struct tally_cuda *tc, struct tcu_ef_key *k);
 /* zero @k after everything queued on copy_out, then record `fed` */
 int tcu_ef_zero(struct tally_cuda *tc, struct tcu_ef_key *k);
 
+/* an operation that failed while queueing: zero @k after what copy_in
+ * and copy_out hold of it (e += g without its feedback) */
+int tcu_ef_abort(struct tally_cuda *tc, struct tcu_ef_key *k);
+
 /* NaN in @n elements of @buf in @dtype: a chunk that failed before
  * libtally completed it, whose residual must become 0 */
 void tcu_ef_nan_fill(void *buf, enum tally_dtype dtype, uint64_t n);

@@ -327,7 +327,7 @@ int tally_cuda_allreduce(struct tally_cuda *tc,
 	if (k) {
 		/* a failed operation leaves its residual half fed: reset */
 		if (r)
-			tcu_ef_zero(tc, k);
+			tcu_ef_abort(tc, k);
 		else
 			r = tcu_ef_op_end(tc, k);
 	}
