@@ -123,7 +123,8 @@ struct tally_cuda_allreduce_args {
 	enum tally_op op;
 	uint32_t priority;
 	uint32_t flags;		/* TALLY_F_*: LAST_OF_ITERATION marks the
-				 * tensor's last chunk */
+				 * tensor's last chunk; the compression on
+				 * every chunk (error feedback: below) */
 };
 
 /* keys are below this; chunk c of key k travels as key k | c << 48 */
