@@ -15,6 +15,7 @@
  *
  * Checked, for sign_ef (the job's method, DEFAULT in the flags) and
  * block_topk10_ef (named in the flags), on every process:
+ *  - libtally keeps no residual of its own for the chunks;
  *  - the invariant sum_t g_t - sum_t sent_t / L - e_R = 0 up to float32
  *    rounding, 2^-22 sum_t (|g_t + e_t| + |e_t+1|) per element, over R
  *    rounds of different gradients, for float32 on the wire, float32
@@ -47,6 +48,7 @@
 
 #include "gpu/context.h"
 #include "gpu/kernels/numerics.h"
+#include "shm/client_internal.h"
 #include "tests/integration/cluster_harness.h"
 
 #define HOSTS 2
@@ -249,6 +251,8 @@ static int invariant(struct proc *p, const struct ef_job *j, size_t ci)
 	for (i = 0; i < N && p->e[i] == 0; i++)
 		;
 	CHECK(i < N, 70);
+	/* libtally kept none of its own (TALLY_F_EF_CALLER) */
+	CHECK(p->c->ef == NULL, 59);
 	/* the last round's result, for the parent to compare */
 	CU(cudaMemcpy(p->h, p->d_r, N * tally_dtype_size(kc->dtype),
 		      cudaMemcpyDeviceToHost));
