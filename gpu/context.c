@@ -269,6 +269,7 @@ void tally_cuda_close(struct tally_cuda *tc)
 	/* the copies back of the last chunks may still be running */
 	cudaStreamSynchronize(tc->copy_out);
 	cudaStreamSynchronize(tc->copy_in);
+	tcu_ef_free(tc);
 	free_streams(tc);
 	free_slots(tc);
 	pthread_mutex_destroy(&tc->client_lock);

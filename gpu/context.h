@@ -18,6 +18,7 @@
 
 #include <tally/tally_cuda.h>
 
+#include "gpu/ef.h"
 #include "gpu/progress.h"
 #include "gpu/stream_wait.h"
 
@@ -25,7 +26,10 @@
 
 struct tcu_slot {
 	void *host;		/* chunk_bytes of shared memory (pinned) */
-	void *scratch;		/* chunk_bytes on the device: narrowed data */
+	void *scratch;		/* chunk_bytes on the device: narrowed data,
+				 * or p and sent with error feedback */
+	void *sent;		/* chunk_bytes of shared memory (pinned):
+				 * p, then sent, with error feedback (ef.h) */
 	cudaEvent_t free;	/* copy_out is done with the slot */
 };
 
@@ -48,6 +52,7 @@ struct tally_cuda {
 	uint64_t next_seq;		/* chunks ever queued */
 
 	struct tcu_progress progress;
+	struct tcu_ef ef;		/* device residuals (ef.h) */
 
 	pthread_mutex_t err_lock;
 	int async_error;

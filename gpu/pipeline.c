@@ -12,6 +12,11 @@
  * The progress thread submits chunk i when `copied` fires and raises flag
  * s when tallyd completes it.  While tallyd reduces chunk i, copy_in
  * moves chunk i + 1 and copy_out chunk i - 1: three stages overlap.
+ *
+ * With error feedback (ef.h) the key's copy_in first waits for its last
+ * feedback; chunk i's copy_in is e += g, p = e (wire dtype) into scratch
+ * s, copied to the slot's `sent` buffer, and copy_out ends with `sent`
+ * copied back to scratch s and e := e - sent / L.
  */
 #include <stdlib.h>
 
@@ -55,15 +60,18 @@ static cudaError_t widen(const struct tally_cuda_allreduce_args *a,
 	return tcu_convert_bf16_to_f32(dst, src, n, s);
 }
 
-/* copy_in's part of chunk @c: into the staging slot, then `copied` */
+/* copy_in's part of chunk @c: into the staging slot (or, with the
+ * residual @k, p into the slot's `sent`), then `copied` */
 static int queue_copy_in(struct tally_cuda *tc, const struct tcu_plan *plan,
 			 const struct tally_cuda_allreduce_args *a,
-			 struct tcu_chunk *ch, uint64_t c)
+			 struct tcu_chunk *ch, uint64_t c,
+			 struct tcu_ef_key *k)
 {
 	struct tcu_slot *slot = &tc->slot[ch->slot];
 	const char *src = (const char *)a->sendbuf +
 			  tcu_plan_first(plan, c) * plan->dev_size;
 	size_t n = tcu_plan_elems(plan, c);
+	void *dst = slot->host;
 	cudaError_t e;
 
 	if (ch->seq >= tc->depth) {
@@ -71,19 +79,49 @@ static int queue_copy_in(struct tally_cuda *tc, const struct tcu_plan *plan,
 		if (e != cudaSuccess)
 			return tcu_fail_cuda(tc, "cudaStreamWaitEvent", e);
 	}
-	if (plan->convert) {
+	if (k) {
+		e = tcu_ef_accumulate(slot->scratch, (int)a->wire_dtype,
+				      k->e + tcu_plan_first(plan, c), src,
+				      (int)a->dtype, n, tc->copy_in);
+		if (e != cudaSuccess)
+			return tcu_fail_cuda(tc, "error feedback "
+					     "(accumulate) kernel launch", e);
+		src = slot->scratch;
+		dst = slot->sent;
+	} else if (plan->convert) {
 		e = narrow(a, slot->scratch, src, n, tc->copy_in);
 		if (e != cudaSuccess)
 			return tcu_fail_cuda(tc, "narrowing kernel launch", e);
 		src = slot->scratch;
 	}
-	e = cudaMemcpyAsync(slot->host, src, n * plan->wire_size,
+	e = cudaMemcpyAsync(dst, src, n * plan->wire_size,
 			    cudaMemcpyDeviceToHost, tc->copy_in);
 	if (e != cudaSuccess)
 		return tcu_fail_cuda(tc, "cudaMemcpyAsync (to shared memory)", e);
 	e = cudaEventRecord(ch->copied, tc->copy_in);
 	if (e != cudaSuccess)
 		return tcu_fail_cuda(tc, "cudaEventRecord", e);
+	return 0;
+}
+
+/* after the result: sent back to the device, e := e - sent / L */
+static int queue_feedback(struct tally_cuda *tc, const struct tcu_plan *plan,
+			  const struct tally_cuda_allreduce_args *a,
+			  struct tcu_slot *slot, uint64_t c,
+			  struct tcu_ef_key *k)
+{
+	size_t n = tcu_plan_elems(plan, c);
+	cudaError_t e;
+
+	e = cudaMemcpyAsync(slot->scratch, slot->sent, n * plan->wire_size,
+			    cudaMemcpyHostToDevice, tc->copy_out);
+	if (e != cudaSuccess)
+		return tcu_fail_cuda(tc, "cudaMemcpyAsync (sent, to the "
+				     "device)", e);
+	e = tcu_ef_feedback(k->e + tcu_plan_first(plan, c), slot->scratch,
+			    (int)a->wire_dtype, tc->ef.inv_l, n, tc->copy_out);
+	if (e != cudaSuccess)
+		return tcu_fail_cuda(tc, "error feedback kernel launch", e);
 	return 0;
 }
 
@@ -96,7 +134,8 @@ static int queue_copy_in(struct tally_cuda *tc, const struct tcu_plan *plan,
  */
 static int queue_copy_out(struct tally_cuda *tc, const struct tcu_plan *plan,
 			  const struct tally_cuda_allreduce_args *a,
-			  const struct tcu_chunk *ch, uint64_t c)
+			  const struct tcu_chunk *ch, uint64_t c,
+			  struct tcu_ef_key *k)
 {
 	struct tcu_slot *slot = &tc->slot[ch->slot];
 	char *dst = (char *)a->recvbuf + tcu_plan_first(plan, c) * plan->dev_size;
@@ -134,6 +173,11 @@ static int queue_copy_out(struct tally_cuda *tc, const struct tcu_plan *plan,
 			goto err;
 		}
 	}
+	if (k) {
+		r = queue_feedback(tc, plan, a, slot, c, k);
+		if (r)
+			goto err;
+	}
 	e = cudaEventRecord(slot->free, tc->copy_out);
 	if (e != cudaSuccess)
 		return tcu_fail_cuda(tc, "cudaEventRecord", e);
@@ -147,7 +191,7 @@ err:
 static struct tcu_chunk *chunk_new(struct tally_cuda *tc,
 				   const struct tcu_plan *plan,
 				   const struct tally_cuda_allreduce_args *a,
-				   uint64_t c)
+				   uint64_t c, bool ef)
 {
 	struct tcu_chunk *ch = calloc(1, sizeof(*ch));
 	cudaError_t e;
@@ -180,6 +224,11 @@ static struct tcu_chunk *chunk_new(struct tally_cuda *tc,
 			 (c + 1 == plan->chunks ?
 			  a->flags & TALLY_F_LAST_OF_ITERATION : 0),
 	};
+	if (ef) {
+		/* p goes from `sent`, where libtally leaves sent (ef.h) */
+		ch->args.sendbuf = tc->slot[ch->slot].sent;
+		ch->args.flags |= TALLY_F_EF_CALLER;
+	}
 	return ch;
 }
 
@@ -191,21 +240,22 @@ static struct tcu_chunk *chunk_new(struct tally_cuda *tc,
  * its flag, so that a flag wait already queued does not wait forever).
  */
 static int queue_chunk(struct tally_cuda *tc, const struct tcu_plan *plan,
-		       const struct tally_cuda_allreduce_args *a, uint64_t c)
+		       const struct tally_cuda_allreduce_args *a, uint64_t c,
+		       struct tcu_ef_key *k)
 {
-	struct tcu_chunk *ch = chunk_new(tc, plan, a, c);
+	struct tcu_chunk *ch = chunk_new(tc, plan, a, c, k != NULL);
 	int r;
 
 	if (!ch)
 		return -TALLY_ENOMEM;
-	r = queue_copy_in(tc, plan, a, ch, c);
+	r = queue_copy_in(tc, plan, a, ch, c, k);
 	if (r) {
 		cudaEventDestroy(ch->copied);
 		free(ch);
 		return r;
 	}
 	tc->next_seq++;
-	r = queue_copy_out(tc, plan, a, ch, c);
+	r = queue_copy_out(tc, plan, a, ch, c, k);
 	if (r)
 		ch->state = TCU_CHUNK_CANCELLED;
 	tcu_progress_push(tc, ch);
@@ -241,6 +291,7 @@ int tally_cuda_allreduce(struct tally_cuda *tc,
 			 const struct tally_cuda_allreduce_args *args,
 			 cudaStream_t stream)
 {
+	struct tcu_ef_key *k = NULL;
 	struct tcu_plan plan;
 	cudaError_t e;
 	uint64_t c;
@@ -257,6 +308,13 @@ int tally_cuda_allreduce(struct tally_cuda *tc,
 	r = check_args(tc, args, &plan);
 	if (r || !plan.chunks)
 		goto out;
+	if (tcu_ef_applies(tc, args)) {
+		r = tcu_ef_key_get(tc, args->key, args->count, &k);
+		if (!r)
+			r = tcu_ef_op_begin(tc, k);
+		if (r)
+			goto out;
+	}
 	e = cudaEventRecord(tc->op_start, stream);
 	if (e == cudaSuccess)
 		e = cudaStreamWaitEvent(tc->copy_in, tc->op_start, 0);
@@ -265,7 +323,14 @@ int tally_cuda_allreduce(struct tally_cuda *tc,
 		goto out;
 	}
 	for (c = 0; c < plan.chunks && !r; c++)
-		r = queue_chunk(tc, &plan, args, c);
+		r = queue_chunk(tc, &plan, args, c, k);
+	if (k) {
+		/* a failed operation leaves its residual half fed: reset */
+		if (r)
+			tcu_ef_abort(tc, k);
+		else
+			r = tcu_ef_op_end(tc, k);
+	}
 	if (r)
 		goto out;
 	/* the caller's later work waits for the last copy back */

@@ -26,6 +26,18 @@ static void chunk_finish(struct tally_cuda *tc, struct tcu_chunk *ch)
 	ch->state = TCU_CHUNK_FINISHED;
 }
 
+/* a chunk tallyd refused (its copy landed): with error feedback its
+ * `sent` becomes NaN, so copy_out's feedback resets its residual, as
+ * libtally's completion of a failed request does.  (A cancelled chunk's
+ * operation failed while queueing: it resets the key's residual.) */
+static void chunk_fail(struct tally_cuda *tc, struct tcu_chunk *ch)
+{
+	if (ch->args.flags & TALLY_F_EF_CALLER)
+		tcu_ef_nan_fill((void *)ch->args.sendbuf, ch->args.dtype,
+				ch->args.count);
+	chunk_finish(tc, ch);
+}
+
 static int chunk_submit(struct tally_cuda *tc, struct tcu_chunk *ch)
 {
 	cudaError_t e = cudaEventQuery(ch->copied);
@@ -51,7 +63,7 @@ static int chunk_submit(struct tally_cuda *tc, struct tcu_chunk *ch)
 		tcu_fail_async(tc, r, "tally_allreduce (key %#llx): %s",
 			       (unsigned long long)ch->args.key,
 			       tally_strerror(r));
-		chunk_finish(tc, ch);
+		chunk_fail(tc, ch);
 		return 1;
 	}
 	ch->state = TCU_CHUNK_SUBMITTED;

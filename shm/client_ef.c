@@ -14,6 +14,12 @@
  * not send, so e keeps p there).  A non-finite chunk (sent NaN) resets its
  * residual; a request that failed, or whose tensor was not compressed
  * (one host alone: the sum is exact), leaves e = 0.
+ *
+ * A caller that keeps its own residual (TALLY_F_EF_CALLER: libtally-cuda,
+ * whose residuals are in device memory) sends p from its own sendbuf,
+ * apart from its recvbuf; the library keeps nothing for it and on
+ * completion leaves sent in that sendbuf, or NaN throughout where the
+ * caller's e must become 0 (failed, or not compressed).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -142,6 +148,29 @@ static bool is_ef(const struct tally_client *c,
 	       (m == TALLY_COMPRESS_DEFAULT && method_ef(c->job_method));
 }
 
+enum tally_compression tally_job_compression(const struct tally_client *c)
+{
+	return c ? (enum tally_compression)c->job_method :
+		   TALLY_COMPRESS_DEFAULT;
+}
+
+/* TALLY_F_EF_CALLER: the daemon writes sent into sendbuf only when no
+ * member of the host reduces in place, so it must be apart from recvbuf */
+static int prepare_caller(const struct tally_allreduce_args *a,
+			  struct client_req_ef *re)
+{
+	uintptr_t s = (uintptr_t)a->sendbuf, r = (uintptr_t)a->recvbuf;
+	uint64_t bytes = a->count * tally_dtype_size(a->dtype);
+
+	if (s < r + bytes && r < s + bytes)
+		return -TALLY_EINVAL;
+	*re = (struct client_req_ef){ .used = true, .caller = true,
+				      .key = a->key, .count = a->count,
+				      .dtype = a->dtype,
+				      .sent = (void *)a->sendbuf };
+	return 0;
+}
+
 int client_ef_prepare(struct tally_client *c,
 		      const struct tally_allreduce_args *a,
 		      const void **send, struct client_req_ef *re)
@@ -156,6 +185,8 @@ int client_ef_prepare(struct tally_client *c,
 		return 0;
 	if (a->count > SIZE_MAX / sizeof(float))
 		return -TALLY_EINVAL;
+	if (a->flags & TALLY_F_EF_CALLER)
+		return prepare_caller(a, re);
 	ef = ef_of(c);
 	if (!ef)
 		return -TALLY_ENOMEM;
@@ -188,6 +219,13 @@ void client_ef_finish(struct tally_client *c, struct client_req_ef *re,
 	struct ef_key *k = NULL;
 	float *e, inv = 1.0f / (float)(c->size > 0 ? c->size : 1);
 
+	if (re->used && re->caller) {
+		re->used = false;
+		if (res || !(cqe_flags & TALLY_CQE_F_SENT))
+			for (uint64_t i = 0; i < re->count; i++)
+				tly_elem_store(re->sent, dt, i, NAN);
+		return;
+	}
 	if (!re->used || !ef)
 		return;
 	re->used = false;
@@ -210,6 +248,14 @@ void client_ef_finish(struct tally_client *c, struct client_req_ef *re,
 
 		e[i] = isfinite(s) ? e[i] - s * inv : 0.0f;
 	}
+}
+
+void client_ef_cancel(struct tally_client *c, struct client_req_ef *re)
+{
+	if (re->used && re->caller)
+		re->used = false;	/* its sendbuf is untouched */
+	else
+		client_ef_finish(c, re, -TALLY_EINVAL, 0);
 }
 
 int client_ef_peek(struct tally_client *c, uint64_t key, uint64_t n,

@@ -32,8 +32,10 @@ enum req_state { REQ_FREE = 0, REQ_PENDING, REQ_DONE };
 /* a sign_ef request's error feedback (client_ef.c) */
 struct client_req_ef {
 	bool used;
+	bool caller;		/* TALLY_F_EF_CALLER: the caller's residual */
 	uint8_t dtype;
 	uint64_t key, count;
+	void *sent;		/* caller: its sendbuf, "sent" on completion */
 };
 
 struct client_req {
@@ -94,13 +96,18 @@ int client_submit_sqe(struct tally_client *c, struct tally_sqe *sqe,
 
 /* sign_ef (client_ef.c): substitute *@send with p = g + e in the key's
  * scratch when @a travels as sign_ef (else nothing); on completion,
- * e := p - sent / L.  client_ef_free() at disconnect. */
+ * e := p - sent / L.  With TALLY_F_EF_CALLER nothing is substituted and
+ * the completion leaves sent (or NaN) in the caller's sendbuf.
+ * client_ef_free() at disconnect. */
 int client_ef_prepare(struct tally_client *c,
 		      const struct tally_allreduce_args *a,
 		      const void **send, struct client_req_ef *re);
 void client_ef_finish(struct tally_client *c, struct client_req_ef *re,
 		      int res, uint32_t cqe_flags);
 void client_ef_free(struct tally_client *c);
+/* a prepared request that was never submitted: a caller's sendbuf is
+ * left as it was, the library's residual is reset */
+void client_ef_cancel(struct tally_client *c, struct client_req_ef *re);
 /* tests: @key's residual of @n elements and its scratch (after a
  * completion flagged TALLY_CQE_F_SENT: what the host sent); -1 if none */
 int client_ef_peek(struct tally_client *c, uint64_t key, uint64_t n,

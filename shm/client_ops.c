@@ -137,7 +137,8 @@ static int check_args(const struct tally_allreduce_args *a, uint64_t *bytes)
 
 	if (!a || (unsigned int)a->dtype >= TALLY_DTYPE_MAX ||
 	    (unsigned int)a->op >= TALLY_OP_MAX || a->count == 0 ||
-	    !a->sendbuf || !a->recvbuf || (a->flags & ~TALLY_F_ALL) ||
+	    !a->sendbuf || !a->recvbuf ||
+	    (a->flags & ~(TALLY_F_ALL | TALLY_F_EF_CALLER)) ||
 	    TALLY_F_COMPRESSION(a->flags) > TALLY_COMPRESS_BLOCK_TOPK1_EF ||
 	    a->group > UINT16_MAX)
 		return -TALLY_EINVAL;
@@ -181,7 +182,7 @@ int tally_allreduce(struct tally_client *c,
 		return ret;
 	if (ef.used && client_translate(c, send, bytes, &sqe.send_seg,
 					&sqe.send_off)) {
-		client_ef_finish(c, &ef, -TALLY_ERANGE, 0);
+		client_ef_cancel(c, &ef);
 		return -TALLY_ERANGE;
 	}
 	sqe.dtype = (uint8_t)a->dtype;
@@ -189,7 +190,8 @@ int tally_allreduce(struct tally_client *c,
 	sqe.priority = a->priority > UINT16_MAX ? UINT16_MAX :
 		       (uint16_t)a->priority;
 	sqe.group = (uint16_t)a->group;
-	sqe.flags = (uint8_t)a->flags;	/* TALLY_F_ALL fits 8 bits */
+	/* TALLY_F_ALL fits 8 bits; TALLY_F_EF_CALLER stays here */
+	sqe.flags = (uint8_t)(a->flags & TALLY_F_ALL);
 	sqe.key = a->key;
 	sqe.iteration = a->iteration;
 	sqe.count = a->count;
@@ -197,7 +199,7 @@ int tally_allreduce(struct tally_client *c,
 		reap(c);
 	ret = submit_ef(c, &sqe, req, &ef);
 	if (ret)
-		client_ef_finish(c, &ef, ret, 0);
+		client_ef_cancel(c, &ef);
 	return ret;
 }
 

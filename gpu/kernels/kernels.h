@@ -13,6 +13,12 @@
  *	tcu_block_exp_f32	exp[b] = E of block b (TCU_EXP_NONE for zeros)
  *	tcu_quantize_f32	out[b*k + i] = big-endian word of x at shift[b]
  *	tcu_dequantize_f32	x[b*k + i] = value of in[b*k + i] at shift[b]
+ * Error feedback (docs/compression.md section 5; types TCU_F32, TCU_F16,
+ * TCU_BF16 of numerics.h, e float32):
+ *	tcu_ef_accumulate	e[i] += g[i]; p[i] = e[i] in p's type
+ *	tcu_ef_feedback		e[i] -= sent[i] * inv_l, 0 where sent[i]
+ *				is inf or NaN
+ * A type outside those three is refused with cudaErrorInvalidValue.
  */
 #ifndef TALLY_GPU_KERNELS_KERNELS_H
 #define TALLY_GPU_KERNELS_KERNELS_H
@@ -43,6 +49,11 @@ cudaError_t tcu_quantize_f32(uint32_t *out, const float *x, size_t n,
 cudaError_t tcu_dequantize_f32(float *x, const uint32_t *in, size_t n,
 			       size_t k, const int32_t *shift,
 			       cudaStream_t stream);
+
+cudaError_t tcu_ef_accumulate(void *p, int p_type, float *e, const void *g,
+			      int g_type, size_t n, cudaStream_t stream);
+cudaError_t tcu_ef_feedback(float *e, const void *sent, int sent_type,
+			    float inv_l, size_t n, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

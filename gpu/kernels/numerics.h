@@ -233,4 +233,61 @@ TCU_HD float tcu_dequantize_one(uint32_t be_word, int shift)
 	return (float)(int32_t)w * tcu_pow2f(-shift);
 }
 
+/*
+ * Error feedback (docs/compression.md section 5), per element.  Tensors
+ * are float32, binary16 or bfloat16 (TCU_F32 .. TCU_BF16, the values of
+ * enum tally_dtype); the residual e is float32.
+ */
+#define TCU_F32 0
+#define TCU_F16 1
+#define TCU_BF16 2
+
+TCU_HD float tcu_load(const void *x, int type, size_t i)
+{
+	if (type == TCU_F16)
+		return tcu_f16_to_f32(((const uint16_t *)x)[i]);
+	if (type == TCU_BF16)
+		return tcu_bf16_to_f32(((const uint16_t *)x)[i]);
+	return ((const float *)x)[i];
+}
+
+TCU_HD void tcu_store(void *x, int type, size_t i, float v)
+{
+	if (type == TCU_F16)
+		((uint16_t *)x)[i] = tcu_f32_to_f16(v);
+	else if (type == TCU_BF16)
+		((uint16_t *)x)[i] = tcu_f32_to_bf16(v);
+	else
+		((float *)x)[i] = v;
+}
+
+/* a product and a difference each rounded once: nvcc would otherwise
+ * contract e - s * inv into one fused multiply-add */
+TCU_HD float tcu_mul_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+	return __fmul_rn(a, b);
+#else
+	return a * b;
+#endif
+}
+
+TCU_HD float tcu_add_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+	return __fadd_rn(a, b);
+#else
+	return a + b;
+#endif
+}
+
+/* e := p - sent / L after the result: 0 where sent is inf or NaN (a
+ * chunk some worker found non-finite, or nothing was compressed) */
+TCU_HD float tcu_ef_feedback_one(float e, float sent, float inv_l)
+{
+	if ((tcu_bits(sent) & 0x7f800000u) == 0x7f800000u)
+		return 0.0f;
+	return tcu_add_rn(e, -tcu_mul_rn(sent, inv_l));
+}
+
 #endif /* TALLY_GPU_KERNELS_NUMERICS_H */

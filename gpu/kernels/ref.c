@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * ref.c - the kernels of convert.cu and quantize.cu as plain loops over
+ * ref.c - the kernels of convert.cu, quantize.cu and ef.cu as plain loops over
  * numerics.h, the same per-element functions the kernels call.  Written
  * for clarity, not speed: one element (or one block) at a time.
  */
@@ -100,4 +100,25 @@ void tcu_ref_dequantize_f32(float *x, const uint32_t *in, size_t n, size_t k,
 			x[b * k + i] = tcu_dequantize_one(in[b * k + i],
 							  shift[b]);
 	}
+}
+
+void tcu_ref_ef_accumulate(void *p, int p_type, float *e, const void *g,
+			   int g_type, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		e[i] = tcu_add_rn(e[i], tcu_load(g, g_type, i));
+		tcu_store(p, p_type, i, e[i]);
+	}
+}
+
+void tcu_ref_ef_feedback(float *e, const void *sent, int sent_type,
+			 float inv_l, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		e[i] = tcu_ef_feedback_one(e[i], tcu_load(sent, sent_type, i),
+					   inv_l);
 }

@@ -28,4 +28,11 @@ void tcu_ref_quantize_f32(uint32_t *out, const float *x, size_t n, size_t k,
 void tcu_ref_dequantize_f32(float *x, const uint32_t *in, size_t n, size_t k,
 			    const int32_t *shift);
 
+/* error feedback: e += g, p = e in @p_type; e := e - sent / L
+ * (numerics.h: tcu_ef_feedback_one) */
+void tcu_ref_ef_accumulate(void *p, int p_type, float *e, const void *g,
+			   int g_type, size_t n);
+void tcu_ref_ef_feedback(float *e, const void *sent, int sent_type,
+			 float inv_l, size_t n);
+
 #endif /* TALLY_GPU_KERNELS_REF_H */

@@ -157,6 +157,24 @@ enum tally_compression {
 #define TALLY_F_ALL (TALLY_F_LAST_OF_ITERATION | TALLY_F_COMPRESS_MASK)
 
 /*
+ * The caller keeps the error-feedback residual (TALLY_1.5; libtally-cuda
+ * keeps its residuals in device memory this way).  For a tensor that
+ * travels with error feedback (SIGN_EF, BLOCK_TOPK*: named, or the job's
+ * method through DEFAULT; a float dtype) the library keeps no residual of
+ * its own: sendbuf travels as it is (the caller's p = g + e) and must not
+ * overlap recvbuf (-TALLY_EINVAL: the daemon writes into it).  When the
+ * request completes (tally_test/tally_wait), sendbuf holds in its dtype
+ * what the host sent, decoded ("sent"): NaN in a chunk some worker found
+ * non-finite, and NaN throughout when nothing was compressed (one host
+ * alone: the sum is exact) or the request failed.  The caller then sets
+ * e := p - sent / tally_size() where sent is finite, else e := 0
+ * (docs/compression.md section 5).  A submission that fails leaves
+ * sendbuf as it was.  Ignored for a tensor without error feedback; never
+ * sent to tallyd (not in TALLY_F_ALL).
+ */
+#define TALLY_F_EF_CALLER 0x100u
+
+/*
  * tally_connect - connect to the host's daemon.
  * @socket_path: Unix socket of tallyd; NULL means $TALLY_SOCKET, then
  *               TALLY_DEFAULT_SOCKET.
@@ -223,6 +241,15 @@ void tally_disconnect(struct tally_client *c);
  */
 int tally_ef_reset(struct tally_client *c, uint64_t key);
 void tally_ef_reset_all(struct tally_client *c);
+
+/*
+ * tally_job_compression - the job's [compression] method, as tallyd told
+ * at connect: what TALLY_COMPRESS_DEFAULT means for a float tensor.
+ * TALLY_COMPRESS_NONE or TALLY_COMPRESS_DEFAULT (an older tallyd) when the
+ * job has none.  For callers that keep their own residual
+ * (TALLY_F_EF_CALLER) and must know whether a tensor has one.  (TALLY_1.5)
+ */
+enum tally_compression tally_job_compression(const struct tally_client *c);
 
 /* Local rank of this process on its host (admission order) and group size. */
 int tally_rank(const struct tally_client *c);

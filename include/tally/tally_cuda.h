@@ -123,7 +123,8 @@ struct tally_cuda_allreduce_args {
 	enum tally_op op;
 	uint32_t priority;
 	uint32_t flags;		/* TALLY_F_*: LAST_OF_ITERATION marks the
-				 * tensor's last chunk */
+				 * tensor's last chunk; the compression on
+				 * every chunk (error feedback: below) */
 };
 
 /* keys are below this; chunk c of key k travels as key k | c << 48 */
@@ -141,6 +142,28 @@ struct tally_cuda_allreduce_args {
 int tally_cuda_allreduce(struct tally_cuda *tc,
 			 const struct tally_cuda_allreduce_args *args,
 			 cudaStream_t stream);
+
+/*
+ * Error feedback on the device.  A tensor that travels with error feedback
+ * (TALLY_COMPRESS_SIGN_EF, _BLOCK_TOPK10_EF or _BLOCK_TOPK1_EF in flags,
+ * or DEFAULT in a job whose method is one of them; dtype float32, float16
+ * or bfloat16, any wire_dtype) keeps its residual e in the context's
+ * device memory, one float32 per element per key (libtally keeps none for
+ * it): each chunk sends p = g + e, rounded to wire_dtype, and after the
+ * result e := p - sent / L, sent being what the host sent, decoded, and L
+ * the host's clients (docs/compression.md section 5, docs/gpu.md).  A
+ * chunk some worker found inf or NaN in, and an operation that failed,
+ * reset their residual.  A key's operations run one after another: the
+ * next one's copy waits for the last one's feedback.
+ *
+ * tally_cuda_ef_reset - zero @key's residual after the work queued so far
+ * (an operation of the key in flight completes first): its next
+ * all-reduce sends the gradient alone.  0, -TALLY_ENOENT when the key has
+ * no residual, -TALLY_EDEVICE.  tally_cuda_ef_reset_all - every key's.
+ * (TALLY_CUDA_1.1)
+ */
+int tally_cuda_ef_reset(struct tally_cuda *tc, uint64_t key);
+int tally_cuda_ef_reset_all(struct tally_cuda *tc);
 
 /*
  * tally_cuda_async_error - the first error of an operation that failed

@@ -37,7 +37,7 @@ ninja -C "$build"
 required="ctrl/tallyd tools/gpu-bench tests/gpu/gpu_test_pipeline
 tests/gpu/gpu_test_stream_order"
 optional="tests/gpu/kernels/test_gpu_kernels tests/gpu/kernels/test_kernels
-tests/gpu/gpu_test_cuda_open"
+tests/gpu/gpu_test_cuda_open tests/gpu/gpu_test_pipeline_ef"
 
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/compat" "$bundle/glibc"

@@ -72,7 +72,7 @@ if [ -d .device/bin ]; then
 	tallyd=$bin/tallyd
 	bench=$bin/gpu-bench
 	for t in gpu_test_pipeline gpu_test_stream_order gpu_test_cuda_open \
-		test_gpu_kernels test_kernels; do
+		gpu_test_pipeline_ef test_gpu_kernels test_kernels; do
 		if [ -x "$bin/$t" ]; then
 			tests+=("$bin/$t")
 		fi
@@ -122,7 +122,8 @@ else
 	tallyd=$root/$build/ctrl/tallyd
 	bench=$root/$build/tools/gpu-bench
 	for t in tests/gpu/gpu_test_pipeline tests/gpu/gpu_test_stream_order \
-		tests/gpu/gpu_test_cuda_open tests/gpu/kernels/test_gpu_kernels; do
+		tests/gpu/gpu_test_cuda_open tests/gpu/gpu_test_pipeline_ef \
+		tests/gpu/kernels/test_gpu_kernels; do
 		if [ -x "$build/$t" ]; then
 			tests+=("$root/$build/$t")
 		fi

@@ -32,6 +32,7 @@ static const struct {
 	{ "tally_connect_opts", "TALLY_1.3" },
 	{ "tally_ef_reset", "TALLY_1.4" },
 	{ "tally_ef_reset_all", "TALLY_1.4" },
+	{ "tally_job_compression", "TALLY_1.5" },
 };
 
 static void test_versioned_symbols(void **state)

@@ -14,6 +14,7 @@
 
 #include "cuda_emu.h"
 #include "gpu/kernels/kernels.h"
+#include "gpu/kernels/numerics.h"
 #include "gpu/kernels/ref.h"
 #include "gpu/stream_wait.h"
 
@@ -194,6 +195,76 @@ cudaError_t tcu_dequantize_f32(float *x, const uint32_t *in, size_t n,
 			       cudaStream_t stream)
 {
 	return block_launch(run_dequantize, x, in, n, k, shift, stream);
+}
+
+/* ---- error feedback (ef.cu) ---- */
+
+struct ef_args {
+	void *p;
+	float *e;
+	const void *x;		/* g, or sent */
+	int p_type, x_type;
+	float inv_l;
+	size_t n;
+};
+
+static size_t type_size(int t)
+{
+	return t == TCU_F32 ? 4 : 2;
+}
+
+static bool type_valid(int t)
+{
+	return t == TCU_F32 || t == TCU_F16 || t == TCU_BF16;
+}
+
+static cudaError_t run_ef_accumulate(void *arg)
+{
+	struct ef_args *a = arg;
+
+	if (!emu_device_accessible(a->p, a->n * type_size(a->p_type)) ||
+	    !emu_device_accessible(a->e, a->n * 4) ||
+	    !emu_device_accessible(a->x, a->n * type_size(a->x_type)))
+		return cudaErrorIllegalAddress;
+	tcu_ref_ef_accumulate(a->p, a->p_type, a->e, a->x, a->x_type, a->n);
+	return cudaSuccess;
+}
+
+static cudaError_t run_ef_feedback(void *arg)
+{
+	struct ef_args *a = arg;
+
+	if (!emu_device_accessible(a->e, a->n * 4) ||
+	    !emu_device_accessible(a->x, a->n * type_size(a->x_type)))
+		return cudaErrorIllegalAddress;
+	tcu_ref_ef_feedback(a->e, a->x, a->x_type, a->inv_l, a->n);
+	return cudaSuccess;
+}
+
+cudaError_t tcu_ef_accumulate(void *p, int p_type, float *e, const void *g,
+			      int g_type, size_t n, cudaStream_t stream)
+{
+	struct ef_args a = { .p = p, .e = e, .x = g, .p_type = p_type,
+			     .x_type = g_type, .n = n };
+
+	if (!type_valid(p_type) || !type_valid(g_type))
+		return cudaErrorInvalidValue;
+	if (!n)
+		return cudaSuccess;
+	return emu_launch(stream, run_ef_accumulate, &a, sizeof(a));
+}
+
+cudaError_t tcu_ef_feedback(float *e, const void *sent, int sent_type,
+			    float inv_l, size_t n, cudaStream_t stream)
+{
+	struct ef_args a = { .e = e, .x = sent, .x_type = sent_type,
+			     .inv_l = inv_l, .n = n };
+
+	if (!type_valid(sent_type))
+		return cudaErrorInvalidValue;
+	if (!n)
+		return cudaSuccess;
+	return emu_launch(stream, run_ef_feedback, &a, sizeof(a));
 }
 
 /* ---- the flag wait (wait_kernel.cu) ---- */

@@ -224,3 +224,30 @@ uint32_t *kin_summed_words(const uint32_t *q, size_t n, size_t k,
 	}
 	return sum;
 }
+
+void kin_fill_typed(void *x, int type, size_t n, uint64_t *state)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t r = kin_rand(state);
+		float v;
+
+		if (i < kin_n_edge_f32)
+			v = kin_float_of_bits(kin_edge_f32[i]);
+		else if (r % 64 == 0)
+			v = kin_float_of_bits(kin_rand_bits(state));
+		else if (type == TCU_F16)	/* binary16's range: 2^-25.. */
+			v = ldexpf((float)(r % 2001) / 1000.0f - 1.0f,
+				   (int)((r >> 16) % 41) - 24);
+		else
+			v = kin_rand_finite(state);
+		if (type == TCU_F32) {
+			((float *)x)[i] = v;
+		} else if (r % 64 == 1) {	/* any 16 bits at all */
+			((uint16_t *)x)[i] = (uint16_t)(r >> 16);
+		} else {
+			tcu_store(x, type, i, v);
+		}
+	}
+}

@@ -51,4 +51,12 @@ uint32_t *kin_summed_words(const uint32_t *q, size_t n, size_t k,
 			   const int32_t *shift, unsigned int workers,
 			   uint64_t *state);
 
+/*
+ * @n elements of type @type (TCU_F32, TCU_F16, TCU_BF16 of numerics.h)
+ * for the error-feedback kernels: mostly finite values of assorted
+ * magnitudes (subnormals and the largest included), the edge cases, and
+ * about one in 64 random bits (inf and NaN among them).
+ */
+void kin_fill_typed(void *x, int type, size_t n, uint64_t *state);
+
 #endif /* TALLY_TESTS_GPU_KERNELS_INPUTS_H */

@@ -6,9 +6,12 @@
  * and the float32 values around each, random bits, tensors of assorted
  * blocks for k from 1 to past a thread block, and lengths past one grid
  * stride (element-wise kernels) and past the reduction's grid (block
- * exponent).  Every output buffer is poisoned before each run and a few
+ * exponent), and the error-feedback kernels for every pair of float types
+ * (there any NaN matches any NaN).
+ * Every output buffer is poisoned before each run and a few
  * elements past its end must stay poisoned.  Suite 'gpu': needs a device.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -284,6 +287,115 @@ static void test_blocks(void **state)
 }
 
 /* a count of 0 queues nothing; k of 0 is refused */
+/* ---- error feedback ---- */
+
+static const int ef_types[] = { TCU_F32, TCU_F16, TCU_BF16 };
+#define N_EF_TYPES 3
+
+static size_t type_bytes(int t)
+{
+	return t == TCU_F32 ? 4 : 2;
+}
+
+/*
+ * As expect_bits() for @n elements of @type, but any NaN matches any NaN:
+ * the GPU's arithmetic returns its canonical NaN where the host's
+ * propagates an operand's payload (IEEE leaves the payload open).
+ */
+static void expect_values(const char *what, void *dev, const void *want,
+			  size_t n, int type)
+{
+	size_t unit = type_bytes(type), guard = GUARD * unit, i;
+	uint8_t *got = host_alloc(n * unit + guard);
+
+	CU(cudaStreamSynchronize(stream));
+	CU(cudaMemcpy(got, dev, n * unit + guard, cudaMemcpyDeviceToHost));
+	CU(cudaFree(dev));
+	for (i = 0; i < n; i++) {
+		float g = tcu_load(got, type, i), w = tcu_load(want, type, i);
+
+		if (isnan(g) && isnan(w))
+			continue;
+		if (memcmp(got + i * unit, (const uint8_t *)want + i * unit,
+			   unit))
+			fail_msg("%s: element %zu: device %a, reference %a",
+				 what, i, (double)g, (double)w);
+	}
+	for (i = n * unit; i < n * unit + guard; i++)
+		if (got[i] != POISON)
+			fail_msg("%s: byte %zu past the end written", what,
+				 i - n * unit);
+	free(got);
+}
+
+/* e += g, p = e: every pair of types, past one grid stride */
+static void test_ef_accumulate(void **state)
+{
+	const size_t n = (1u << 20) + 4099;	/* > 4096 * 256 elements */
+	uint64_t s = 5;
+
+	(void)state;
+	for (int a = 0; a < N_EF_TYPES; a++)
+		for (int b = 0; b < N_EF_TYPES; b++) {
+			int pt = ef_types[a], gt = ef_types[b];
+			size_t pb = type_bytes(pt), gb = type_bytes(gt);
+			float *e = host_alloc(n * 4);
+			void *g = host_alloc(n * gb);
+			void *p = host_alloc(n * pb);
+			void *d_e, *d_g, *d_p = dev_poisoned(n * pb, GUARD * pb);
+			char what[64];
+
+			kin_fill_typed(e, TCU_F32, n, &s);
+			kin_fill_typed(g, gt, n, &s);
+			d_e = dev_poisoned(n * 4, GUARD * 4);
+			CU(cudaMemcpy(d_e, e, n * 4, cudaMemcpyHostToDevice));
+			d_g = dev_copy_of(g, n * gb);
+			CU(tcu_ef_accumulate(d_p, pt, d_e, d_g, gt, n, stream));
+			tcu_ref_ef_accumulate(p, pt, e, g, gt, n);
+			snprintf(what, sizeof(what), "ef_accumulate p %d g %d",
+				 pt, gt);
+			expect_values(what, d_p, p, n, pt);
+			expect_values(what, d_e, e, n, TCU_F32);
+			CU(cudaFree(d_g));
+			free(e);
+			free(g);
+			free(p);
+		}
+}
+
+/* e := e - sent / L, 0 where sent is not finite: each type of sent */
+static void test_ef_feedback(void **state)
+{
+	static const float inv_l[] = { 1.0f, 0.5f, 1.0f / 3, 1.0f / 7 };
+	const size_t n = (1u << 20) + 4099;
+	uint64_t s = 9;
+
+	(void)state;
+	for (int a = 0; a < N_EF_TYPES; a++)
+		for (size_t l = 0; l < 4; l++) {
+			int st = ef_types[a];
+			size_t sb = type_bytes(st);
+			float *e = host_alloc(n * 4);
+			void *sent = host_alloc(n * sb);
+			void *d_e, *d_s;
+			char what[64];
+
+			kin_fill_typed(e, TCU_F32, n, &s);
+			kin_fill_typed(sent, st, n, &s);
+			d_e = dev_poisoned(n * 4, GUARD * 4);
+			CU(cudaMemcpy(d_e, e, n * 4, cudaMemcpyHostToDevice));
+			d_s = dev_copy_of(sent, n * sb);
+			CU(tcu_ef_feedback(d_e, d_s, st, inv_l[l], n, stream));
+			tcu_ref_ef_feedback(e, sent, st, inv_l[l], n);
+			snprintf(what, sizeof(what), "ef_feedback sent %d "
+				 "1/L %g", st, (double)inv_l[l]);
+			expect_values(what, d_e, e, n, TCU_F32);
+			CU(cudaFree(d_s));
+			free(e);
+			free(sent);
+		}
+}
+
 static void test_empty(void **state)
 {
 	void *d = dev_poisoned(64, 0);
@@ -303,6 +415,14 @@ static void test_empty(void **state)
 	assert_int_equal(tcu_quantize_f32(d, d, 4, 0, d, stream),
 			 cudaErrorInvalidValue);
 	assert_int_equal(tcu_dequantize_f32(d, d, 4, 0, d, stream),
+			 cudaErrorInvalidValue);
+	CU(tcu_ef_accumulate(d, TCU_F16, d, d, TCU_F32, 0, stream));
+	CU(tcu_ef_feedback(d, d, TCU_BF16, 0.5f, 0, stream));
+	assert_int_equal(tcu_ef_accumulate(d, 3, d, d, TCU_F32, 4, stream),
+			 cudaErrorInvalidValue);
+	assert_int_equal(tcu_ef_accumulate(d, TCU_F32, d, d, -1, 4, stream),
+			 cudaErrorInvalidValue);
+	assert_int_equal(tcu_ef_feedback(d, d, 3, 0.5f, 4, stream),
 			 cudaErrorInvalidValue);
 	expect_bits("empty", d, none, 64, 1, 0);
 }
@@ -340,6 +460,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_convert),
 		cmocka_unit_test(test_blocks),
+		cmocka_unit_test(test_ef_accumulate),
+		cmocka_unit_test(test_ef_feedback),
 		cmocka_unit_test(test_empty),
 	};
 

@@ -8,6 +8,7 @@
  * and their zero padding) and dequantization.  Outputs are poisoned first
  * so a word the reference forgets to write shows up too.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -434,6 +435,108 @@ static void test_dequantize_random_words(void **state)
 }
 
 /* a count of 0 writes nothing */
+/* ---- error feedback against libtally's CPU arithmetic ---- */
+
+static const int ef_types[] = { TCU_F32, TCU_F16, TCU_BF16 };
+#define N_EF_TYPES 3
+#define EF_N 70001
+
+/* shm/client_ef.c's element access: dataplane/half.h, not numerics.h */
+static float model_load(const void *x, int t, size_t i)
+{
+	if (t == TCU_F16)
+		return half_to_float(((const uint16_t *)x)[i]);
+	if (t == TCU_BF16)
+		return bf16_to_float(((const uint16_t *)x)[i]);
+	return ((const float *)x)[i];
+}
+
+static void model_store(void *x, int t, size_t i, float v)
+{
+	if (t == TCU_F16)
+		((uint16_t *)x)[i] = float_to_half(v);
+	else if (t == TCU_BF16)
+		((uint16_t *)x)[i] = float_to_bf16(v);
+	else
+		((float *)x)[i] = v;
+}
+
+static size_t type_bytes(int t)
+{
+	return t == TCU_F32 ? 4 : 2;
+}
+
+/* e += g, p = e in p's type: client_ef_prepare()'s loop, every pair of
+ * types, bit for bit; nothing past the end */
+static void test_ef_accumulate(void **state)
+{
+	uint64_t s = 7;
+
+	(void)state;
+	for (int a = 0; a < N_EF_TYPES; a++)
+		for (int b = 0; b < N_EF_TYPES; b++) {
+			int pt = ef_types[a], gt = ef_types[b];
+			size_t pb = type_bytes(pt);
+			float *e = malloc(EF_N * 4), *e_want = malloc(EF_N * 4);
+			void *g = malloc(EF_N * type_bytes(gt));
+			uint8_t *p = poisoned((EF_N + GUARD) * pb);
+			uint8_t *p_want = poisoned((EF_N + GUARD) * pb);
+
+			assert_true(e && e_want && g);
+			kin_fill_typed(e, TCU_F32, EF_N, &s);
+			kin_fill_typed(g, gt, EF_N, &s);
+			memcpy(e_want, e, EF_N * 4);
+			for (size_t i = 0; i < EF_N; i++) {
+				e_want[i] += model_load(g, gt, i);
+				model_store(p_want, pt, i, e_want[i]);
+			}
+			tcu_ref_ef_accumulate(p, pt, e, g, gt, EF_N);
+			assert_memory_equal(e, e_want, EF_N * 4);
+			assert_memory_equal(p, p_want, (EF_N + GUARD) * pb);
+			free(e);
+			free(e_want);
+			free(g);
+			free(p);
+			free(p_want);
+		}
+}
+
+/* e := e - sent / L, 0 where sent is inf or NaN: client_ef_finish()'s
+ * loop, for each type of sent and several L */
+static void test_ef_feedback(void **state)
+{
+	static const float inv_l[] = { 1.0f, 0.5f, 1.0f / 3, 1.0f / 7 };
+	uint64_t s = 11;
+
+	(void)state;
+	for (int a = 0; a < N_EF_TYPES; a++)
+		for (size_t l = 0; l < 4; l++) {
+			int st = ef_types[a];
+			float *e = poisoned((EF_N + GUARD) * 4);
+			float *e_want = poisoned((EF_N + GUARD) * 4);
+			void *sent = malloc(EF_N * type_bytes(st));
+			size_t zeros = 0;
+
+			assert_non_null(sent);
+			kin_fill_typed(e, TCU_F32, EF_N, &s);
+			kin_fill_typed(sent, st, EF_N, &s);
+			memcpy(e_want, e, EF_N * 4);
+			for (size_t i = 0; i < EF_N; i++) {
+				float v = model_load(sent, st, i);
+
+				e_want[i] = isfinite(v) ?
+					    e_want[i] - v * inv_l[l] : 0.0f;
+				zeros += !isfinite(v);
+			}
+			assert_true(zeros > 0 && zeros < EF_N / 16);
+			tcu_ref_ef_feedback(e, sent, st, inv_l[l], EF_N);
+			assert_memory_equal(e, e_want, (EF_N + GUARD) * 4);
+			free(e);
+			free(e_want);
+			free(sent);
+		}
+}
+
 static void test_empty(void **state)
 {
 	uint32_t words[4];
@@ -454,6 +557,8 @@ static void test_empty(void **state)
 	tcu_ref_block_exp_f32(e, f, 0, 64);
 	tcu_ref_quantize_f32(words, f, 0, 64, sh);
 	tcu_ref_dequantize_f32(f, words, 0, 64, sh);
+	tcu_ref_ef_accumulate(h, TCU_F16, f, h, TCU_BF16, 0);
+	tcu_ref_ef_feedback(f, h, TCU_F16, 0.5f, 0);
 	for (i = 0; i < 4; i++) {
 		assert_int_equal(words[i], 0xa5a5a5a5u);
 		assert_int_equal(kin_bits_of_float(f[i]), 0xa5a5a5a5u);
@@ -474,6 +579,8 @@ int main(void)
 		cmocka_unit_test(test_blocks),
 		cmocka_unit_test(test_quantize_edges_every_shift),
 		cmocka_unit_test(test_dequantize_random_words),
+		cmocka_unit_test(test_ef_accumulate),
+		cmocka_unit_test(test_ef_feedback),
 		cmocka_unit_test(test_empty),
 	};
 
