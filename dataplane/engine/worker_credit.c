@@ -112,9 +112,11 @@ void credit_take(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	d->inflight++;
 	if (w->cfg.profile != TLY_PROFILE_SWITCH || ch->held)
 		return;		/* a refused chunk again: already held */
-	ch->held = 1;
-	if (d->held >= w->cfg.held_max)
+	ch->held = d->held < w->cfg.held_max ? HELD : HELD_PAST;
+	if (d->held >= w->cfg.held_max + d->extra) {
+		d->extra++;		/* the escape (credit_hold_room) */
 		d->escapes++;
+	}
 	d->held++;
 	if (d->held > d->held_peak)
 		d->held_peak = d->held;
@@ -158,10 +160,14 @@ void credit_release(struct tly_worker *w, struct wtensor *t, uint32_t idx,
  * The bound must not stall the protocol: workers that hold disjoint
  * sets (each ahead on a tensor the others have not reached, as another
  * priority order makes them) would wait on each other for good.  So
- * after a retransmission timeout in which nothing held there was
- * launched or placed, one chunk launches past the bound; its neighbours
- * in the order usually complete at once and the flow resumes.  A worker
- * that waits for a slow one grows by one chunk a timeout.
+ * after a retransmission timeout in which nothing there was launched or
+ * placed, one more chunk may be held (extra).  A chunk launched past the
+ * bound that is placed lets two more go (its own room and one extra, up
+ * to the window): when the others were waiting for this worker, that
+ * doubles into a full window within a few round trips.  A chunk that was
+ * within the bound gives one extra back as it is placed.  So a worker
+ * holds at most held_max + window, plus one a timeout while it waits
+ * for a slow worker, and the extra drains as the others catch up.
  */
 int credit_hold_room(const struct tly_worker *w, uint16_t dst, uint64_t now)
 {
@@ -170,7 +176,7 @@ int credit_hold_room(const struct tly_worker *w, uint16_t dst, uint64_t now)
 	if (w->cfg.profile != TLY_PROFILE_SWITCH || dst >= w->n_dests)
 		return 1;
 	d = &w->dests[dst];
-	if (d->held < w->cfg.held_max)
+	if (d->held < w->cfg.held_max + d->extra)
 		return 1;
 	return now - d->held_changed >= credit_rto_node(w, dst, 0);
 }
@@ -180,8 +186,9 @@ void credit_done(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 {
 	struct wchunk *ch = &t->chunks[idx];
 	struct wdest *d;
+	uint8_t held = ch->held;
 
-	if (!ch->held)
+	if (!held)
 		return;
 	ch->held = 0;
 	d = dest_of(w, t, idx);
@@ -189,6 +196,10 @@ void credit_done(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 		return;
 	d->held--;
 	d->held_changed = now;
+	if (held == HELD_PAST && d->extra < w->cfg.window)
+		d->extra++;
+	else if (held == HELD && d->extra)
+		d->extra--;
 }
 
 /*

@@ -36,6 +36,10 @@ enum chunk_state {
 	C_IDLE,		/* ring: nothing to send until a hop arrives */
 };
 
+/* wchunk.held (worker_credit.c) */
+#define HELD		1	/* launched within the bound */
+#define HELD_PAST	2	/* launched past it (wdest.extra) */
+
 /* ring receive flags */
 #define R_RS_IN		0x01	/* reduce-scatter hop received */
 #define R_AG_IN		0x02	/* all-gather hop received */
@@ -46,7 +50,7 @@ struct wchunk {
 	uint8_t state;
 	uint8_t retries;
 	uint8_t held;		/* switch profile: counted in its
-				 * aggregator's wdest.held */
+				 * aggregator's wdest.held (HELD_*) */
 	int8_t shift;		/* AGG float: the agreed block shift */
 	uint8_t rflags;		/* ring */
 	uint16_t hop;		/* ring: the hop this chunk sends next */
@@ -168,7 +172,8 @@ struct wdest {
 	 * DEFER included), bounded by cfg.held_max */
 	uint32_t held;
 	uint32_t held_peak;
-	uint32_t escapes;	/* launches past the bound */
+	uint32_t extra;		/* chunks allowed past the bound now */
+	uint32_t escapes;	/* extras granted after a stall */
 	uint64_t held_changed;	/* when held last went up or down */
 	/* switch profile: ACKed chunks probed in the round begun at
 	 * probe_round (cfg.acked_probes a round) */

@@ -116,6 +116,7 @@ static void test_share_of_pool(void **state)
 	assert_int_equal(peak, 64);
 	/* the same run unbounded: the workers ahead take far more */
 	peak = late_worker_run(1u << 30, &escapes);
+	print_message("unbounded: a worker held %u chunks\n", peak);
 	assert_true(peak > 4 * 64);
 }
 
@@ -155,6 +156,7 @@ static void test_escape_live(void **state)
 	check_exact(&b, 2, 1, sizes[1]);
 	h0 = held_of(cl, 0);
 	h1 = held_of(cl, 1);
+	print_message("escapes %u + %u\n", h0.escapes, h1.escapes);
 	assert_true(h0.escapes + h1.escapes >= 1);
 	assert_int_equal(h0.held + h1.held, 0);
 	dp_tensors_free(&b);
@@ -194,6 +196,7 @@ static void test_probes_per_round(void **state)
 	cl_settle(cl, 1000000);			/* 50 rounds of 20 us */
 	retx = tly_worker_counters(cl->w[0])->retx - retx0;
 	probes = held_of(cl, 0).probes - probes0;
+	print_message("probes in 1 ms: %llu\n", (unsigned long long)probes);
 	/* nothing lost: every retransmission is a probe */
 	assert_int_equal(retx, probes);
 	assert_true(probes > 0);		/* still probing */
