@@ -41,8 +41,13 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 		w->cfg.rto_max_ns = 64 * cfg->rto_ns;
 	if (!w->cfg.release_max)
 		w->cfg.release_max = cfg->window < 64 ? 256 : 4 * cfg->window;
-	if (!w->cfg.held_max)
+	if (!w->cfg.held_max) {
+		/* its share of the pool, at most 4 windows:
+		 * docs/protocol.md, "What a worker holds" */
 		w->cfg.held_max = cfg->n_slots / cfg->n_workers;
+		if (w->cfg.held_max / 4 > cfg->window)
+			w->cfg.held_max = 4 * cfg->window;
+	}
 	if (w->cfg.held_max < cfg->window)
 		w->cfg.held_max = cfg->window;
 	if (!w->cfg.acked_probes)

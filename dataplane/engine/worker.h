@@ -93,9 +93,10 @@ struct tly_worker_cfg {
 					 * window, at least 256) */
 	/* switch profile: chunks launched and not completed (in flight,
 	 * held in a partial sum, refused) per aggregator, beyond which no
-	 * fresh chunk goes there (0: n_slots / n_workers, at least
-	 * window); and ACKed chunks probed per aggregator per round trip,
-	 * oldest first (0: 4) (docs/protocol.md, "What a worker holds") */
+	 * fresh chunk goes there (0: n_slots / n_workers, at most 4 x
+	 * window, at least window); and ACKed chunks probed per
+	 * aggregator per round trip, oldest first (0: 4)
+	 * (docs/protocol.md, "What a worker holds") */
 	uint32_t held_max;
 	uint32_t acked_probes;
 	/* congestion control; fields left at zero take the defaults of
@@ -134,7 +135,7 @@ uint32_t tly_worker_cwnd(const struct tly_worker *w, uint16_t node);
 
 /* switch profile: what this worker holds at aggregator @node: chunks
  * launched and not completed now, the most at once, the bound
- * (cfg.held_max), the chunks launched past it because nothing moved
+ * (cfg.held_max), the chunks let past it because nothing moved there
  * for a retransmission timeout (the escape that keeps the protocol
  * live), and the ACKed chunks probed */
 struct tly_worker_held {

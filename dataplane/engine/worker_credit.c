@@ -154,8 +154,12 @@ void credit_release(struct tly_worker *w, struct wtensor *t, uint32_t idx,
  * The window bounds only the first; without a bound on all three a
  * worker ahead of the others fills the pool with partials that wait for
  * them, and every one of them is probed (docs/xdp-aggregator.md, "Under
- * load").  A fresh chunk launches only below cfg.held_max, its share of
- * the pool by default, so the workers together claim about the pool.
+ * load").  A fresh chunk launches only below cfg.held_max: by default
+ * its share of the pool, so the workers together claim at most the
+ * pool, and at most 4 windows, so that they claim little of a large one
+ * (hash collisions answer BUSY, which backs off from rto; with 16
+ * windows a 65535-slot pool and 65536-chunk tensors stalled for seconds
+ * in net4-bench's xdp scenario, with 4 it did not).
  *
  * The bound must not stall the protocol: workers that hold disjoint
  * sets (each ahead on a tensor the others have not reached, as another

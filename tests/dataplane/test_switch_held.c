@@ -5,8 +5,9 @@
  * "Under load"), over the fault fabric:
  *
  *  - workers ahead of a late one hold at most their share of the pool
- *    (held_max = n_slots / n_workers) however many chunks the tensor has,
- *    and the same run without the bound holds many times more;
+ *    (held_max = n_slots / n_workers, at most 4 windows) however many
+ *    chunks the tensor has, and the same run without the bound holds
+ *    many times more; a large pool bounds at 4 windows;
  *  - two workers each ahead on another tensor (another priority order)
  *    both at the bound: the escape launches past it and the job finishes;
  *  - a worker holding 3000 ACKed chunks probes at most acked_probes of
@@ -107,9 +108,18 @@ static uint32_t late_worker_run(uint32_t held_max, uint32_t *escapes)
 
 static void test_share_of_pool(void **state)
 {
+	struct cl_cfg c = {
+		.n_workers = 2, .k = K, .role = CL_DEDICATED,
+		.n_slots = 0x10000, .window = 16,
+		.profile = TLY_PROFILE_SWITCH,
+	};
+	struct cluster *cl = cl_create(&c);
 	uint32_t escapes, peak;
 
 	(void)state;
+	assert_non_null(cl);
+	assert_int_equal(held_of(cl, 0).max, 4 * 16);	/* not 32768 */
+	cl_destroy(cl);
 	peak = late_worker_run(0, &escapes);
 	/* the bound was reached and held: no launch past it was due */
 	assert_int_equal(escapes, 0);
