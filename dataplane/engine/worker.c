@@ -41,6 +41,17 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 		w->cfg.rto_max_ns = 64 * cfg->rto_ns;
 	if (!w->cfg.release_max)
 		w->cfg.release_max = cfg->window < 64 ? 256 : 4 * cfg->window;
+	if (!w->cfg.held_max) {
+		/* its share of the pool, at most 4 windows:
+		 * docs/protocol.md, "What a worker holds" */
+		w->cfg.held_max = cfg->n_slots / cfg->n_workers;
+		if (w->cfg.held_max / 4 > cfg->window)
+			w->cfg.held_max = 4 * cfg->window;
+	}
+	if (w->cfg.held_max < cfg->window)
+		w->cfg.held_max = cfg->window;
+	if (!w->cfg.acked_probes)
+		w->cfg.acked_probes = 4;
 	w->lim = (struct tly_wire_limits){
 		.job = cfg->job, .cookie = cfg->cookie, .k = cfg->k,
 		.n_ranks = cfg->n_workers,
@@ -232,6 +243,9 @@ static void timer_one(struct tly_worker *w, struct wtensor *t, uint32_t i,
 		}
 		break;
 	case C_ACKED:
+		if (ch->deadline <= now &&
+		    !credit_probe(w, t, i, now, &ch->deadline))
+			break;		/* the round's probes are spent */
 		if (ch->deadline <= now) {
 			w->c.retx++;
 			t->algo->send(w, t, i, TLY_F_RETX | TLY_F_ACK_REQ);
@@ -312,7 +326,9 @@ static void tensor_fresh(struct tly_worker *w, struct wtensor *t,
 	uint32_t idx;
 
 	while (w->inflight < w->cfg.window && t->algo->next(w, t, &idx)) {
-		if (!credit_room(w, t->algo->dest(w, t, idx))) {
+		uint16_t dst = t->algo->dest(w, t, idx);
+
+		if (!credit_room(w, dst) || !credit_hold_room(w, dst, now)) {
 			t->algo->unget(t, idx);
 			return;
 		}

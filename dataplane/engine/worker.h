@@ -91,6 +91,14 @@ struct tly_worker_cfg {
 	uint8_t result_group;
 	uint32_t release_max;		/* chunks releasing at once (0: 4 x
 					 * window, at least 256) */
+	/* switch profile: chunks launched and not completed (in flight,
+	 * held in a partial sum, refused) per aggregator, beyond which no
+	 * fresh chunk goes there (0: n_slots / n_workers, at most 4 x
+	 * window, at least window); and ACKed chunks probed per
+	 * aggregator per round trip, oldest first (0: 4)
+	 * (docs/protocol.md, "What a worker holds") */
+	uint32_t held_max;
+	uint32_t acked_probes;
 	/* congestion control; fields left at zero take the defaults of
 	 * dataplane/engine/cc.h */
 	uint8_t cc_off;			/* 1: a fixed window, as before */
@@ -124,6 +132,20 @@ const struct tly_counters *tly_worker_counters(const struct tly_worker *w);
 /* the congestion window towards @node, in packets (cfg.window when
  * cc_off or @node is no destination of this worker) */
 uint32_t tly_worker_cwnd(const struct tly_worker *w, uint16_t node);
+
+/* switch profile: what this worker holds at aggregator @node: chunks
+ * launched and not completed now, the most at once, the bound
+ * (cfg.held_max), the chunks let past it because nothing moved there
+ * for a retransmission timeout (the escape that keeps the protocol
+ * live), and the ACKed chunks probed */
+struct tly_worker_held {
+	uint32_t held, peak, max, escapes;
+	uint64_t probes;
+};
+
+/* 0, or -ENOENT when @node is no destination of this worker */
+int tly_worker_held(const struct tly_worker *w, uint16_t node,
+		    struct tly_worker_held *out);
 
 /* What an unfinished tensor waits for (the daemon's stuck-tensor reports).
  * by_state counts its data chunks and exponent groups per chunk state

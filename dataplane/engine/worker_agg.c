@@ -514,6 +514,7 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 	ch->state = C_DONE;
 	if (!exp)
 		t->done++;
+	credit_done(w, t, idx, now);
 	agg_receipt(w, h->tensor, h->chunk, exp, 0, now);
 	return tensor_complete(t) ? t : NULL;
 }

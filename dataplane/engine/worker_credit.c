@@ -88,7 +88,7 @@ uint64_t credit_rto(struct tly_worker *w, const struct wtensor *t,
 	return rto_of(w, w->cfg.cc_off ? NULL : dest_of(w, t, idx), retries);
 }
 
-uint64_t credit_rto_node(struct tly_worker *w, uint16_t dst,
+uint64_t credit_rto_node(const struct tly_worker *w, uint16_t dst,
 			 uint8_t retries)
 {
 	return rto_of(w, w->cfg.cc_off || dst >= w->n_dests ? NULL :
@@ -107,8 +107,20 @@ void credit_take(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	 * answered the one before): its answer is a clean sample */
 	ch->timed = 1;
 	w->inflight++;
-	if (d)
-		d->inflight++;
+	if (!d)
+		return;
+	d->inflight++;
+	if (w->cfg.profile != TLY_PROFILE_SWITCH || ch->held)
+		return;		/* a refused chunk again: already held */
+	ch->held = d->held < w->cfg.held_max ? HELD : HELD_PAST;
+	if (d->held >= w->cfg.held_max + d->extra) {
+		d->extra++;		/* the escape (credit_hold_room) */
+		d->escapes++;
+	}
+	d->held++;
+	if (d->held > d->held_peak)
+		d->held_peak = d->held;
+	d->held_changed = now;
 }
 
 void credit_release(struct tly_worker *w, struct wtensor *t, uint32_t idx,
@@ -133,6 +145,115 @@ void credit_release(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 		tly_cc_on_ack(&d->cc, &w->ccp,
 			      ch->timed && now > ch->sent ? now - ch->sent : 0,
 			      now);
+}
+
+/*
+ * What a worker holds at an aggregator, in the switch profile: chunks
+ * launched and not yet placed, whether in flight (a credit), held in a
+ * partial sum (ACKED: the ACK gave the credit back) or refused (DEFER).
+ * The window bounds only the first; without a bound on all three a
+ * worker ahead of the others fills the pool with partials that wait for
+ * them, and every one of them is probed (docs/xdp-aggregator.md, "Under
+ * load").  A fresh chunk launches only below cfg.held_max: by default
+ * its share of the pool, so the workers together claim at most the
+ * pool, and at most 4 windows, so that they claim little of a large one
+ * (hash collisions answer BUSY, which backs off from rto; with 16
+ * windows a 65535-slot pool and 65536-chunk tensors stalled for seconds
+ * in net4-bench's xdp scenario, with 4 it did not).
+ *
+ * The bound must not stall the protocol: workers that hold disjoint
+ * sets (each ahead on a tensor the others have not reached, as another
+ * priority order makes them) would wait on each other for good.  So
+ * after a retransmission timeout in which nothing there was launched or
+ * placed, one more chunk may be held (extra).  A chunk launched past the
+ * bound that is placed lets two more go (its own room and one extra, up
+ * to the window): when the others were waiting for this worker, that
+ * doubles into a full window within a few round trips.  A chunk that was
+ * within the bound gives one extra back as it is placed.  So a worker
+ * holds at most held_max + window, plus one a timeout while it waits
+ * for a slow worker, and the extra drains as the others catch up.
+ */
+int credit_hold_room(const struct tly_worker *w, uint16_t dst, uint64_t now)
+{
+	const struct wdest *d;
+
+	if (w->cfg.profile != TLY_PROFILE_SWITCH || dst >= w->n_dests)
+		return 1;
+	d = &w->dests[dst];
+	if (d->held < w->cfg.held_max + d->extra)
+		return 1;
+	return now - d->held_changed >= credit_rto_node(w, dst, 0);
+}
+
+void credit_done(struct tly_worker *w, struct wtensor *t, uint32_t idx,
+		 uint64_t now)
+{
+	struct wchunk *ch = &t->chunks[idx];
+	struct wdest *d;
+	uint8_t held = ch->held;
+
+	if (!held)
+		return;
+	ch->held = 0;
+	d = dest_of(w, t, idx);
+	if (!d)
+		return;
+	d->held--;
+	d->held_changed = now;
+	if (held == HELD_PAST && d->extra < w->cfg.window)
+		d->extra++;
+	else if (held == HELD && d->extra)
+		d->extra--;
+}
+
+/*
+ * ACKED chunks are probed (DATA again, RETX) to recover a RESULT or a
+ * partial that was lost.  Each one every acked_ns made the probes grow
+ * with the chunks held; in the switch profile each aggregator gets
+ * cfg.acked_probes a round trip (srtt, or rto_ns before a sample or
+ * with cc_off), taken by the due chunks in the order the timers are
+ * scanned: tensors in send order, each from its oldest chunk.  A due
+ * chunk that finds the round spent waits for the next, keeping its
+ * place, so the oldest go first.
+ */
+int credit_probe(struct tly_worker *w, const struct wtensor *t,
+		 uint32_t idx, uint64_t now, uint64_t *retry)
+{
+	struct wdest *d = dest_of(w, t, idx);
+	uint64_t round;
+
+	if (w->cfg.profile != TLY_PROFILE_SWITCH || !d)
+		return 1;
+	round = !w->cfg.cc_off && d->cc.srtt ? d->cc.srtt : w->cfg.rto_ns;
+	if (!round)
+		round = 1;
+	if (now - d->probe_round >= round) {
+		d->probe_round = now;
+		d->probes_in_round = 0;
+	}
+	if (d->probes_in_round >= w->cfg.acked_probes) {
+		*retry = d->probe_round + round;
+		return 0;
+	}
+	d->probes_in_round++;
+	d->probes++;
+	return 1;
+}
+
+int tly_worker_held(const struct tly_worker *w, uint16_t node,
+		    struct tly_worker_held *out)
+{
+	const struct wdest *d;
+
+	if (node >= w->n_dests)
+		return -ENOENT;
+	d = &w->dests[node];
+	*out = (struct tly_worker_held){
+		.held = d->held, .peak = d->held_peak,
+		.max = w->cfg.held_max, .escapes = d->escapes,
+		.probes = d->probes,
+	};
+	return 0;
 }
 
 /*

@@ -36,6 +36,10 @@ enum chunk_state {
 	C_IDLE,		/* ring: nothing to send until a hop arrives */
 };
 
+/* wchunk.held (worker_credit.c) */
+#define HELD		1	/* launched within the bound */
+#define HELD_PAST	2	/* launched past it (wdest.extra) */
+
 /* ring receive flags */
 #define R_RS_IN		0x01	/* reduce-scatter hop received */
 #define R_AG_IN		0x02	/* all-gather hop received */
@@ -45,6 +49,8 @@ struct wchunk {
 	uint64_t sent;		/* first transmission of its credit */
 	uint8_t state;
 	uint8_t retries;
+	uint8_t held;		/* switch profile: counted in its
+				 * aggregator's wdest.held (HELD_*) */
 	int8_t shift;		/* AGG float: the agreed block shift */
 	uint8_t rflags;		/* ring */
 	uint16_t hop;		/* ring: the hop this chunk sends next */
@@ -157,6 +163,18 @@ struct wdest {
 	uint32_t inflight;	/* credits held by packets to this node */
 	uint64_t answered;	/* latest first-send time that got an answer */
 	uint8_t any_answer;
+	/* switch profile: chunks launched and not completed (ACKED and
+	 * DEFER included), bounded by cfg.held_max */
+	uint32_t held;
+	uint32_t held_peak;
+	uint32_t extra;		/* chunks allowed past the bound now */
+	uint32_t escapes;	/* extras granted after a stall */
+	uint64_t held_changed;	/* when held last went up or down */
+	/* switch profile: ACKed chunks probed in the round begun at
+	 * probe_round (cfg.acked_probes a round) */
+	uint64_t probe_round;
+	uint32_t probes_in_round;
+	uint64_t probes;
 };
 
 struct tly_worker {
@@ -255,6 +273,23 @@ void credit_take(struct tly_worker *w, struct wtensor *t, uint32_t idx,
  */
 void credit_release(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 		    int answered, uint64_t now);
+/*
+ * Switch profile: whether a fresh chunk to @dst may launch, given what
+ * this worker holds there (cfg.held_max; past it after a retransmission
+ * timeout without a launch or completion there).
+ */
+int credit_hold_room(const struct tly_worker *w, uint16_t dst,
+		     uint64_t now);
+/* chunk @idx is placed (C_DONE): it no longer counts as held */
+void credit_done(struct tly_worker *w, struct wtensor *t, uint32_t idx,
+		 uint64_t now);
+/*
+ * Switch profile: ACKED chunk @idx is due for a probe.  1: send it (the
+ * round's budget allows); 0: not in this round, *@retry is when the
+ * next begins.  Other profiles: always 1.
+ */
+int credit_probe(struct tly_worker *w, const struct wtensor *t,
+		 uint32_t idx, uint64_t now, uint64_t *retry);
 /* INFLIGHT chunk @idx timed out and is being sent again */
 void credit_timeout(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 		    uint64_t now);
@@ -262,7 +297,7 @@ void credit_timeout(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 uint64_t credit_rto(struct tly_worker *w, const struct wtensor *t,
 		    uint32_t idx, uint8_t retries);
 /* the same for a packet to node @dst */
-uint64_t credit_rto_node(struct tly_worker *w, uint16_t dst,
+uint64_t credit_rto_node(const struct tly_worker *w, uint16_t dst,
 			 uint8_t retries);
 
 /* worker_release.c: the switch profile's releases (chunk keys of

@@ -101,6 +101,8 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 				.chunk_rotate = cfg->chunk_rotate,
 				.profile = cfg->profile,
 				.release_max = cfg->release_max,
+				.held_max = cfg->held_max,
+				.acked_probes = cfg->acked_probes,
 				.net = net,
 				.ops = fab_ops(cl->fab, i, 0, cl->addrs),
 				.done = done_cb, .done_ctx = &cl->nodes[i],
