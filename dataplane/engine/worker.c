@@ -22,7 +22,8 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 
 	if (!cfg->n_workers || cfg->n_workers > TLY_MAX_WORKERS ||
 	    cfg->rank >= cfg->n_workers || cfg->k < TLY_K_MIN ||
-	    cfg->k > TLY_K_MAX || !cfg->n_slots || cfg->n_slots > 0x10000 ||
+	    cfg->k > TLY_K_MAX || !cfg->n_slots ||
+	    cfg->n_slots > TLY_MAX_SLOTS ||
 	    !cfg->window || !cfg->max_tensors || !cfg->ops.alloc ||
 	    !cfg->ops.send || (cfg->n_aggs && !cfg->agg_nodes))
 		return NULL;
@@ -179,7 +180,7 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 	 * int32 only (docs/xdp-aggregator.md): it would drop narrow ones */
 	if (d->codec != TLY_CODEC_NONE && w->cfg.result_group)
 		return -EINVAL;
-	if (d->count > (size_t)0x10000 * codec->chunk_elems(w->cfg.k))
+	if (d->count > (size_t)TLY_MAX_CHUNKS * codec->chunk_elems(w->cfg.k))
 		return -EINVAL;
 	/* sign_ef's count lanes and vote, block_topk's partial blocks and
 	 * PULL are the software aggregator's (docs/compression.md
