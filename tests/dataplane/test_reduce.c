@@ -1324,6 +1324,23 @@ static int helpers_on(const char *want, int *mismatch)
 	return helpers;
 }
 
+/*
+ * helpers_on() once it counts @expect: a thread that pthread_join()
+ * returned for stays in /proc/self/task until the kernel reaps it, a
+ * moment later (a destroyed pool's helpers were counted in CI).  Up to 2 s.
+ */
+static int helpers_settled(const char *want, int expect, int *mismatch)
+{
+	const struct timespec ms = { .tv_nsec = 1000000 };
+	int n = helpers_on(want, mismatch);
+
+	for (int i = 0; i < 2000 && n != expect; i++) {
+		nanosleep(&ms, NULL);
+		n = helpers_on(want, mismatch);
+	}
+	return n;
+}
+
 /* the CPUs this process may run on, as the kernel lists them */
 static void allowed_list(char *buf, size_t len)
 {
@@ -1369,7 +1386,7 @@ static void test_reduce_pool_pin_cpus(void **state)
 		assert_non_null(pool);
 		snprintf(want, sizeof(want), "%d", cpu);
 		/* not pinned yet: where the process may run */
-		assert_int_equal(helpers_on(all, &mismatch), 2);
+		assert_int_equal(helpers_settled(all, 2, &mismatch), 2);
 		assert_int_equal(mismatch, 0);
 		if (tly_placement_resolve(&p, -1, want, err, sizeof(err)))
 			fail_msg("cpus %s: %s", want, err);
@@ -1386,7 +1403,7 @@ static void test_reduce_pool_pin_cpus(void **state)
 				   64 * REDUCE_BLOCK_ELEMS + 1, 2, 1);
 		reduce_pool_destroy(pool);
 	}
-	assert_int_equal(helpers_on("", &mismatch), 0);	/* all joined */
+	assert_int_equal(helpers_settled("", 0, &mismatch), 0); /* joined */
 }
 
 /* a thread created after the policy was set reports its own */
@@ -1436,7 +1453,7 @@ static void test_placement_numa_node(void **state)
 	pool = reduce_pool_create(3);
 	assert_non_null(pool);
 	assert_int_equal(reduce_pool_pin(pool, &p.cpus), 0);
-	assert_int_equal(helpers_on(node_cpus, &mismatch), 2);
+	assert_int_equal(helpers_settled(node_cpus, 2, &mismatch), 2);
 	assert_int_equal(mismatch, 0);
 	reduce_pool_destroy(pool);
 
