@@ -459,6 +459,9 @@ void cluster_submit_group(struct cluster *c, struct lg_group *g)
 	cluster_ops_pump(c, tly_now_ns());
 }
 
+_Static_assert(SCHED_DAEMON_BSP_HOLD == TALLY_MAX_INFLIGHT,
+	       "BSP's hold bound is what one client may have pending");
+
 int cluster_ops_init(struct cluster *c)
 {
 	struct sched_cfg sc;

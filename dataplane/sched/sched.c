@@ -195,6 +195,18 @@ static void bsp_close(struct sched *s, uint64_t iteration)
 		s->n_closed++;
 }
 
+/* BSP: gradients of @iteration held for its last one */
+static uint32_t bsp_held(const struct sched *s, uint64_t iteration)
+{
+	uint32_t i, n = 0;
+
+	for (i = s->head; i != NIL; i = s->items[i].next)
+		if (!s->items[i].releasable &&
+		    s->items[i].it.iteration == iteration)
+			n++;
+	return n;
+}
+
 /* ByteScheduler order: older iteration, then priority, then ready order. */
 static bool bs_before(const struct pending *x, const struct pending *y)
 {
@@ -235,6 +247,12 @@ int sched_ready(struct sched *s, const struct sched_item *it, uint64_t now_ns)
 			bsp_close(s, it->iteration);
 		else if (bsp_is_closed(s, it->iteration))
 			p->releasable = true;	/* late: its iteration went */
+		else if (s->cfg.bsp_hold_max &&
+			 bsp_held(s, it->iteration) >= s->cfg.bsp_hold_max)
+			/* its clients may be unable to submit more, the
+			 * last one included: what is held goes, and the
+			 * rest of the iteration as it comes */
+			bsp_close(s, it->iteration);
 	} else if (s->cfg.policy == SCHED_BYTESCHEDULER) {
 		/* Preemption: it overtakes a less urgent partition that
 		 * became ready before it and is not yet released. */
@@ -665,6 +683,7 @@ void sched_cfg_daemon(struct sched_cfg *sc, enum sched_policy policy,
 		 * than the bound; ring: crossed credits are routine and their
 		 * waits would feed the unit time (docs/scheduling.md) */
 		.stall_adapt = aggregate,
+		.bsp_hold_max = SCHED_DAEMON_BSP_HOLD,
 	};
 }
 

@@ -73,6 +73,11 @@ struct sched_cfg {
 	/* ... or for twice the usual time from a unit's release to its
 	 * completion, when that is longer */
 	bool stall_adapt;
+	/* BSP: an iteration also goes once this many of its gradients are
+	 * held (0: no bound).  A client has at most TALLY_MAX_INFLIGHT
+	 * requests pending, so one whose iteration has more gradients
+	 * could never submit the one flagged last (docs/scheduling.md) */
+	uint32_t bsp_hold_max;
 };
 
 /* A gradient that became ready. */
@@ -116,13 +121,16 @@ struct sched;
 
 /* The ByteScheduler stall bound tallyd runs with (docs/scheduling.md). */
 #define SCHED_DAEMON_STALL_NS (50 * 1000000ull)
+/* The BSP hold bound tallyd runs with: TALLY_MAX_INFLIGHT, the requests
+ * one client may have pending (ctrl/cluster_ops.c checks they agree). */
+#define SCHED_DAEMON_BSP_HOLD 256
 
 /*
  * The configuration tallyd's multi-host job runs its scheduler with
  * (ctrl/cluster_ops.c), which tally-sim simulates, so both take it from
  * here: max_items slots, ByteScheduler's partition, credit and autotune
  * as configured, the adaptive stall bound for aggregation (aggregate =
- * true), merge plans only for MG-WFBP.
+ * true), merge plans only for MG-WFBP, BSP's hold bound.
  */
 void sched_cfg_daemon(struct sched_cfg *sc, enum sched_policy policy,
 		      uint32_t max_items, uint64_t partition_bytes,

@@ -124,6 +124,47 @@ static void test_bsp_holds_then_releases(void **state)
 	sched_destroy(s);
 }
 
+/* An iteration with more gradients than a client may have pending goes
+ * once that many are held (its last one could never come), the rest of
+ * it as it comes; another iteration's held ones do not count. */
+static void test_bsp_hold_bound(void **state)
+{
+	struct sched_cfg c = {
+		.policy = SCHED_BSP, .max_items = 16, .bsp_hold_max = 3,
+	};
+	struct sched *s = sched_create(&c);
+
+	(void)state;
+	assert_non_null(s);
+	assert_int_equal(rdy(s, 20, 2, 0, 50, false, 0), 0);	/* next iter */
+	assert_int_equal(rdy(s, 10, 1, 0, 100, false, 1), 0);
+	assert_int_equal(rdy(s, 11, 1, 0, 200, false, 2), 0);
+	expect_none(s, 3);
+	assert_int_equal(rdy(s, 12, 1, 0, 300, false, 4), 0);
+	expect_whole(s, 5, 10, 100);
+	expect_whole(s, 5, 11, 200);
+	expect_whole(s, 5, 12, 300);
+	expect_none(s, 5);			/* iteration 2: 1 held */
+	assert_int_equal(rdy(s, 13, 1, 0, 400, false, 6), 0);
+	expect_whole(s, 7, 13, 400);		/* after the bound: at once */
+	assert_int_equal(rdy(s, 14, 1, 0, 500, true, 8), 0);
+	expect_whole(s, 9, 14, 500);
+	expect_none(s, 9);
+	sched_destroy(s);
+
+	/* tallyd's configuration holds up to a client's requests */
+	sched_cfg_daemon(&c, SCHED_BSP, 512, 0, 0, false, false);
+	assert_int_equal(c.bsp_hold_max, SCHED_DAEMON_BSP_HOLD);
+	s = sched_create(&c);
+	assert_non_null(s);
+	for (uint64_t k = 0; k < SCHED_DAEMON_BSP_HOLD - 1; k++)
+		assert_int_equal(rdy(s, k, 1, 0, 8, false, k), 0);
+	expect_none(s, 1000);
+	assert_int_equal(rdy(s, 1000, 1, 0, 8, false, 1000), 0);
+	expect_whole(s, 1001, 0, 8);
+	sched_destroy(s);
+}
+
 static void test_wfbp_fifo(void **state)
 {
 	struct sched *s = mk(SCHED_WFBP, 16);
@@ -766,6 +807,7 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_create_rejects),
 		cmocka_unit_test(test_bsp_holds_then_releases),
+		cmocka_unit_test(test_bsp_hold_bound),
 		cmocka_unit_test(test_wfbp_fifo),
 		cmocka_unit_test(test_mgwfbp_merge_while_busy),
 		cmocka_unit_test(test_mgwfbp_idle_goes_alone),
