@@ -248,14 +248,27 @@ static int run(struct tally_client *c, struct profile *p,
 			}
 			sleep_us(fwd * o->dilation);
 		}
-		/* backward: each gradient goes out as it is produced */
-		for (int i = 0; i < p->n; i++) {
+		/* backward: each gradient goes out as it is produced; with
+		 * TALLY_MAX_INFLIGHT pending (BERT-Large has 391 gradients)
+		 * wait for the oldest and retry, as a framework would */
+		for (int i = 0, oldest = 0; i < p->n; i++) {
 			struct tensor *t = &p->t[i];
+			uint32_t flags = i == p->n - 1 ?
+					 TALLY_F_LAST_OF_ITERATION : 0;
 
 			sleep_us(t->bwd_us * o->dilation);
-			ret = allreduce(c, t, (uint64_t)i, (uint64_t)it,
-					i == p->n - 1 ?
-					TALLY_F_LAST_OF_ITERATION : 0, false);
+			while ((ret = allreduce(c, t, (uint64_t)i,
+						(uint64_t)it, flags, false)) ==
+			       -TALLY_EAGAIN) {
+				while (oldest < i && !p->t[oldest].pending)
+					oldest++;
+				if (oldest == i)
+					break;	/* nothing of ours to reap */
+				p->t[oldest].pending = false;
+				ret = tally_wait(c, p->t[oldest].req, 600000);
+				if (ret)
+					return ret;
+			}
 			if (ret)
 				return ret;
 		}
