@@ -236,6 +236,7 @@ struct meas {
 	uint32_t hosts;
 	int iterations;
 	double dilation, samples;
+	double plan_a_ns, plan_b;	/* the replay's measured cost model */
 	double pred;
 };
 
@@ -262,13 +263,13 @@ static const struct machine tuned = { 250, 8000, 1000000, 1, 500000 };
  * (FAILED) are skipped.
  */
 enum { C_MODEL, C_NET, C_METHOD, C_HOSTS, C_DIL, C_SAMPLES, C_ITER, C_SET,
-       C_N };
+       C_A, C_B, C_N };
 
 static int read_meas(const char *path, struct meas **out)
 {
 	static const char *const names[C_N] = {
 		"model", "net", "method", "hosts", "dilation", "samples_per_s",
-		"iterations", "set",
+		"iterations", "set", "a_us", "b_ns_per_byte",
 	};
 	FILE *f = fopen(path, "r");
 	int col[C_N], n = 0;
@@ -281,7 +282,7 @@ static int read_meas(const char *path, struct meas **out)
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
-		char *fld[32], *save = NULL, *end;
+		char *fld[32], *end;
 		struct meas m = { .iterations = 2 };
 		struct meas *nv;
 		int nf = 0;
@@ -289,8 +290,9 @@ static int read_meas(const char *path, struct meas **out)
 		line[strcspn(line, "\r\n")] = 0;
 		if (line[0] == '#' || !line[0])
 			continue;
-		for (char *t = strtok_r(line, ",", &save); t && nf < 32;
-		     t = strtok_r(NULL, ",", &save))
+		/* strsep: an empty field (a_us of an older row) is a field */
+		for (char *t, *rest = line;
+		     nf < 32 && (t = strsep(&rest, ",")) != NULL;)
 			fld[nf++] = t;
 		if (!header) {
 			for (int c = 0; c < C_N; c++) {
@@ -326,6 +328,11 @@ static int read_meas(const char *path, struct meas **out)
 		snprintf(m.set, sizeof(m.set), "%s",
 			 col[C_SET] >= 0 && col[C_SET] < nf ?
 			 fld[col[C_SET]] : "check");
+		if (col[C_A] >= 0 && col[C_A] < nf &&
+		    col[C_B] >= 0 && col[C_B] < nf) {
+			m.plan_a_ns = 1000 * atof(fld[col[C_A]]);
+			m.plan_b = atof(fld[col[C_B]]);
+		}
 		if (m.hosts == 0 || m.dilation <= 0 || m.iterations < 1)
 			continue;
 		nv = realloc(v, (size_t)(n + 1) * sizeof(*v));
@@ -371,6 +378,10 @@ static int predict(const struct opts *o, struct meas *m,
 	c.gpus = 1;
 	c.dilation = m->dilation;
 	c.iterations = m->iterations;	/* as the replay measured */
+	/* MG-WFBP plans with the cost model the replays measured through
+	 * tally, when the row has it: the plan decides what is merged */
+	c.plan_a_ns = m->plan_a_ns;
+	c.plan_b_ns_per_byte = m->plan_b;
 	c.replay_timing = true;
 	ret = sim_run(&c, &r);
 	sim_profile_free(&p);

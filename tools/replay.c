@@ -137,6 +137,32 @@ static int allreduce(struct tally_client *c, struct tensor *t, uint64_t key,
 }
 
 /*
+ * Submit gradient @i of iteration @iter (the last one flagged).  With
+ * TALLY_MAX_INFLIGHT requests pending (BERT-Large has 391 gradients) wait
+ * for the oldest of this backward (*@oldest onwards) and retry, as a
+ * framework would.
+ */
+static int submit_reaping(struct tally_client *c, struct profile *p, int i,
+			  uint64_t iter, int *oldest)
+{
+	uint32_t flags = i == p->n - 1 ? TALLY_F_LAST_OF_ITERATION : 0;
+	int ret;
+
+	while ((ret = allreduce(c, &p->t[i], (uint64_t)i, iter, flags,
+				false)) == -TALLY_EAGAIN) {
+		while (*oldest < i && !p->t[*oldest].pending)
+			++*oldest;
+		if (*oldest == i)
+			break;		/* nothing of ours to reap */
+		p->t[*oldest].pending = false;
+		ret = tally_wait(c, p->t[*oldest].req, 600000);
+		if (ret)
+			break;
+	}
+	return ret;
+}
+
+/*
  * Measure a and b through tally (keys above every tensor's), then average
  * them over all processes, so every host computes the same plan.
  */
@@ -248,27 +274,10 @@ static int run(struct tally_client *c, struct profile *p,
 			}
 			sleep_us(fwd * o->dilation);
 		}
-		/* backward: each gradient goes out as it is produced; with
-		 * TALLY_MAX_INFLIGHT pending (BERT-Large has 391 gradients)
-		 * wait for the oldest and retry, as a framework would */
+		/* backward: each gradient goes out as it is produced */
 		for (int i = 0, oldest = 0; i < p->n; i++) {
-			struct tensor *t = &p->t[i];
-			uint32_t flags = i == p->n - 1 ?
-					 TALLY_F_LAST_OF_ITERATION : 0;
-
-			sleep_us(t->bwd_us * o->dilation);
-			while ((ret = allreduce(c, t, (uint64_t)i,
-						(uint64_t)it, flags, false)) ==
-			       -TALLY_EAGAIN) {
-				while (oldest < i && !p->t[oldest].pending)
-					oldest++;
-				if (oldest == i)
-					break;	/* nothing of ours to reap */
-				p->t[oldest].pending = false;
-				ret = tally_wait(c, p->t[oldest].req, 600000);
-				if (ret)
-					return ret;
-			}
+			sleep_us(p->t[i].bwd_us * o->dilation);
+			ret = submit_reaping(c, p, i, (uint64_t)it, &oldest);
 			if (ret)
 				return ret;
 		}
@@ -372,11 +381,11 @@ int main(int argc, char **argv)
 			for (uint64_t e = 0; e < p.t[i].elements; e++)
 				p.t[i].buf[e] = (float)(e % 5);
 		/* the whole step at once, as bsp needs its last gradient */
-		for (int i = 0; i < p.n && !ret; i++)
-			ret = allreduce(c, &p.t[i], (uint64_t)i, 1u << 30,
-					i == p.n - 1 ?
-					TALLY_F_LAST_OF_ITERATION : 0, false);
+		for (int i = 0, oldest = 0; i < p.n && !ret; i++)
+			ret = submit_reaping(c, &p, i, 1u << 30, &oldest);
 		for (int i = 0; i < p.n && !ret; i++) {
+			if (!p.t[i].pending)
+				continue;	/* reaped on the way */
 			p.t[i].pending = false;
 			ret = tally_wait(c, p.t[i].req, 600000);
 		}
