@@ -389,23 +389,28 @@ static uint64_t mg_deadline(const struct sched *s)
  * MG-WFBP with a merge plan: the items carry the plan's group numbers
  * (computed by every process from the same profile and cost model), and a
  * group leaves as one unit once it is closed: an item of another group (or
- * iteration) is ready behind it, or the iteration's last item is in it.
- * Decided by the items alone, so every host forms the same units, which a
- * multi-host all-reduce needs (timing differs between hosts).
+ * iteration) is ready behind it, or the iteration's last item is in it; or
+ * as several, each closed at SCHED_MAX_SEGMENTS items or before the item
+ * that would take it past SCHED_MAX_MERGED_BYTES.  Decided by the items
+ * alone, so every host forms the same units, which a multi-host
+ * all-reduce needs (timing differs between hosts).
  */
 static int next_mg_group(struct sched *s, uint64_t now, struct sched_unit *u)
 {
 	const struct sched_item *h = &s->items[s->head].it;
+	uint64_t bytes = 0;
 	uint32_t i, n = 0;
 	bool closed = false;
 
 	for (i = s->head; i != NIL; i = s->items[i].next) {
 		const struct sched_item *it = &s->items[i].it;
 
-		if (it->iteration != h->iteration || it->group != h->group) {
+		if (it->iteration != h->iteration || it->group != h->group ||
+		    (n && bytes + it->bytes > SCHED_MAX_MERGED_BYTES)) {
 			closed = true;
 			break;
 		}
+		bytes += it->bytes;
 		n++;
 		if (it->last || n == SCHED_MAX_SEGMENTS) {
 			closed = true;

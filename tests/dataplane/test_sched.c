@@ -737,6 +737,38 @@ static void test_mgwfbp_plan_groups(void **state)
 	sched_destroy(s);
 }
 
+/* A group larger than SCHED_MAX_MERGED_BYTES leaves as several units, each
+ * closed before the item that would take it past the bound; an item
+ * larger than the bound goes alone. */
+static void test_mgwfbp_plan_byte_bound(void **state)
+{
+	const uint64_t q = SCHED_MAX_MERGED_BYTES / 4;
+	struct sched *s = mk(SCHED_MGWFBP, 16);
+	struct sched_unit u;
+
+	(void)state;
+	rdy_group(s, 0, 0, 1, q, false, 0);
+	rdy_group(s, 1, 0, 1, 2 * q, false, 0);
+	rdy_group(s, 2, 0, 1, q, false, 0);		/* exactly the bound */
+	rdy_group(s, 3, 0, 1, 2, false, 0);
+	assert_int_equal(sched_next(s, 0, &u), 1);
+	assert_int_equal(u.n_segments, 3);
+	assert_int_equal(u.bytes, SCHED_MAX_MERGED_BYTES);
+	expect_none(s, 0);		/* key 3: its group is still open */
+	rdy_group(s, 4, 0, 1, 5 * q, false, 0);	/* alone: over the bound */
+	assert_int_equal(sched_next(s, 0, &u), 1);
+	assert_int_equal(u.n_segments, 1);	/* key 3 */
+	assert_int_equal(KEY(u.seg[0].user), 3);
+	rdy_group(s, 5, 0, 1, 1, true, 0);
+	assert_int_equal(sched_next(s, 0, &u), 1);
+	assert_int_equal(u.n_segments, 1);	/* key 4 */
+	assert_int_equal(u.bytes, 5 * q);
+	assert_int_equal(sched_next(s, 0, &u), 1);
+	assert_int_equal(KEY(u.seg[0].user), 5);
+	expect_none(s, 0);
+	sched_destroy(s);
+}
+
 /*
  * mg_plan_only (what the daemon sets): the timing of test_mgwfbp_merge_
  * while_busy merges nothing, since another host's timing would merge
@@ -815,6 +847,7 @@ int main(void)
 		cmocka_unit_test(test_mgwfbp_never_mixes_iterations),
 		cmocka_unit_test(test_mgwfbp_segment_cap),
 		cmocka_unit_test(test_mgwfbp_plan_groups),
+		cmocka_unit_test(test_mgwfbp_plan_byte_bound),
 		cmocka_unit_test(test_mgwfbp_plan_only),
 		cmocka_unit_test(test_bs_partition_sizes),
 		cmocka_unit_test(test_bs_priority_order),
