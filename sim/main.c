@@ -238,6 +238,7 @@ struct meas {
 	double dilation, samples;
 	double plan_a_ns, plan_b;	/* the replay's measured cost model */
 	double pred;
+	uint32_t groups;		/* MG-WFBP's plan: merge groups */
 };
 
 /*
@@ -386,6 +387,7 @@ static int predict(const struct opts *o, struct meas *m,
 	ret = sim_run(&c, &r);
 	sim_profile_free(&p);
 	m->pred = r.samples_per_s;
+	m->groups = r.groups;
 	return ret;
 }
 
@@ -489,13 +491,17 @@ static int calibrate(const struct opts *o)
 	}
 	if (predict_all(o, v, n, &best))
 		return 1;
-	printf("%-12s %-5s %-18s %-6s %10s %10s %8s\n", "model", "net",
-	       "method", "set", "measured", "sim", "error");
-	for (int i = 0; i < n; i++)
-		printf("%-12s %-5s %-18s %-6s %10.1f %10.1f %+7.1f%%\n",
+	printf("%-12s %-5s %-18s %-6s %10s %10s %8s  %s\n", "model", "net",
+	       "method", "set", "measured", "sim", "error", "groups");
+	for (int i = 0; i < n; i++) {
+		printf("%-12s %-5s %-18s %-6s %10.1f %10.1f %+7.1f%%",
 		       v[i].model, v[i].net, v[i].method, v[i].set,
 		       v[i].samples, v[i].pred,
 		       100 * (v[i].pred - v[i].samples) / v[i].samples);
+		if (v[i].groups)
+			printf("  %u", v[i].groups);
+		printf("\n");
+	}
 	printf("median abs err: all %.3f, tune %.3f, check %.3f\n",
 	       median_err(v, n, NULL), median_err(v, n, "tune"),
 	       median_err(v, n, "check"));
