@@ -410,5 +410,6 @@ int main(int argc, char **argv)
 	       samples / (procs * o.single_throughput), a / o.dilation,
 	       b * 1e3 / o.dilation, groups, p.n);
 	tally_disconnect(c);
+	free(p.t);
 	return 0;
 }
