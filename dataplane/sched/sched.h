@@ -52,7 +52,8 @@ enum sched_policy {
 #define SCHED_MAX_SEGMENTS 64	/* segments one (merged) unit may hold */
 /* bytes a merged unit may hold (one item alone may be larger): tallyd
  * gathers a merged unit into a buffer of its own on its control thread,
- * and a 1 GB gather kept its heartbeats back for over a second */
+ * and a plan of one group (BERT-Large on this machine) would copy the
+ * whole 1.3 GB model there twice an iteration */
 #define SCHED_MAX_MERGED_BYTES (64ull << 20)
 
 struct sched_cfg {
