@@ -337,6 +337,32 @@ static bool paused(struct dp_thread *t, uint32_t cmd)
 	}
 }
 
+/* A turn that found no work: poll on, yield or sleep. */
+static void idle_turn(struct dp_thread *t, uint64_t now,
+		      uint64_t idle_since, uint64_t *yielded)
+{
+	/* an emulated frame is due within the spin margin */
+	bool emu_due = t->tp->emu && !transport_emu_sleep_ns(t->tp, now, 1);
+
+	if (emu_due && now - *yielded < TRANSPORT_EMU_SPIN_MAX_NS) {
+		/* poll on without yielding, a yield on a busy core may give
+		 * the core away past the release.  (Sleeping instead of the
+		 * yielding spin below while frames are held made the 100 us
+		 * figure worse: 1.8-1.9 against 1.4-1.7.)  But not for
+		 * longer than the margin's cap: a shaped link holds a frame
+		 * due every few microseconds, and loops that never yielded
+		 * starved the control threads of heartbeats ("another
+		 * member of the group was lost", BERT-Large through
+		 * tools/experiment). */
+		return;
+	}
+	if (emu_due || now - idle_since < t->cfg.spin_ns)
+		sched_yield();	/* a peer may need this core */
+	else
+		idle_wait(t, now);
+	*yielded = transport_now_ns();
+}
+
 static void *dp_main(void *arg)
 {
 	struct dp_thread *t = arg;
@@ -366,26 +392,8 @@ static void *dp_main(void *arg)
 		if (run_once(t, now)) {
 			idle_since = now;
 			t->dirty = true;
-		} else if (t->tp->emu && !transport_emu_sleep_ns(t->tp, now, 1) &&
-			   now - yielded < TRANSPORT_EMU_SPIN_MAX_NS) {
-			/* an emulated frame is due within the spin margin: poll
-			 * on without yielding, a yield on a busy core may give
-			 * the core away past the release.  (Sleeping instead of
-			 * the yielding spin below while frames are held made
-			 * the 100 us figure worse: 1.8-1.9 against 1.4-1.7.)
-			 * But not for longer than the margin's cap: a shaped
-			 * link holds a frame due every few microseconds, and
-			 * loops that never yielded starved the control threads
-			 * of heartbeats ("another member of the group was
-			 * lost", BERT-Large through tools/experiment). */
-		} else if (now - idle_since < t->cfg.spin_ns ||
-			   (t->tp->emu && !transport_emu_sleep_ns(t->tp, now,
-								  1))) {
-			sched_yield();	/* a peer may need this core */
-			yielded = transport_now_ns();
 		} else {
-			idle_wait(t, now);
-			yielded = transport_now_ns();
+			idle_turn(t, now, idle_since, &yielded);
 		}
 		if (t->dirty && now - t->published_ns >= DP_PUBLISH_NS)
 			publish(t, now);
