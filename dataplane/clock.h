@@ -25,4 +25,17 @@ static inline uint64_t tly_now_ms(void)
 	return tly_now_ns() / 1000000ull;
 }
 
+/* CLOCK_MONOTONIC - CLOCK_REALTIME in ns: what moves a kernel's
+ * CLOCK_REALTIME stamp (SO_TIMESTAMPNS) onto this clock.  It changes when
+ * the wall clock is stepped. */
+static inline int64_t tly_mono_minus_real_ns(void)
+{
+	struct timespec real, mono;
+
+	clock_gettime(CLOCK_REALTIME, &real);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	return ((int64_t)mono.tv_sec - real.tv_sec) * 1000000000 +
+	       mono.tv_nsec - real.tv_nsec;
+}
+
 #endif /* TALLY_DATAPLANE_CLOCK_H */

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "dataplane/clock.h"
 #include "dataplane/transport/udp.h"
 
 /* room for the UDP_GRO segment size and the SO_TIMESTAMPNS stamp */
@@ -132,14 +133,8 @@ static int rx_fill(struct transport *tp, int fd, int n)
 	r = recvmmsg(fd, msg, (unsigned int)n, MSG_DONTWAIT, NULL);
 	if (r <= 0)
 		return 0;
-	if (tp->rx_stamps) {
-		struct timespec real, mono;
-
-		clock_gettime(CLOCK_REALTIME, &real);
-		clock_gettime(CLOCK_MONOTONIC, &mono);
-		mono_minus_real = ((int64_t)mono.tv_sec - real.tv_sec) *
-				  1000000000 + mono.tv_nsec - real.tv_nsec;
-	}
+	if (tp->rx_stamps)
+		mono_minus_real = tly_mono_minus_real_ns();
 	for (i = 0; i < r; i++)
 		rx_buf_fill(tp, &u->rxb[u->rx_head++ & (u->rx_nbufs - 1)],
 			    &msg[i], mono_minus_real);

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 #include <errno.h>
 
+#include "dataplane/clock.h"
 #include "dataplane/transport/transport.h"
 #include "frames.h"
 #include "tp_nodes.h"
@@ -296,17 +297,6 @@ static void test_emu_ingress_rate(void **state)
  * receiving thread was asleep) is still due at its arrival + delay, not
  * at the read + delay.  The sender does not hold it.
  */
-/* CLOCK_MONOTONIC - CLOCK_REALTIME, ns */
-static int64_t mono_minus_real(void)
-{
-	struct timespec real, mono;
-
-	clock_gettime(CLOCK_REALTIME, &real);
-	clock_gettime(CLOCK_MONOTONIC, &mono);
-	return ((int64_t)mono.tv_sec - real.tv_sec) * 1000000000 +
-	       mono.tv_nsec - real.tv_nsec;
-}
-
 static void test_emu_delay_from_arrival(void **state)
 {
 	/* a delay far longer than a loaded machine's oversleep, so the
@@ -325,7 +315,7 @@ static void test_emu_delay_from_arrival(void **state)
 	open_node(&a, 0, &emu);
 	open_node(&b, 1, &emu);
 	assert_true(a.rx_stamps && b.rx_stamps);
-	step = mono_minus_real();
+	step = tly_mono_minus_real_ns();
 	before = transport_now_ns();
 	assert_int_equal(tp_send_frames(&a, 1, 7, 1), 1);
 	transport_tx_flush(&a, transport_now_ns());
@@ -341,7 +331,7 @@ static void test_emu_delay_from_arrival(void **state)
 	 * the read: a step of the wall clock in between (this VM's clock
 	 * is set by its host) moves it by as much, which is not the
 	 * emulator's error */
-	step = mono_minus_real() - step;
+	step = tly_mono_minus_real_ns() - step;
 	if (step < 0)
 		step = -step;
 	if (step > 20000)
