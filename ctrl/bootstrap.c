@@ -7,15 +7,19 @@
  *            | 12 epoch u32
  *   entry:   0 rank u16 | 2 role u8 | 3 local size u8 | 4 mac[6] | 10 port u16
  *            | 12 ip u32
- *   REGISTER (40): entry | 16 job key u32 | 20 world u16 | 22 algorithm u8
- *            | 23 pad | 24 member's nonce[16]
- *   ROSTER (20 + 16n): 0 job key u32 | 4 pool slots u32 | 8 k u16
- *            | 10 n u16 | 12 algorithm u8 | 13..19 pad | 20 entries
+ *   REGISTER (40 [+ 6 (T - 1)]): entry | 16 job key u32 | 20 world u16
+ *            | 22 algorithm u8 | 23 threads T u8 | 24 member's nonce[16]
+ *            [| 40 the MACs of threads 1 .. T-1, 6 bytes each]
+ *   ROSTER (20 + 16n [+ 6n (T - 1)]): 0 job key u32 | 4 pool slots u32
+ *            | 8 k u16 | 10 n u16 | 12 algorithm u8 | 13 T u8 (0: no
+ *            table) | 14..19 pad | 20 entries [| the MACs of threads
+ *            1 .. T-1 of entry 0, then of entry 1, ...]
  *   HEARTBEAT, PEER_DOWN, ABORT (4): rank u16 | pad u16
  *   REFUSE (4): reason u16 | pad u16
  *   CHALLENGE (16): coordinator's nonce[16]
  *   then every message: MAC tag[32] (auth.h)
  */
+#include <stdbool.h>
 #include <string.h>
 #include <strings.h>
 
@@ -25,6 +29,33 @@
 
 #define REGISTER_LEN 40
 #define PEER_LEN 4
+#define MAC_LEN 6
+
+/* the per-thread MAC table's bytes for one member of @threads threads */
+static size_t thread_macs_len(unsigned int threads)
+{
+	return threads > 1 ? (size_t)(threads - 1) * MAC_LEN : 0;
+}
+
+bool boot_has_thread_macs(const struct boot_member *e, unsigned int threads)
+{
+	for (unsigned int t = 0; t + 1 < threads && t < BOOT_THREAD_MACS; t++)
+		for (int b = 0; b < MAC_LEN; b++)
+			if (e->thread_mac[t][b])
+				return true;
+	return false;
+}
+
+static unsigned int reg_threads(const struct boot_msg *m)
+{
+	return m->reg.threads ? m->reg.threads : 1;
+}
+
+static size_t reg_table_len(const struct boot_msg *m)
+{
+	return boot_has_thread_macs(&m->reg.self, reg_threads(m)) ?
+	       thread_macs_len(reg_threads(m)) : 0;
+}
 
 static int role_ok(int role)
 {
@@ -58,13 +89,23 @@ static int get_entry(const uint8_t *p, struct boot_member *e)
 	return role_ok(e->role) && e->port != 0 && e->ip != 0 ? 0 : -1;
 }
 
+/* a roster's table: entry 0's threads 1 .. T-1, then entry 1's, ... */
+static void put_thread_macs(uint8_t *p, const struct boot_msg *m)
+{
+	size_t row = thread_macs_len(m->roster.threads);
+
+	for (unsigned int i = 0; row && i < m->roster.n; i++)
+		memcpy(p + i * row, m->roster.m[i].thread_mac, row);
+}
+
 static size_t payload_len(const struct boot_msg *m)
 {
 	switch (m->type) {
 	case BOOT_REGISTER:
-		return REGISTER_LEN;
+		return REGISTER_LEN + reg_table_len(m);
 	case BOOT_ROSTER:
-		return BOOT_ROSTER_FIXED + (size_t)m->roster.n * BOOT_ENTRY_LEN;
+		return BOOT_ROSTER_FIXED + (size_t)m->roster.n *
+		       (BOOT_ENTRY_LEN + thread_macs_len(m->roster.threads));
 	case BOOT_HEARTBEAT:
 	case BOOT_PEER_DOWN:
 	case BOOT_REFUSE:
@@ -84,7 +125,10 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 
 	if (len == 0 || BOOT_HDR_LEN + len + BOOT_TAG_LEN > cap ||
 	    (m->type == BOOT_ROSTER && (m->roster.n == 0 ||
-					m->roster.n > BOOT_MAX_MEMBERS)))
+					m->roster.n > BOOT_MAX_MEMBERS ||
+					m->roster.threads == 1 ||
+					m->roster.threads > BOOT_MAX_THREADS)) ||
+	    (m->type == BOOT_REGISTER && reg_threads(m) > BOOT_MAX_THREADS))
 		return -1;
 	memset(buf, 0, BOOT_HDR_LEN + len + BOOT_TAG_LEN);
 	tly_put32(buf, BOOT_MAGIC);
@@ -105,6 +149,8 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 		p[23] = (uint8_t)((m->reg.threads ? m->reg.threads : 1) |
 				  (m->reg.profile ? 0x80 : 0));
 		memcpy(p + 24, m->reg.nonce, AUTH_NONCE_LEN);
+		memcpy(p + REGISTER_LEN, m->reg.self.thread_mac,
+		       reg_table_len(m));
 		break;
 	case BOOT_ROSTER:
 		tly_put32(p, m->roster.job_key);
@@ -112,9 +158,12 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 		tly_put16(p + 8, m->roster.k);
 		tly_put16(p + 10, m->roster.n);
 		p[12] = m->roster.algorithm;
+		p[13] = m->roster.threads;
 		for (unsigned int i = 0; i < m->roster.n; i++)
 			put_entry(p + BOOT_ROSTER_FIXED + i * BOOT_ENTRY_LEN,
 				  &m->roster.m[i]);
+		put_thread_macs(p + BOOT_ROSTER_FIXED +
+				m->roster.n * BOOT_ENTRY_LEN, m);
 		break;
 	case BOOT_REFUSE:
 		tly_put16(p, m->refuse.reason);
@@ -132,15 +181,25 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 static int decode_roster(const uint8_t *p, uint32_t len, struct boot_msg *m)
 {
 	uint8_t seen[BOOT_MAX_MEMBERS] = { 0 };
+	const uint8_t *table;
+	size_t row;
 
 	m->roster.job_key = tly_get32(p);
 	m->roster.pool_slots = tly_get32(p + 4);
 	m->roster.k = tly_get16(p + 8);
 	m->roster.n = tly_get16(p + 10);
 	m->roster.algorithm = p[12];
+	m->roster.threads = p[13];
+	if (m->roster.threads == 1 || m->roster.threads > BOOT_MAX_THREADS)
+		return BOOT_E_FIELD;
+	row = thread_macs_len(m->roster.threads);
 	if (m->roster.n == 0 || m->roster.n > BOOT_MAX_MEMBERS ||
-	    len != BOOT_ROSTER_FIXED + (uint32_t)m->roster.n * BOOT_ENTRY_LEN)
+	    len != BOOT_ROSTER_FIXED + (uint32_t)m->roster.n *
+				       (BOOT_ENTRY_LEN + row))
 		return BOOT_E_LENGTH;
+	table = p + BOOT_ROSTER_FIXED + m->roster.n * BOOT_ENTRY_LEN;
+	for (unsigned int i = 0; row && i < m->roster.n; i++)
+		memcpy(m->roster.m[i].thread_mac, table + i * row, row);
 	if (!algo_ok(m->roster.algorithm) || m->roster.k == 0 ||
 	    m->roster.pool_slots == 0)
 		return BOOT_E_FIELD;
@@ -172,7 +231,9 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 	m->epoch = tly_get32(buf + 12);
 	switch (m->type) {
 	case BOOT_REGISTER:
-		if (plen != REGISTER_LEN)
+		/* the table's width is checked against threads below */
+		if (plen < REGISTER_LEN ||
+		    plen > REGISTER_LEN + thread_macs_len(BOOT_MAX_THREADS))
 			return BOOT_E_LENGTH;
 		break;
 	case BOOT_ROSTER:
@@ -211,6 +272,17 @@ int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m)
 		m->reg.threads = p[23] & 0x7f ? p[23] & 0x7f : 1;
 		m->reg.profile = p[23] >> 7;
 		memcpy(m->reg.nonce, p + 24, AUTH_NONCE_LEN);
+		if (m->reg.threads > BOOT_MAX_THREADS)
+			return BOOT_E_FIELD;
+		if (plen != REGISTER_LEN &&
+		    plen != REGISTER_LEN + thread_macs_len(m->reg.threads))
+			return BOOT_E_LENGTH;
+		memcpy(m->reg.self.thread_mac, p + REGISTER_LEN,
+		       plen - REGISTER_LEN);
+		/* a table is sent only with a MAC in it */
+		if (plen != REGISTER_LEN &&
+		    !boot_has_thread_macs(&m->reg.self, m->reg.threads))
+			return BOOT_E_FIELD;
 		if (m->reg.world == 0 || m->reg.world > BOOT_MAX_MEMBERS ||
 		    m->reg.self.rank >= m->reg.world ||
 		    !algo_ok(m->reg.algorithm) ||

@@ -13,15 +13,17 @@
  *
  * Wire format: a 16-byte header (magic, version, type, payload length,
  * epoch), then a fixed payload per type (ROSTER: a fixed part and one
- * 16-byte entry per member), then a 32-byte MAC tag (auth.h; zero in a
- * CHALLENGE, whose nonce needs none: a forged one only makes the first
- * authenticated message fail).  Network byte order, fixed offsets; the
+ * 16-byte entry per member; REGISTER and ROSTER may end in a table of
+ * per-thread MACs, see boot_member), then a 32-byte MAC tag (auth.h;
+ * zero in a CHALLENGE, whose nonce needs none: a forged one only makes
+ * the first authenticated message fail).  Network byte order, fixed offsets; the
  * decoder checks every field before anything is used, the caller checks
  * the tag (auth_open) before the message is acted on.
  */
 #ifndef TALLY_CTRL_BOOTSTRAP_H
 #define TALLY_CTRL_BOOTSTRAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,8 +36,13 @@
 #define BOOT_ENTRY_LEN 16
 #define BOOT_ROSTER_FIXED 20
 #define BOOT_TAG_LEN AUTH_TAG_LEN
+/* [dataplane] threads at most; threads 1 .. 15 may have a MAC each */
+#define BOOT_MAX_THREADS 16
+#define BOOT_THREAD_MACS (BOOT_MAX_THREADS - 1)
 #define BOOT_MAX_MSG (BOOT_HDR_LEN + BOOT_ROSTER_FIXED + \
-		      BOOT_MAX_MEMBERS * BOOT_ENTRY_LEN + BOOT_TAG_LEN)
+		      BOOT_MAX_MEMBERS * (BOOT_ENTRY_LEN + \
+					  6 * BOOT_THREAD_MACS) + \
+		      BOOT_TAG_LEN)
 
 enum boot_type {
 	BOOT_REGISTER = 1,
@@ -69,9 +76,17 @@ struct boot_member {
 	uint16_t rank;
 	uint8_t role;
 	uint8_t local_size;	/* training processes on it (0: aggregator) */
-	uint8_t mac[6];
+	uint8_t mac[6];		/* dataplane thread 0's */
 	uint32_t ip;		/* host byte order */
-	uint16_t port;
+	uint16_t port;		/* thread s uses port + s */
+	/*
+	 * The MAC of dataplane thread s (s = 1 .. threads - 1) at
+	 * thread_mac[s - 1], for a transport whose threads are not told
+	 * apart by port + s: rdma's queue pair per thread (02:LL:LL:QQ:QQ:QQ,
+	 * dataplane/transport/rdma.c).  All zero: none (udp, dpdk); then
+	 * REGISTER and ROSTER carry no table.
+	 */
+	uint8_t thread_mac[BOOT_THREAD_MACS][6];
 };
 
 struct boot_msg {
@@ -94,6 +109,9 @@ struct boot_msg {
 			uint16_t k;
 			uint32_t pool_slots;
 			uint8_t algorithm;
+			/* the width of the members' thread_mac tables:
+			 * [dataplane] threads, or 0 when no member has one */
+			uint8_t threads;
 			uint16_t n;
 			struct boot_member m[BOOT_MAX_MEMBERS];
 		} roster;
@@ -129,6 +147,9 @@ enum boot_error {
 	BOOT_E_FIELD = -5,	/* a field out of range */
 };
 int boot_decode(const uint8_t *buf, size_t len, struct boot_msg *m);
+
+/* whether @e has a MAC for any of its threads 1 .. @threads - 1 */
+bool boot_has_thread_macs(const struct boot_member *e, unsigned int threads);
 
 const char *boot_error_str(int err);
 const char *boot_role_name(int role);

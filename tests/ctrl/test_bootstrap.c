@@ -206,6 +206,84 @@ static int encode_then(struct boot_msg *m, size_t at, uint8_t byte)
 	return boot_decode(buf, (size_t)len, &out);
 }
 
+/* rdma's queue pair per dataplane thread: a MAC for each thread past the
+ * first rides after REGISTER's fixed part and after ROSTER's entries */
+static void test_thread_macs_round_trip(void **state)
+{
+	struct boot_msg in = { .type = BOOT_REGISTER }, out;
+	struct boot_msg ros = sample_roster(3);
+	size_t table;
+	int len;
+
+	(void)state;
+	in.reg.self = member(1, ROLE_WORKER);
+	in.reg.world = 2;
+	in.reg.algorithm = ALGO_AGGREGATE;
+	in.reg.threads = 3;
+	in.reg.self.thread_mac[0][5] = 0x21;
+	in.reg.self.thread_mac[1][0] = 0x02;
+	/* past threads - 1: not the member's, not sent */
+	in.reg.self.thread_mac[2][0] = 0x77;
+	len = boot_encode(&in, buf, sizeof(buf));
+	assert_int_equal(len, BOOT_HDR_LEN + 40 + 2 * 6 + BOOT_TAG_LEN);
+	assert_int_equal(buf[BOOT_HDR_LEN + 40 + 5], 0x21);
+	assert_int_equal(buf[BOOT_HDR_LEN + 46], 0x02);
+	assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
+	assert_memory_equal(out.reg.self.thread_mac, in.reg.self.thread_mac,
+			    2 * 6);
+	assert_int_equal(out.reg.self.thread_mac[2][0], 0);
+	/* the table's width must be the threads': 2 threads, 2 MACs */
+	assert_int_equal(encode_then(&in, BOOT_HDR_LEN + 23, 2),
+			 BOOT_E_LENGTH);
+	assert_int_equal(encode_then(&in, BOOT_HDR_LEN + 23, 17),
+			 BOOT_E_FIELD);
+	/* a length that is no table at all */
+	len = boot_encode(&in, buf, sizeof(buf));
+	buf[11] = 40 + 5;
+	assert_int_equal(boot_decode(buf, (size_t)len, &out), BOOT_E_LENGTH);
+	/* a table without a MAC (the encoder leaves such a table out) */
+	len = boot_encode(&in, buf, sizeof(buf));
+	memset(buf + BOOT_HDR_LEN + 40, 0, 2 * 6);
+	assert_int_equal(boot_decode(buf, (size_t)len, &out), BOOT_E_FIELD);
+	/* all zero: no table, the message of one without it */
+	memset(in.reg.self.thread_mac, 0, sizeof(in.reg.self.thread_mac));
+	assert_int_equal(boot_encode(&in, buf, sizeof(buf)),
+			 BOOT_HDR_LEN + 40 + BOOT_TAG_LEN);
+
+	ros.roster.threads = 2;
+	for (int i = 0; i < 3; i++)
+		ros.roster.m[i].thread_mac[0][4] = (uint8_t)(0x50 + i);
+	len = boot_encode(&ros, buf, sizeof(buf));
+	table = BOOT_HDR_LEN + BOOT_ROSTER_FIXED + 3 * BOOT_ENTRY_LEN;
+	assert_int_equal(len, (int)table + 3 * 6 + BOOT_TAG_LEN);
+	assert_int_equal(buf[BOOT_HDR_LEN + 13], 2);
+	assert_int_equal(buf[table + 6 + 4], 0x51);
+	assert_int_equal(boot_decode(buf, (size_t)len, &out), len);
+	assert_int_equal(out.roster.threads, 2);
+	for (int i = 0; i < 3; i++)
+		assert_memory_equal(&out.roster.m[i], &ros.roster.m[i],
+				    sizeof(ros.roster.m[i]));
+	/* a width of 1 (no MAC to carry), beyond 16, or not the length's */
+	assert_int_equal(encode_then(&ros, BOOT_HDR_LEN + 13, 1),
+			 BOOT_E_FIELD);
+	assert_int_equal(encode_then(&ros, BOOT_HDR_LEN + 13, 17),
+			 BOOT_E_FIELD);
+	assert_int_equal(encode_then(&ros, BOOT_HDR_LEN + 13, 3),
+			 BOOT_E_LENGTH);
+	assert_int_equal(encode_then(&ros, BOOT_HDR_LEN + 13, 0),
+			 BOOT_E_LENGTH);
+	/* and the encoder refuses to write them */
+	ros.roster.threads = 1;
+	assert_int_equal(boot_encode(&ros, buf, sizeof(buf)), -1);
+	ros.roster.threads = BOOT_MAX_THREADS + 1;
+	assert_int_equal(boot_encode(&ros, buf, sizeof(buf)), -1);
+	/* the largest roster fits the largest message */
+	ros = sample_roster(BOOT_MAX_MEMBERS);
+	ros.roster.threads = BOOT_MAX_THREADS;
+	assert_int_equal(boot_encode(&ros, buf, sizeof(buf)), BOOT_MAX_MSG);
+	assert_int_equal(boot_decode(buf, BOOT_MAX_MSG, &out), BOOT_MAX_MSG);
+}
+
 static void test_malformed_header(void **state)
 {
 	struct boot_msg m = { .type = BOOT_HEARTBEAT };
@@ -298,6 +376,7 @@ int main(void)
 		cmocka_unit_test(test_register_round_trip),
 		cmocka_unit_test(test_challenge_round_trip),
 		cmocka_unit_test(test_roster_round_trip),
+		cmocka_unit_test(test_thread_macs_round_trip),
 		cmocka_unit_test(test_small_messages_round_trip),
 		cmocka_unit_test(test_truncated_waits_for_more),
 		cmocka_unit_test(test_two_messages_back_to_back),

@@ -266,16 +266,26 @@ static void v_confirm(const struct vec_line *l)
 	check_bytes(l, "bytes", out, len);
 }
 
-/* rank/role/local/mac/ip/port */
+/* rank/role/local/mac/ip/port[/mac1+mac2...: threads 1 .. T-1] */
 static void member_of(const char *s, struct boot_member *e)
 {
-	unsigned int rank, role, local, port;
-	char mac[13];
+	unsigned int rank, role, local, port, t = 0;
+	char mac[13], tmac[13];
 	unsigned long ip;
+	int used = 0;
 
 	memset(e, 0, sizeof(*e));
-	if (sscanf(s, "%u/%u/%u/%12[0-9a-f]/%lx/%u", &rank, &role, &local,
-		   mac, &ip, &port) != 6)
+	if (sscanf(s, "%u/%u/%u/%12[0-9a-f]/%lx/%u%n", &rank, &role, &local,
+		   mac, &ip, &port, &used) != 6)
+		fail_msg("%s:%u: bad member %s", path, lineno, s);
+	for (s += used; *s == (t ? '+' : '/'); s += 13, t++) {
+		if (t >= BOOT_THREAD_MACS ||
+		    sscanf(s + 1, "%12[0-9a-f]", tmac) != 1 ||
+		    strlen(tmac) != 12)
+			fail_msg("%s:%u: bad thread MAC %s", path, lineno, s);
+		mac_of(tmac, e->thread_mac[t]);
+	}
+	if (*s)
 		fail_msg("%s:%u: bad member %s", path, lineno, s);
 	e->rank = (uint16_t)rank;
 	e->role = (uint8_t)role;
@@ -309,6 +319,9 @@ static void v_boot(const struct vec_line *l)
 		m.roster.k = (uint16_t)U("k");
 		m.roster.pool_slots = (uint32_t)U("pool_slots");
 		m.roster.algorithm = (uint8_t)U("algorithm");
+		/* optional: the width of the thread MAC table */
+		if (vec_str(l, "threads"))
+			m.roster.threads = (uint8_t)U("threads");
 		snprintf(list, sizeof(list), "%s", vec_str(l, "members"));
 		for (tok = strtok_r(list, ",", &save); tok;
 		     tok = strtok_r(NULL, ",", &save))
@@ -333,6 +346,7 @@ static void v_boot(const struct vec_line *l)
 	CHECK(back.type == m.type && back.epoch == m.epoch);
 	if (m.type == BOOT_ROSTER)
 		CHECK(back.roster.n == m.roster.n &&
+		      back.roster.threads == m.roster.threads &&
 		      !memcmp(back.roster.m, m.roster.m,
 			      m.roster.n * sizeof(m.roster.m[0])));
 	if (m.type == BOOT_REGISTER)

@@ -196,6 +196,17 @@ boot_seeds = {
     "roster": boot(2, struct.pack(">IIHHB7x", 42, 4096, 256, 2, 1)
                    + entry(0, 1, 7000, 0x0a4d0001)
                    + entry(1, 2, 7001, 0x0a4d0002)),
+    # rdma: 3 dataplane threads, a MAC (queue pair) for threads 1 and 2
+    "register-threads": boot(1, entry(1, 1, 7001, 0x0a4d0002)
+                             + struct.pack(">IHBB", 42, 4, 1, 3)
+                             + bytes(range(100, 116))
+                             + bytes([2, 0, 0, 0, 1, 0x12,
+                                      2, 0, 0, 0, 1, 0x13]), epoch=0),
+    "roster-threads": boot(2, struct.pack(">IIHHBB6x", 42, 4096, 256, 2, 1, 2)
+                           + entry(0, 1, 7000, 0x0a4d0001)
+                           + entry(1, 2, 7001, 0x0a4d0002)
+                           + bytes([2, 0, 0, 0, 0, 0x41,
+                                    2, 0, 0, 0, 0, 0x42])),
     "heartbeat": boot(3, struct.pack(">HH", 1, 0)),
     "refuse": boot(5, struct.pack(">HH", 4, 0), epoch=0),
 }

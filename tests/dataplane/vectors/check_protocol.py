@@ -144,23 +144,33 @@ def confirm(rank, n_aggs, to, receipts):
 # ---- section 14: control messages ----------------------------------------
 
 def entry(s):
-    rank, role, local, mac, ip, port = s.split("/")
+    """A member entry's 16 bytes, and its thread MAC table (threads 1 ..
+    T-1, 6 bytes each; empty when the member has none)."""
+    rank, role, local, mac, ip, port, *table = s.split("/")
+    macs = b"".join(bytes.fromhex(m) for t in table for m in t.split("+"))
     return struct.pack(">HBB6sHI", int(rank), int(role), int(local),
-                       bytes.fromhex(mac), int(port), int(ip, 0))
+                       bytes.fromhex(mac), int(port), int(ip, 0)), macs
 
 
 def boot(f):
     typ, epoch = num(f["type"]), num(f["epoch"])
     if typ == 1:
-        p = (entry(f["self"]) +
-             struct.pack(">IHBB", num(f["job_key"]), num(f["world"]),
-                         num(f["algorithm"]), num(f["threads"])) +
-             bytes.fromhex(f["nonce"]))
+        e, macs = entry(f["self"])
+        threads = num(f["threads"])
+        assert len(macs) in (0, 6 * (threads - 1))
+        p = (e + struct.pack(">IHBB", num(f["job_key"]), num(f["world"]),
+                             num(f["algorithm"]), threads) +
+             bytes.fromhex(f["nonce"]) + macs)
     elif typ == 2:
-        members = f["members"].split(",")
-        p = struct.pack(">IIHHB7x", num(f["job_key"]), num(f["pool_slots"]),
-                        num(f["k"]), len(members), num(f["algorithm"]))
-        p += b"".join(entry(m) for m in members)
+        members = [entry(m) for m in f["members"].split(",")]
+        threads = num(f.get("threads", "0"))
+        p = struct.pack(">IIHHBB6x", num(f["job_key"]), num(f["pool_slots"]),
+                        num(f["k"]), len(members), num(f["algorithm"]),
+                        threads)
+        p += b"".join(e for e, _ in members)
+        for _, macs in members:
+            assert len(macs) == (6 * (threads - 1) if threads else 0)
+            p += macs
     elif typ == 5:
         p = struct.pack(">HH", num(f["reason"]), 0)
     elif typ == 7:

@@ -334,11 +334,17 @@ static void confirms(void)
 	}
 }
 
-static void member(const struct boot_member *e)
+/* rank/role/local/mac/ip/port[/the MACs of threads 1 .. @threads-1,
+ * joined by +] */
+static void member(const struct boot_member *e, unsigned int threads)
 {
 	printf("%u/%u/%u/", e->rank, e->role, e->local_size);
 	hex(e->mac, 6);
 	printf("/0x%08x/%u", e->ip, e->port);
+	for (unsigned int t = 0; t + 1 < threads; t++) {
+		putchar(t ? '+' : '/');
+		hex(e->thread_mac[t], 6);
+	}
 }
 
 static void boot_line(const struct boot_msg *m)
@@ -354,10 +360,14 @@ static void boot_line(const struct boot_msg *m)
 static void boot(void)
 {
 	struct boot_member e[3] = {
-		{ 0, ROLE_WORKER, 4, { 2, 0, 0, 0, 0, 1 }, 0x0a000001, 7000 },
-		{ 1, ROLE_COLOCATED, 1, { 2, 0, 0, 0, 0, 2 }, 0x0a000002,
-		  7000 },
-		{ 2, ROLE_AGGREGATOR, 0, { 0 }, 0xc0a80003, 65535 },
+		{ .rank = 0, .role = ROLE_WORKER, .local_size = 4,
+		  .mac = { 2, 0, 0, 0, 0, 1 }, .ip = 0x0a000001,
+		  .port = 7000 },
+		{ .rank = 1, .role = ROLE_COLOCATED, .local_size = 1,
+		  .mac = { 2, 0, 0, 0, 0, 2 }, .ip = 0x0a000002,
+		  .port = 7000 },
+		{ .rank = 2, .role = ROLE_AGGREGATOR, .ip = 0xc0a80003,
+		  .port = 65535 },
 	};
 	struct boot_msg m = { .type = BOOT_REGISTER, .epoch = 0 };
 
@@ -369,7 +379,19 @@ static void boot(void)
 	for (int i = 0; i < 16; i++)
 		m.reg.nonce[i] = (uint8_t)(0x10 * i + 1);
 	printf("boot type=%u epoch=%u self=", m.type, m.epoch);
-	member(&m.reg.self);
+	member(&m.reg.self, 1);
+	printf(" job_key=%u world=%u algorithm=%u threads=%u nonce=",
+	       m.reg.job_key, m.reg.world, m.reg.algorithm, m.reg.threads);
+	hex(m.reg.nonce, 16);
+	boot_line(&m);
+
+	/* the same with 3 threads that have a MAC each (rdma's queue pairs:
+	 * 02:LL:LL:QQ:QQ:QQ) */
+	m.reg.threads = 3;
+	memcpy(m.reg.self.thread_mac[0], "\x02\x00\x00\x00\x01\x12", 6);
+	memcpy(m.reg.self.thread_mac[1], "\x02\x00\x00\x00\x01\x13", 6);
+	printf("boot type=%u epoch=%u self=", m.type, m.epoch);
+	member(&m.reg.self, m.reg.threads);
 	printf(" job_key=%u world=%u algorithm=%u threads=%u nonce=",
 	       m.reg.job_key, m.reg.world, m.reg.algorithm, m.reg.threads);
 	hex(m.reg.nonce, 16);
@@ -390,7 +412,25 @@ static void boot(void)
 	for (int i = 0; i < 3; i++) {
 		if (i)
 			putchar(',');
-		member(&e[i]);
+		member(&e[i], 1);
+	}
+	boot_line(&m);
+
+	/* with a table of 2 threads: one MAC each (all zero: a member
+	 * without one) */
+	m.roster.threads = 2;
+	for (int i = 0; i < 2; i++) {
+		memcpy(m.roster.m[i].thread_mac[0], e[i].mac, 6);
+		m.roster.m[i].thread_mac[0][5] |= 0x40;
+	}
+	printf("boot type=%u epoch=%u job_key=%u k=%u pool_slots=%u "
+	       "algorithm=%u threads=%u members=", m.type, m.epoch,
+	       m.roster.job_key, m.roster.k, m.roster.pool_slots,
+	       m.roster.algorithm, m.roster.threads);
+	for (int i = 0; i < 3; i++) {
+		if (i)
+			putchar(',');
+		member(&m.roster.m[i], m.roster.threads);
 	}
 	boot_line(&m);
 
