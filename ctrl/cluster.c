@@ -134,8 +134,16 @@ static void network_down(struct cluster *c, int res)
 
 /* ---- rosters ---------------------------------------------------------- */
 
+static bool mac_set(const uint8_t mac[6])
+{
+	static const uint8_t zero[6];
+
+	return memcmp(mac, zero, 6) != 0;
+}
+
 /* Shard s talks to shard s of every node: on port + s (the roster and the
- * registration carry the base port). */
+ * registration carry the base port), and at the node's MAC for thread s
+ * when the roster has one (rdma: the queue pair of that thread). */
 static void shard_addrs(struct cluster *c, struct cluster_shard *sh)
 {
 	unsigned int s = (unsigned int)(sh - c->shards);
@@ -143,6 +151,8 @@ static void shard_addrs(struct cluster *c, struct cluster_shard *sh)
 	for (uint16_t i = 0; i < c->n_nodes; i++) {
 		sh->addrs[i] = c->addrs[i];
 		sh->addrs[i].port = (uint16_t)(c->addrs[i].port + s);
+		if (s && mac_set(c->thread_macs[i][s - 1]))
+			memcpy(sh->addrs[i].mac, c->thread_macs[i][s - 1], 6);
 	}
 }
 
@@ -347,6 +357,8 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 		c->addrs[i].ip = e->ip;
 		c->addrs[i].port = e->port;
 		memcpy(c->addrs[i].mac, e->mac, 6);
+		memcpy(c->thread_macs[i], e->thread_mac,
+		       sizeof(c->thread_macs[i]));
 		if (e->rank == c->cfg->rank) {
 			me = e;
 			c->self_node = i;
@@ -638,12 +650,13 @@ static int shards_check(struct cluster *c, int *cpus, int *n_cpus)
 
 	c->n_shards = (unsigned int)cfg->dp_threads;
 	*n_cpus = 0;
-	/* udp: a socket per thread; dpdk: a queue pair per thread */
+	/* udp: a socket per thread; dpdk: a queue pair per port and
+	 * thread; rdma: a queue pair per thread */
 	if (c->n_shards > 1 && strcmp(cfg->transport, "udp") &&
-	    strcmp(cfg->transport, "dpdk")) {
+	    strcmp(cfg->transport, "dpdk") && strcmp(cfg->transport, "rdma")) {
 		log_err("dataplane.threads = %u: the %s transport drives one "
-			"queue, so one thread; only udp and dpdk take more "
-			"(set dataplane.threads = 1)", c->n_shards,
+			"queue, so one thread; only udp, dpdk and rdma take "
+			"more (set dataplane.threads = 1)", c->n_shards,
 			cfg->transport);
 		return -1;
 	}
@@ -778,6 +791,11 @@ struct cluster *cluster_start(const struct cluster_env *env)
 
 		if (tp->has_local_mac)
 			memcpy(mc.self.mac, tp->local_mac, 6);
+		/* rdma: every thread's queue pair, for the roster */
+		for (unsigned int s = 1; s < c->n_shards; s++)
+			if (c->shards[s].tp.has_local_mac)
+				memcpy(mc.self.thread_mac[s - 1],
+				       c->shards[s].tp.local_mac, 6);
 		if (tp->local_port)
 			mc.self.port = c->addrs[0].port = tp->local_port;
 		ret = membership_start(&c->mb, &mc, &ops, env->epoll_fd);

@@ -54,7 +54,8 @@ struct net_unit {
  * while the thread is paused (or before it starts, after it stops).
  */
 struct cluster_shard {
-	/* the roster's addresses with this shard's ports (udp: port + s) */
+	/* the roster's addresses with this shard's ports (udp, dpdk:
+	 * port + s) or MACs (rdma: thread s's queue pair) */
 	struct tly_addr addrs[BOOT_MAX_MEMBERS];
 	struct transport tp;
 	bool tp_open;
@@ -74,6 +75,9 @@ struct cluster {
 	bool dp_stuck;			/* a thread missed a pause: hands off */
 	uint32_t epoch;
 	struct tly_addr addrs[BOOT_MAX_MEMBERS];
+	/* node i's thread s MAC at [i][s - 1] (rdma: a queue pair per
+	 * thread), all zero when the roster has none */
+	uint8_t thread_macs[BOOT_MAX_MEMBERS][BOOT_THREAD_MACS][6];
 	uint16_t n_nodes, self_node, n_workers, n_aggs;
 	uint16_t agg_nodes[BOOT_MAX_MEMBERS];
 	int total_procs;		/* AVG divides by this */

@@ -116,6 +116,10 @@ static void build_roster(struct membership *m, struct boot_msg *r)
 			    m->cfg.algorithm == ALGO_AGGREGATE)
 				e.role = ROLE_COLOCATED;
 			r->roster.m[n++] = e;
+			/* rdma: thread s of every member has its own
+			 * queue pair, so its own address */
+			if (boot_has_thread_macs(&e, m->cfg.dp_threads))
+				r->roster.threads = m->cfg.dp_threads;
 		}
 	}
 	r->roster.n = n;
