@@ -15,7 +15,9 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include "cluster_harness.h"
 
@@ -215,6 +217,83 @@ double cluster_sent_bytes(const char *sock)
 		last = b;
 	}
 	return b;
+}
+
+/* @d's closing counters per thread: 0 when every one of @threads
+ * received and sent, -1 otherwise */
+static int check_thread_counters(const struct test_daemon *d, int index,
+				 unsigned int threads,
+				 unsigned long long *passed_out,
+				 unsigned long long *passed_in)
+{
+	char line[1024];
+	FILE *f = fopen(d->log, "r");
+	unsigned int seen = 0, busy = 0;
+
+	if (!f) {
+		fprintf(stderr, "daemon %d: no log %s\n", index, d->log);
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, "dataplane thread ");
+		unsigned long long turns, sleeps, rx, tx, out, in;
+		unsigned int t;
+
+		if (!p || sscanf(p, "dataplane thread %u: %llu turns, "
+				 "%llu sleeps; frames rx %llu tx %llu; "
+				 "passed to other threads %llu, from "
+				 "them %llu", &t, &turns, &sleeps, &rx,
+				 &tx, &out, &in) != 7 || t >= 32)
+			continue;
+		fprintf(stderr, "daemon %d thread %u: rx %llu tx %llu, passed on %llu, taken %llu\n",
+			index, t, rx, tx, out, in);
+		seen |= 1u << t;
+		if (rx > 0 && tx > 0)
+			busy |= 1u << t;
+		*passed_out += out;
+		*passed_in += in;
+	}
+	fclose(f);
+	if (seen == (1u << threads) - 1 && busy == seen)
+		return 0;
+	fprintf(stderr, "daemon %d: threads logged 0x%x, with traffic 0x%x; "
+		"want 0x%x\n", index, seen, busy, (1u << threads) - 1);
+	return -1;
+}
+
+int cluster_stop_check_threads(struct test_cluster *tc, unsigned int threads,
+			       unsigned long long *passed_out,
+			       unsigned long long *passed_in)
+{
+	int bad = 0;
+
+	*passed_out = *passed_in = 0;
+	usleep(100000);		/* the threads' counters published */
+	for (int d = tc->n - 1; d >= 0; d--) {
+		int st = -1;
+
+		kill(tc->d[d].pid, SIGTERM);
+		for (int i = 0; i < 500; i++) {
+			if (waitpid(tc->d[d].pid, &st, WNOHANG) ==
+			    tc->d[d].pid)
+				break;
+			usleep(10000);
+		}
+		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+			fprintf(stderr, "daemon %d did not exit cleanly\n", d);
+			bad++;
+		}
+	}
+	for (int d = 0; d < tc->n; d++) {
+		bad += check_thread_counters(&tc->d[d], d, threads, passed_out,
+					     passed_in) ? 1 : 0;
+		/* gone (killed if one hung): cluster_down() removes what
+		 * they left */
+		kill(tc->d[d].pid, SIGKILL);
+		waitpid(tc->d[d].pid, NULL, WNOHANG);
+		tc->d[d].pid = 0;
+	}
+	return bad;
 }
 
 int cluster_down(struct test_cluster *tc)

@@ -59,4 +59,17 @@ int cluster_down(struct test_cluster *tc);
  * failure */
 double cluster_sent_bytes(const char *sock);
 
+/*
+ * Stop every daemon (SIGTERM, then wait up to 5 s) and read the closing
+ * counters each logged per dataplane thread.  Every daemon must have
+ * exited cleanly, and each of its @threads threads must have received
+ * and sent frames: returns the number of daemons for which either fails
+ * (each said on stderr).  *passed_out, *passed_in sum the frames threads
+ * passed to other threads and took from them (dpdk's software split).
+ * The daemons' files stay for cluster_down().
+ */
+int cluster_stop_check_threads(struct test_cluster *tc, unsigned int threads,
+			       unsigned long long *passed_out,
+			       unsigned long long *passed_in);
+
 #endif /* TALLY_TESTS_CLUSTER_HARNESS_H */

@@ -193,54 +193,7 @@ static void run_threads_job(int workers, int aggs, const char *role)
 		cluster_show_warnings(&tc);
 	/* stop the daemons (their counters are logged on the way out) and
 	 * read the logs before cluster_down() removes them */
-	bad = 0;
-	usleep(100000);		/* the threads' counters published */
-	for (int d = tc.n - 1; d >= 0; d--) {
-		int st = -1;
-
-		kill(tc.d[d].pid, SIGTERM);
-		for (int i = 0; i < 500; i++) {
-			if (waitpid(tc.d[d].pid, &st, WNOHANG) == tc.d[d].pid)
-				break;
-			usleep(10000);
-		}
-		bad += !WIFEXITED(st) || WEXITSTATUS(st);
-	}
-	for (int d = 0; d < tc.n; d++) {
-		char line[1024];
-		FILE *f = fopen(tc.d[d].log, "r");
-		int seen = 0;
-
-		assert_non_null(f);
-		while (fgets(line, sizeof(line), f)) {
-			const char *p = strstr(line, "dataplane thread ");
-			unsigned long long turns, sleeps, rx, tx, out, in;
-			unsigned int t;
-
-			if (!p || sscanf(p, "dataplane thread %u: %llu turns, "
-					 "%llu sleeps; frames rx %llu tx %llu; "
-					 "passed to other threads %llu, from "
-					 "them %llu", &t, &turns, &sleeps, &rx,
-					 &tx, &out, &in) != 7)
-				continue;
-			fprintf(stderr, "daemon %d thread %u: rx %llu tx %llu, passed on %llu, taken %llu\n",
-				d, t, rx, tx, out, in);
-			assert_true(t < 2);
-			assert_true(rx > 0 && tx > 0);
-			seen |= 1 << t;
-			out_sum += out;
-			in_sum += in;
-		}
-		fclose(f);
-		assert_int_equal(seen, 3);
-	}
-	/* the daemons are gone (killed if one hung): cluster_down() removes
-	 * what they left */
-	for (int d = 0; d < tc.n; d++) {
-		kill(tc.d[d].pid, SIGKILL);
-		waitpid(tc.d[d].pid, NULL, WNOHANG);
-		tc.d[d].pid = 0;
-	}
+	bad = cluster_stop_check_threads(&tc, 2, &out_sum, &in_sum);
 	cluster_down(&tc);
 	assert_int_equal(failed, 0);
 	assert_int_equal(bad, 0);

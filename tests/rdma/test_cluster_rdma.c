@@ -5,7 +5,8 @@
  * aggregator: 5 daemons) on one soft-RoCE port inside the QEMU guest of
  * tests/rdma/run-qemu.sh.  A dedicated aggregator, co-located shards,
  * ring all-reduce, the same under 1 % emulated loss with duplication and
- * reordering, and a daemon killed mid-run.
+ * reordering, two dataplane threads (a queue pair each) with a
+ * dedicated aggregator and with the ring, and a daemon killed mid-run.
  * Results are exact (see cluster_clients.c).  The data address of every
  * daemon is $TALLY_RDMA_IP (default 10.0.0.1): its RoCEv2 GID.
  */
@@ -109,6 +110,53 @@ static void test_ring_lossy(void **state)
 }
 
 /*
+ * dataplane.threads = 2: a queue pair per thread, each reached through
+ * the roster's table of thread MACs (docs/protocol.md section 14).
+ * Exact sums, and in every daemon's closing counters both threads
+ * received and sent: a thread addressed at another's queue pair would
+ * get frames of tensors it does not own, and the job would not finish.
+ */
+static void run_threads_job(int aggs, const char *role, const char *algo)
+{
+	static const char *const two[] = {
+		"--set", "dataplane.rdma_device=rxe0",
+		"--set", "dataplane.rdma_gid_index=1",
+		"--set", "cluster.peer_timeout_ms=3000",
+		"--set", "dataplane.threads=2",
+		NULL,
+	};
+	struct client_job job = { .hosts = HOSTS, .rounds = 1,
+				  .float_types = true, .go_fd = -1 };
+	unsigned long long out, in;
+	struct cluster_spec s;
+	struct test_cluster tc;
+	int failed, bad;
+
+	spec_init(&s, aggs, role, algo, two);
+	s.port_stride = 2;
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	failed = run_cluster_clients(&tc, HOSTS, job, 150000);
+	if (failed)
+		cluster_show_warnings(&tc);
+	bad = cluster_stop_check_threads(&tc, 2, &out, &in);
+	cluster_down(&tc);
+	assert_int_equal(failed, 0);
+	assert_int_equal(bad, 0);
+}
+
+static void test_threads_dedicated_aggregator(void **state)
+{
+	(void)state;
+	run_threads_job(1, "worker", "aggregate");
+}
+
+static void test_threads_ring(void **state)
+{
+	(void)state;
+	run_threads_job(0, "worker", "ring");
+}
+
+/*
  * Kill one daemon while every client has work in flight: the clients of
  * the other hosts get TALLY_EPEERLOST, nothing hangs, and the survivors
  * run a new job among themselves.
@@ -141,6 +189,8 @@ int main(void)
 		cmocka_unit_test(test_ring_allreduce),
 		cmocka_unit_test(test_dedicated_aggregator_lossy),
 		cmocka_unit_test(test_ring_lossy),
+		cmocka_unit_test(test_threads_dedicated_aggregator),
+		cmocka_unit_test(test_threads_ring),
 		cmocka_unit_test(test_daemon_killed_mid_run),
 	};
 
