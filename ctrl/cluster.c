@@ -274,6 +274,9 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 			.done = dp_thread_tensor_done, .done_ctx = sh->dp,
 		};
 
+		/* full frames (dpdk): the group's RESULT names its port */
+		if (w.result_group)
+			w.net.group_port = c->cfg->result_group.port;
 		sh->worker = tly_worker_create(&w);
 		if (!sh->worker)
 			return -1;

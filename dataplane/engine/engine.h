@@ -38,6 +38,9 @@ struct tly_net {
 	const struct tly_addr *addrs;	/* NULL: bare tally packets */
 	uint16_t n_nodes;
 	uint16_t port;			/* UDP port of received frames */
+	/* and this one too (full frames): the switch profile's result
+	 * group, whose RESULT comes to every worker (0: none) */
+	uint16_t group_port;
 };
 
 struct tly_counters {

@@ -79,6 +79,8 @@ enum tly_drop tly_frame_rx(const struct tly_net *net,
 	*pkt = frame;
 	if (net->addrs) {
 		d = tly_l2l4_parse(frame, len, net->port, &tlen);
+		if (d == TLY_E_L4 && net->group_port)
+			d = tly_l2l4_parse(frame, len, net->group_port, &tlen);
 		if (d == TLY_OK) {
 			*dscp = frame[TLY_ETH_LEN + 1] >> 2;
 			*pkt = frame + TLY_L2L4_LEN;

@@ -134,6 +134,11 @@ struct dpdk_priv {
 	uint32_t ip;		/* ours, network byte order */
 	uint16_t udp_port;	/* ours (base + queue), host byte order */
 	uint16_t base_port;	/* queue 0's, host byte order */
+	/* the switch profile's result group (group_ip 0: none): frames to
+	 * its MAC, address (network byte order) and port are ours too */
+	uint8_t group_mac[6];
+	uint32_t group_ip;
+	uint16_t group_port;
 };
 
 static int eal_start(const char *args)
@@ -610,6 +615,42 @@ static int set_self(struct dpdk_priv *d, const struct transport_config *cfg)
 	return 0;
 }
 
+/*
+ * The switch profile's RESULT to every worker (docs/xdp-aggregator.md):
+ * take frames to the group's MAC (01:00:5e and the address's low 23
+ * bits), address and port.  With one queue pair only: the software split
+ * goes by destination port, which a group frame does not name (every
+ * daemon of such a job runs one dataplane thread, the XDP aggregator
+ * having none).  The ports are asked to pass multicast; a PMD that has
+ * no such switch (af_packet, af_xdp) passes it already.
+ */
+static int group_join(struct dpdk_priv *d, const struct transport_config *cfg)
+{
+	if ((cfg->group_ip >> 28) != 0xe || !cfg->group_port) {
+		dp_err("transport dpdk: the result group %u.%u.%u.%u:%u is not an IPv4 multicast address and port",
+		       cfg->group_ip >> 24, (cfg->group_ip >> 16) & 0xff,
+		       (cfg->group_ip >> 8) & 0xff, cfg->group_ip & 0xff,
+		       cfg->group_port);
+		return -EINVAL;
+	}
+	d->group_mac[0] = 0x01;
+	d->group_mac[1] = 0x00;
+	d->group_mac[2] = 0x5e;
+	d->group_mac[3] = (uint8_t)((cfg->group_ip >> 16) & 0x7f);
+	d->group_mac[4] = (uint8_t)(cfg->group_ip >> 8);
+	d->group_mac[5] = (uint8_t)cfg->group_ip;
+	d->group_ip = rte_cpu_to_be_32(cfg->group_ip);
+	d->group_port = cfg->group_port;
+	for (uint16_t p = 0; p < d->sh->n_ports; p++) {
+		int ret = rte_eth_allmulticast_enable(d->sh->ports[p].id);
+
+		if (ret && ret != -ENOTSUP)
+			dp_warn("transport dpdk: port %u: allmulticast: %s",
+				d->sh->ports[p].id, rte_strerror(-ret));
+	}
+	return 0;
+}
+
 static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
 {
 	uint16_t nq = cfg->queues ? cfg->queues : 1, q = cfg->queue;
@@ -619,6 +660,12 @@ static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
 	if (nq > DPDK_MAX_QUEUES || q >= nq) {
 		dp_err("transport dpdk: queue %u of %u (at most %d queues)",
 		       q, nq, DPDK_MAX_QUEUES);
+		return -EINVAL;
+	}
+	if (cfg->group_ip && nq > 1) {
+		/* see group_join(); before the EAL, which starts once */
+		dp_err("transport dpdk: the result group needs one queue pair (dataplane.threads = 1), not %u",
+		       nq);
 		return -EINVAL;
 	}
 	if (q == 0) {
@@ -656,6 +703,13 @@ static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
 	d->sh->refs++;
 	tp->priv = d;
 	tp->full_frames = true;
+	if (cfg->group_ip) {
+		ret = group_join(d, cfg);
+		if (ret) {
+			dpdk_close(tp);
+			return ret;
+		}
+	}
 	return 0;
 }
 
@@ -772,7 +826,8 @@ static void dpdk_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
 /*
  * The queue whose transport takes a frame: to our MAC, IPv4/UDP without
  * options to our address, and a destination port base + q of one of our
- * queues.  -1: not ours.
+ * queues; or to the result group's MAC, address and port (one queue
+ * only, see dpdk_open()).  -1: not ours.
  */
 static int frame_queue(const struct dpdk_priv *d, const uint8_t *p,
 		       uint32_t len)
@@ -780,12 +835,14 @@ static int frame_queue(const struct dpdk_priv *d, const uint8_t *p,
 	const uint8_t *ip = p + TLY_ETH_LEN;
 	uint32_t dip, q;
 
-	if (len < TLY_L2L4_LEN || memcmp(p, d->mac, 6) ||
-	    p[12] != 0x08 || p[13] != 0x00 || ip[9] != 17 ||
-	    (ip[0] & 0x0f) != 5)
+	if (len < TLY_L2L4_LEN || p[12] != 0x08 || p[13] != 0x00 ||
+	    ip[9] != 17 || (ip[0] & 0x0f) != 5)
 		return -1;
 	memcpy(&dip, ip + 16, 4);
-	if (dip != d->ip)
+	if (d->group_ip && !memcmp(p, d->group_mac, 6))
+		return dip == d->group_ip && tly_get16(ip + TLY_IP_LEN + 2) ==
+			     d->group_port ? (int)d->queue : -1;
+	if (memcmp(p, d->mac, 6) || dip != d->ip)
 		return -1;
 	q = (uint32_t)tly_get16(ip + TLY_IP_LEN + 2) - d->base_port;
 	return q < d->sh->n_queues ? (int)q : -1;

@@ -67,10 +67,11 @@ struct transport_config {
 	const char *rdma_device;
 	uint8_t rdma_port;
 	int rdma_gid_index;
-	/* udp, switch profile: the multicast group the aggregator sends
-	 * each RESULT to once (host order; 0: none).  The transport joins
-	 * it on the interface of its address and receives from it too
-	 * (docs/xdp-aggregator.md).  dpdk, rdma: ignored. */
+	/* udp and dpdk, switch profile: the multicast group the
+	 * aggregator sends each RESULT to once (host order; 0: none).  udp
+	 * joins it on the interface of its address, dpdk (one queue pair)
+	 * takes frames to its MAC; both receive from it too
+	 * (docs/xdp-aggregator.md).  rdma: ignored. */
 	uint32_t group_ip;
 	uint16_t group_port;
 	/*

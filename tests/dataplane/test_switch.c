@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "dataplane/engine/agg.h"
+#include "dataplane/engine/frame.h"
 #include "dataplane/engine/worker.h"
 
 #define K 64
@@ -201,6 +202,47 @@ static void test_parse_rank_all(void **state)
 	f[0] = (uint8_t)(TLY_VERSION << 4 | TLY_T_ACK);
 	f[1] = 0;
 	assert_int_equal(tly_hdr_parse(f, TLY_HDR_LEN, &grp, &h), TLY_E_RANK);
+}
+
+/*
+ * A worker over full frames (dpdk) takes the group's RESULT at the
+ * group's port as well as its own, and no other port.
+ */
+static void test_frame_rx_group_port(void **state)
+{
+	uint8_t f[TLY_L2L4_LEN + TLY_HDR_LEN + 4 * K] = { 0 };
+	struct tly_addr addrs[2] = {
+		{ .mac = { 2, 0, 0, 0, 0, 1 }, .ip = 0x0a000001, .port = 7000 },
+		{ .mac = { 2, 0, 0, 0, 0, 2 }, .ip = 0x0a000002, .port = 7000 },
+	};
+	struct tly_addr group = { .mac = { 1, 0, 0x5e, 1, 2, 3 },
+				  .ip = 0xef010203, .port = 7700 };
+	struct tly_net net = { .addrs = addrs, .n_nodes = 2, .port = 7000 };
+	struct tly_wire_limits grp = sw_lim;
+	struct tly_counters c = { 0 };
+	struct tly_hdr h = {
+		.type = TLY_T_RESULT, .flags = TLY_F_INT, .job = JOB,
+		.rank = TLY_RANK_ALL, .tensor = 9, .chunk = 3,
+		.slot = slot_of(9, 3, 0), .cookie = COOKIE,
+	};
+	const uint8_t *pkt;
+	uint8_t dscp;
+
+	(void)state;
+	grp.rank_all = 1;
+	tly_l2l4_write(f, &addrs[1], &group, 0, TLY_HDR_LEN + 4 * K);
+	tly_hdr_write(f + TLY_L2L4_LEN, &h);
+	assert_int_equal(tly_frame_rx(&net, &grp, f, sizeof(f), &h, &pkt,
+				      &dscp, &c), TLY_E_L4);
+	net.group_port = 7700;
+	assert_int_equal(tly_frame_rx(&net, &grp, f, sizeof(f), &h, &pkt,
+				      &dscp, &c), TLY_OK);
+	assert_ptr_equal(pkt, f + TLY_L2L4_LEN);
+	assert_int_equal(h.rank, TLY_RANK_ALL);
+	net.group_port = 7701;
+	assert_int_equal(tly_frame_rx(&net, &grp, f, sizeof(f), &h, &pkt,
+				      &dscp, &c), TLY_E_L4);
+	assert_int_equal(c.drops[TLY_E_L4], 2);
 }
 
 /* the software profile's multi-range CONFIRM: that profile only */
@@ -1043,6 +1085,7 @@ int main(void)
 		cmocka_unit_test(test_parse_confirm),
 		cmocka_unit_test(test_parse_confirm_bad),
 		cmocka_unit_test(test_parse_rank_all),
+		cmocka_unit_test(test_frame_rx_group_port),
 		cmocka_unit_test(test_parse_ranges_by_profile),
 		cmocka_unit_test(test_parse_ack_busy_flags),
 		cmocka_unit_test(test_agg_create_limits),

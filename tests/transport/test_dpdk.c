@@ -547,6 +547,16 @@ static void mq_side_run(uint16_t self, const char *vdev, int ready_fd,
 	c.queue = 1;
 	if (transport_open(&extra, &c) != -ENODEV)
 		die("side %u: queue 1 opened before queue 0\n", self);
+	/* a result group needs one queue (the split goes by port): refused
+	 * before the EAL starts, which it does once a process */
+	c.queue = 0;
+	c.group_ip = 0xef630001;
+	c.group_port = 47100;
+	if (transport_open(&extra, &c) != -EINVAL)
+		die("side %u: a result group with %u queues not refused\n",
+		    self, MQ);
+	c.group_ip = 0;
+	c.group_port = 0;
 	for (uint16_t q = 0; q < MQ; q++) {
 		/* queue q's address table: our port is base + q */
 		mine[self].port = (uint16_t)(addrs[self].port + q);
