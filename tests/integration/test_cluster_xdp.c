@@ -2,10 +2,12 @@
 /*
  * test_cluster_xdp.c - tallyd as the XDP aggregator of the switch profile
  * (dataplane.transport = xdp, docs/xdp-aggregator.md "Under tallyd"):
- * 4 worker hosts x 2 clients over kernel UDP and an aggregator host whose
- * tallyd attaches the XDP program to its eth0, all network namespaces on
- * one bridge with multicast snooping off (tools/netlab).  Each RESULT
- * reaches the workers once, to the job's multicast group.  The workers'
+ * 4 worker hosts x 2 clients and an aggregator host whose tallyd attaches
+ * the XDP program to its eth0, all network namespaces on one bridge with
+ * multicast snooping off (tools/netlab; the control connections on its
+ * management network).  The workers over kernel UDP, then over DPDK
+ * (net_af_xdp on their eth0).  Each RESULT reaches the workers once, to
+ * the job's multicast group.  The workers'
  * links lose 1 % and reorder 5 % (the link emulator); the aggregator's
  * pool (64 slots) is smaller than the chunks in flight (4 x 256), so
  * BUSY and the sweep are exercised.  Results exact for float32, int32,
@@ -38,6 +40,7 @@
 #define LAB_HOSTS (HOSTS + 1)
 
 static char lab[32], ip[LAB_HOSTS][32], ns[LAB_HOSTS][64];
+static char mac[LAB_HOSTS][32], eal[HOSTS][256], coord[32];
 static char group[64];
 static int pass_fd = -1, pass_ifindex;
 
@@ -51,13 +54,23 @@ static int lab_up(void **state)
 		return -1;
 	}
 	snprintf(lab, sizeof(lab), "tx%d", getpid() % 100000);
-	if (netlab_run(lab, "up 5 --subnet 10.83.0 --force", NULL, 0))
+	/* the management network: af_xdp takes every frame of its queue,
+	 * the control connections' TCP too */
+	if (netlab_run(lab, "up 5 --mgmt --subnet 10.83.0 --force", NULL, 0) ||
+	    netlab_run(lab, "mgmt-ip 0", coord, sizeof(coord)))
 		return -1;
 	for (int i = 0; i < LAB_HOSTS; i++) {
 		snprintf(cmd, sizeof(cmd), "ip %d", i);
 		netlab_run(lab, cmd, ip[i], sizeof(ip[i]));
+		snprintf(cmd, sizeof(cmd), "mac %d", i);
+		netlab_run(lab, cmd, mac[i], sizeof(mac[i]));
 		snprintf(cmd, sizeof(cmd), "ns %d", i);
 		netlab_run(lab, cmd, ns[i], sizeof(ns[i]));
+		if (i < HOSTS)
+			snprintf(eal[i], sizeof(eal[i]),
+				 "-l %d --no-huge -m 128 --no-shconf "
+				 "--no-telemetry --no-pci --file-prefix=%s_%d "
+				 "--vdev=net_af_xdp0,iface=eth0", i % 2, lab, i);
 	}
 	/* every RESULT is one multicast frame: no IGMP snooping (no querier
 	 * here), the bridge floods it to every port */
@@ -89,12 +102,17 @@ static int lab_down(void **state)
 	return netlab_run(lab, "down", NULL, 0);
 }
 
-static void make_spec(struct cluster_spec *s)
+/* @dpdk: the workers drive their eth0 through net_af_xdp */
+static void make_spec(struct cluster_spec *s, bool dpdk)
 {
-	s->coord_ip = ip[0];
+	s->coord_ip = coord;
 	for (int i = 0; i < LAB_HOSTS; i++) {
 		s->netns[i] = ns[i];
 		s->ip[i] = ip[i];
+		/* dpdk workers address the aggregator by its MAC */
+		s->mac[i] = mac[i];
+		if (dpdk && i < HOSTS)
+			s->eal_args[i] = eal[i];
 	}
 }
 
@@ -136,7 +154,7 @@ static double xdp_counter(const struct test_daemon *d, const char *name)
 	return v;
 }
 
-static void test_xdp_aggregator_lossy(void **state)
+static void run_xdp_job(bool dpdk)
 {
 	const char *const common[] = {
 		"--set", "dataplane.profile=switch",
@@ -153,6 +171,8 @@ static void test_xdp_aggregator_lossy(void **state)
 		"--set", "emulator.loss_ppm=10000",
 		"--set", "emulator.reorder_ppm=50000",
 		"--set", "emulator.reorder_us=300",
+		"--set", dpdk ? "dataplane.transport=dpdk" :
+				"dataplane.transport=udp",
 		NULL,
 	};
 	const char *const agg[] = {
@@ -172,8 +192,7 @@ static void test_xdp_aggregator_lossy(void **state)
 	bool reaped = false;
 	char cmd[200];
 
-	(void)state;
-	make_spec(&s);
+	make_spec(&s, dpdk);
 	assert_int_equal(cluster_up(&tc, &s), 0);
 	failed = run_cluster_clients(&tc, HOSTS, proto, 240000);
 	attached = agg_has_xdp();
@@ -221,6 +240,20 @@ static void test_xdp_aggregator_lossy(void **state)
 	assert_true(busy > 0);
 }
 
+static void test_xdp_aggregator_lossy(void **state)
+{
+	(void)state;
+	run_xdp_job(false);
+}
+
+/* the same with DPDK workers (net_af_xdp): they take the group's RESULT
+ * by its MAC and port (dpdk.c, frame_queue()) */
+static void test_xdp_aggregator_dpdk_workers(void **state)
+{
+	(void)state;
+	run_xdp_job(true);
+}
+
 /* a daemon that must refuse to start, saying @why */
 static void refused(const char *role, const char *profile,
 		    const char *grp, const char *why)
@@ -252,6 +285,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_xdp_aggregator_lossy),
+		cmocka_unit_test(test_xdp_aggregator_dpdk_workers),
 		cmocka_unit_test(test_xdp_refused),
 	};
 
