@@ -146,7 +146,7 @@ int boot_encode(const struct boot_msg *m, uint8_t *buf, size_t cap)
 		p[22] = (uint8_t)((m->reg.algorithm & 0x0f) |
 				  (m->reg.compression & 7) << 4);
 		/* threads (1 .. 16) in bits 0-6, the switch profile bit 7 */
-		p[23] = (uint8_t)((m->reg.threads ? m->reg.threads : 1) |
+		p[23] = (uint8_t)(reg_threads(m) |
 				  (m->reg.profile ? 0x80 : 0));
 		memcpy(p + 24, m->reg.nonce, AUTH_NONCE_LEN);
 		memcpy(p + REGISTER_LEN, m->reg.self.thread_mac,

@@ -624,15 +624,10 @@ static int set_self(struct dpdk_priv *d, const struct transport_config *cfg)
  * having none).  The ports are asked to pass multicast; a PMD that has
  * no such switch (af_packet, af_xdp) passes it already.
  */
-static int group_join(struct dpdk_priv *d, const struct transport_config *cfg)
+static void group_join(struct dpdk_priv *d,
+		       const struct transport_config *cfg)
 {
-	if ((cfg->group_ip >> 28) != 0xe || !cfg->group_port) {
-		dp_err("transport dpdk: the result group %u.%u.%u.%u:%u is not an IPv4 multicast address and port",
-		       cfg->group_ip >> 24, (cfg->group_ip >> 16) & 0xff,
-		       (cfg->group_ip >> 8) & 0xff, cfg->group_ip & 0xff,
-		       cfg->group_port);
-		return -EINVAL;
-	}
+	/* transport_open() checked it is a multicast address and port */
 	d->group_mac[0] = 0x01;
 	d->group_mac[1] = 0x00;
 	d->group_mac[2] = 0x5e;
@@ -648,7 +643,6 @@ static int group_join(struct dpdk_priv *d, const struct transport_config *cfg)
 			dp_warn("transport dpdk: port %u: allmulticast: %s",
 				d->sh->ports[p].id, rte_strerror(-ret));
 	}
-	return 0;
 }
 
 static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
@@ -703,13 +697,8 @@ static int dpdk_open(struct transport *tp, const struct transport_config *cfg)
 	d->sh->refs++;
 	tp->priv = d;
 	tp->full_frames = true;
-	if (cfg->group_ip) {
-		ret = group_join(d, cfg);
-		if (ret) {
-			dpdk_close(tp);
-			return ret;
-		}
-	}
+	if (cfg->group_ip)
+		group_join(d, cfg);
 	return 0;
 }
 

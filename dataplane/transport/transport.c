@@ -48,6 +48,19 @@ static int check_table(uint16_t self, uint16_t n_nodes,
 	return 0;
 }
 
+/* the result group, when there is one, is a multicast address and port */
+static int check_group(const struct transport_config *cfg)
+{
+	if (!cfg->group_ip || ((cfg->group_ip >> 28) == 0xe &&
+			       cfg->group_port))
+		return 0;
+	dp_err("transport: the result group %u.%u.%u.%u:%u is not an IPv4 multicast address and port",
+	       cfg->group_ip >> 24, (cfg->group_ip >> 16) & 0xff,
+	       (cfg->group_ip >> 8) & 0xff, cfg->group_ip & 0xff,
+	       cfg->group_port);
+	return -EINVAL;
+}
+
 int transport_open(struct transport *tp, const struct transport_config *cfg)
 {
 	const struct transport_ops *ops = transport_find(cfg->kind);
@@ -60,7 +73,8 @@ int transport_open(struct transport *tp, const struct transport_config *cfg)
 			cfg->kind);
 		return -EINVAL;
 	}
-	if (check_table(cfg->self, cfg->n_nodes, cfg->addrs))
+	if (check_table(cfg->self, cfg->n_nodes, cfg->addrs) ||
+	    check_group(cfg))
 		return -EINVAL;
 	tp->ops = ops;
 	tp->cfg = *cfg;

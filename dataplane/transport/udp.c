@@ -177,14 +177,6 @@ static int group_join(struct transport *tp, const struct transport_config *cfg)
 	struct epoll_event ev = { .events = EPOLLIN };
 	int one = 1, err;
 
-	if ((cfg->group_ip >> 28) != 0xe || !cfg->group_port) {
-		dp_err("transport udp: the result group %u.%u.%u.%u:%u is not "
-		       "an IPv4 multicast address and port",
-		       cfg->group_ip >> 24, (cfg->group_ip >> 16) & 0xff,
-		       (cfg->group_ip >> 8) & 0xff, cfg->group_ip & 0xff,
-		       cfg->group_port);
-		return -EINVAL;
-	}
 	sa.sin_addr.s_addr = htonl(cfg->group_ip);
 	sa.sin_port = htons(cfg->group_port);
 	mr.imr_multiaddr = sa.sin_addr;

@@ -462,9 +462,17 @@ static void test_open_errors(void **state)
 	c.self = 0;
 	c.bind_ip = "not-an-ip";
 	assert_int_equal(transport_open(&a, &c), -EINVAL);
+	c.bind_ip = NULL;
+	/* a result group that is no multicast address, or has no port */
+	c.group_ip = 0x0a000001;
+	c.group_port = 7000;
+	assert_int_equal(transport_open(&a, &c), -EINVAL);
+	c.group_ip = 0xef000001;
+	c.group_port = 0;
+	assert_int_equal(transport_open(&a, &c), -EINVAL);
+	c.group_ip = 0;
 	/* the port is taken */
 	open_node(&b, 0, NULL);
-	c.bind_ip = NULL;
 	assert_true(transport_open(&a, &c) < 0);
 	transport_close(&b);
 	transport_close(&a);	/* closing a failed open is harmless */
