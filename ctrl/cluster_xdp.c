@@ -125,7 +125,7 @@ int cluster_xdp_epoch(struct cluster *c)
 				"roster", c->epoch);
 			return -1;
 		}
-	tly_xdp_group_mac(j.group_ip, j.group_mac);
+	tly_group_mac(j.group_ip, j.group_mac);
 	err = tly_xdp_set_job(x->ctl, &j);
 	if (err) {
 		log_err("epoch %u: the xdp aggregator refused the job (%u "

@@ -84,7 +84,7 @@ static double bench(uint16_t k, double *data_ns)
 	uint32_t c, len;
 	uint16_t r;
 
-	tly_xdp_group_mac(j.group_ip, j.group_mac);
+	tly_group_mac(j.group_ip, j.group_mac);
 	if (tly_xdp_set_job(ctl, &j) || tly_xdp_counters(ctl, before)) {
 		fprintf(stderr, "xdp-agg-bench: job\n");
 		exit(1);

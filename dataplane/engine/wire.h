@@ -258,6 +258,18 @@ static inline void tly_put32(uint8_t *p, uint32_t v)
 	memcpy(p, &v, 4);
 }
 
+/* the MAC of a multicast IPv4 group (RFC 1112: 01:00:5e and the low 23
+ * bits of the address, host order): the switch profile's result group */
+static inline void tly_group_mac(uint32_t group_ip, uint8_t mac[6])
+{
+	mac[0] = 0x01;
+	mac[1] = 0x00;
+	mac[2] = 0x5e;
+	mac[3] = (uint8_t)(group_ip >> 16 & 0x7f);
+	mac[4] = (uint8_t)(group_ip >> 8);
+	mac[5] = (uint8_t)group_ip;
+}
+
 /* the flag bits each type may carry in each profile (docs/protocol.md,
  * section 1; docs/switch-profile.md): the one table, the XDP aggregator's
  * too */

@@ -628,12 +628,7 @@ static void group_join(struct dpdk_priv *d,
 		       const struct transport_config *cfg)
 {
 	/* transport_open() checked it is a multicast address and port */
-	d->group_mac[0] = 0x01;
-	d->group_mac[1] = 0x00;
-	d->group_mac[2] = 0x5e;
-	d->group_mac[3] = (uint8_t)((cfg->group_ip >> 16) & 0x7f);
-	d->group_mac[4] = (uint8_t)(cfg->group_ip >> 8);
-	d->group_mac[5] = (uint8_t)cfg->group_ip;
+	tly_group_mac(cfg->group_ip, d->group_mac);
 	d->group_ip = rte_cpu_to_be_32(cfg->group_ip);
 	d->group_port = cfg->group_port;
 	for (uint16_t p = 0; p < d->sh->n_ports; p++) {

@@ -72,7 +72,7 @@ static int parse_group(const char *s, struct tly_xdp_job *j)
 		return -1;
 	j->group_ip = ntohl(a.s_addr);
 	j->group_port = (uint16_t)port;
-	tly_xdp_group_mac(j->group_ip, j->group_mac);
+	tly_group_mac(j->group_ip, j->group_mac);
 	return 0;
 }
 

@@ -114,16 +114,6 @@ void tly_xdp_close(struct tly_xdp_ctl *c)
 	free(c);
 }
 
-void tly_xdp_group_mac(uint32_t group_ip, uint8_t mac[6])
-{
-	mac[0] = 0x01;
-	mac[1] = 0x00;
-	mac[2] = 0x5e;
-	mac[3] = (uint8_t)(group_ip >> 16 & 0x7f);
-	mac[4] = (uint8_t)(group_ip >> 8);
-	mac[5] = (uint8_t)group_ip;
-}
-
 static int write_cfg(struct tly_xdp_ctl *c, const struct tly_xdp_cfg *cfg)
 {
 	uint32_t key = 0;

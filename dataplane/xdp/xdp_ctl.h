@@ -40,9 +40,6 @@ struct tly_xdp_prog_info {
 int tly_xdp_open(struct tly_xdp_ctl **out, uint32_t n_slots);
 void tly_xdp_close(struct tly_xdp_ctl *c);
 
-/* the MAC of a multicast IPv4 group (RFC 1112: 01:00:5e + low 23 bits) */
-void tly_xdp_group_mac(uint32_t group_ip, uint8_t mac[6]);
-
 /* check @j; write it and free every slot (packets of the port are
  * dropped meanwhile); 0 or -errno */
 int tly_xdp_set_job(struct tly_xdp_ctl *c, const struct tly_xdp_job *j);

@@ -109,7 +109,7 @@ struct cf_backend *cf_be_xdp(const struct cf_job *j)
 		free(x);
 		return NULL;
 	}
-	tly_xdp_group_mac(GROUP_IP, xj.group_mac);
+	tly_group_mac(GROUP_IP, xj.group_mac);
 	e = tly_xdp_set_job(x->ctl, &xj);
 	if (e) {
 		fprintf(stderr, "xdp backend: job: %s\n", strerror(-e));

@@ -68,7 +68,7 @@ static void set_job(uint16_t n, uint16_t k, uint32_t n_slots)
 		.port = PORT, .n_slots = n_slots, .group_ip = GROUP_IP,
 		.group_port = GROUP_PORT,
 	};
-	tly_xdp_group_mac(GROUP_IP, job.group_mac);
+	tly_group_mac(GROUP_IP, job.group_mac);
 	assert_int_equal(tly_xdp_set_job(ctl, &job), 0);
 	assert_int_equal(tly_xdp_counters(ctl, before), 0);
 }

@@ -187,7 +187,7 @@ static int setup(void **state)
 	STEP(pass_fd < 0);
 	STEP(enter(NS_AGG));
 	STEP(tly_xdp_open(&ctl, 1024));
-	tly_xdp_group_mac(GROUP_IP, j.group_mac);
+	tly_group_mac(GROUP_IP, j.group_mac);
 	STEP(tly_xdp_set_job(ctl, &j));
 	STEP(tly_xdp_attach(ctl, (int)if_nametoindex("ea"), 0));
 	for (w = 0; w < 2; w++) {

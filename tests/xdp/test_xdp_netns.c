@@ -174,7 +174,7 @@ static void test_attach_traffic_detach(void **state)
 	assert_int_equal(tly_xdp_info(c, &info), 0);
 	printf("verified: %u instructions (%u processed)\n",
 	       info.xlated_insns, info.verified_insns);
-	tly_xdp_group_mac(GROUP_IP, j.group_mac);
+	tly_group_mac(GROUP_IP, j.group_mac);
 	assert_int_equal(tly_xdp_set_job(c, &j), 0);
 	assert_int_equal(attached_id(xa), 0);
 	assert_int_equal(tly_xdp_attach(c, xa, 0), 0);
