@@ -15,9 +15,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 
 #include "cluster_harness.h"
 
@@ -269,30 +267,16 @@ int cluster_stop_check_threads(struct test_cluster *tc, unsigned int threads,
 
 	*passed_out = *passed_in = 0;
 	usleep(100000);		/* the threads' counters published */
-	for (int d = tc->n - 1; d >= 0; d--) {
-		int st = -1;
-
-		kill(tc->d[d].pid, SIGTERM);
-		for (int i = 0; i < 500; i++) {
-			if (waitpid(tc->d[d].pid, &st, WNOHANG) ==
-			    tc->d[d].pid)
-				break;
-			usleep(10000);
-		}
-		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+	for (int d = tc->n - 1; d >= 0; d--)
+		if (daemon_terminate(&tc->d[d], 5000)) {
 			fprintf(stderr, "daemon %d did not exit cleanly\n", d);
 			bad++;
 		}
-	}
-	for (int d = 0; d < tc->n; d++) {
+	/* the daemons are gone (killed if one hung): cluster_down()
+	 * removes what they left */
+	for (int d = 0; d < tc->n; d++)
 		bad += check_thread_counters(&tc->d[d], d, threads, passed_out,
 					     passed_in) ? 1 : 0;
-		/* gone (killed if one hung): cluster_down() removes what
-		 * they left */
-		kill(tc->d[d].pid, SIGKILL);
-		waitpid(tc->d[d].pid, NULL, WNOHANG);
-		tc->d[d].pid = 0;
-	}
 	return bad;
 }
 

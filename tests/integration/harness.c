@@ -127,31 +127,36 @@ int daemon_alive(const struct test_daemon *d)
 	return d->pid > 0 && waitpid(d->pid, NULL, WNOHANG) == 0;
 }
 
+int daemon_terminate(struct test_daemon *d, int wait_ms)
+{
+	int status = 0;
+
+	if (d->pid <= 0)
+		return 0;
+	kill(d->pid, SIGTERM);
+	for (int i = 0; i < wait_ms / 10; i++) {
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid)
+			goto reaped;
+		usleep(10000);
+	}
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, &status, 0);
+reaped:
+	d->pid = 0;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 int daemon_stop(struct test_daemon *d)
 {
-	int status = 0, ret = 0;
+	int ret = daemon_terminate(d, 3000);
 	char cmd[160];
 
-	if (d->pid > 0) {
-		kill(d->pid, SIGTERM);
-		for (int i = 0; i < 300; i++) {
-			if (waitpid(d->pid, &status, WNOHANG) == d->pid)
-				break;
-			usleep(10000);
-			if (i == 299) {
-				kill(d->pid, SIGKILL);
-				waitpid(d->pid, &status, 0);
-			}
-		}
-		ret = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-		if (ret) {	/* show what it said */
-			snprintf(cmd, sizeof(cmd), "tail -20 %s >&2", d->log);
-			(void)!system(cmd);
-		}
+	if (ret) {	/* show what it said */
+		snprintf(cmd, sizeof(cmd), "tail -20 %s >&2", d->log);
+		(void)!system(cmd);
 	}
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", d->dir);
 	(void)!system(cmd);
-	d->pid = 0;
 	return ret;
 }
 

@@ -23,8 +23,13 @@ int daemon_start(struct test_daemon *d, int n, const char *const *extra);
 /* The same, run inside network namespace @netns when it is not NULL. */
 int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
 		    const char *netns);
-/* SIGTERM, reap, remove the directory.  Returns the daemon's exit status,
- * or -1 if it had died of a signal (a crash). */
+/* SIGTERM, and reap it within @wait_ms (SIGKILL past that).  Returns its
+ * exit status, or -1 if it died of a signal (a crash) or had to be
+ * killed.  Its directory (the log) stays; d->pid is 0 after. */
+int daemon_terminate(struct test_daemon *d, int wait_ms);
+/* daemon_terminate() within 3 s, the log's tail shown when it did not
+ * exit cleanly, then remove the directory.  Returns as
+ * daemon_terminate(). */
 int daemon_stop(struct test_daemon *d);
 /* Lines of the daemon's log that contain @what (-1: no log). */
 int daemon_log_count(const struct test_daemon *d, const char *what);

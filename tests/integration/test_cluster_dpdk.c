@@ -12,13 +12,11 @@
  * every daemon's both threads carried frames.  Needs root, as CI has.
  */
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
