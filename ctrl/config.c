@@ -547,8 +547,7 @@ int config_profile_check(const struct tally_config *cfg, char *err,
 	if (xdp_check(cfg, err, errlen))
 		return -1;
 	if (cfg->result_group.ip &&
-	    ((cfg->result_group.ip >> 28) != 0xe ||
-	     !cfg->result_group.port)) {
+	    !tly_group_ok(cfg->result_group.ip, cfg->result_group.port)) {
 		snprintf(err, (size_t)errlen, "dataplane.result_group must be "
 			 "an IPv4 multicast address (224.0.0.0/4) with a port");
 		return -1;

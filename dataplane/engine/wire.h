@@ -258,6 +258,13 @@ static inline void tly_put32(uint8_t *p, uint32_t v)
 	memcpy(p, &v, 4);
 }
 
+/* a result group is an IPv4 multicast address (224.0.0.0/4, host order)
+ * with a port */
+static inline int tly_group_ok(uint32_t group_ip, uint16_t group_port)
+{
+	return (group_ip >> 28) == 0xe && group_port != 0;
+}
+
 /* the MAC of a multicast IPv4 group (RFC 1112: 01:00:5e and the low 23
  * bits of the address, host order): the switch profile's result group */
 static inline void tly_group_mac(uint32_t group_ip, uint8_t mac[6])

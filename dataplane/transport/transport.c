@@ -51,8 +51,7 @@ static int check_table(uint16_t self, uint16_t n_nodes,
 /* the result group, when there is one, is a multicast address and port */
 static int check_group(const struct transport_config *cfg)
 {
-	if (!cfg->group_ip || ((cfg->group_ip >> 28) == 0xe &&
-			       cfg->group_port))
+	if (!cfg->group_ip || tly_group_ok(cfg->group_ip, cfg->group_port))
 		return 0;
 	dp_err("transport: the result group %u.%u.%u.%u:%u is not an IPv4 multicast address and port",
 	       cfg->group_ip >> 24, (cfg->group_ip >> 16) & 0xff,

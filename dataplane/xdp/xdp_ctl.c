@@ -132,7 +132,7 @@ int tly_xdp_set_job(struct tly_xdp_ctl *c, const struct tly_xdp_job *j)
 	if (j->n_workers == 0 || j->n_workers > TLY_XDP_MAX_WORKERS ||
 	    (j->k != 64 && j->k != 128 && j->k != 256) ||
 	    j->n_slots == 0 || j->n_slots > c->pool || j->port == 0 ||
-	    (j->group_ip >> 28) != 0xe || j->group_port == 0)
+	    !tly_group_ok(j->group_ip, j->group_port))
 		return -EINVAL;
 	/* packets of the port are dropped while the slots are cleared */
 	cfg.port = j->port;
