@@ -55,6 +55,7 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
 
 #include "dataplane/dp_log.h"
@@ -75,6 +76,7 @@
 #define DPDK_MEMIF_CONNECT_NS 2000000000ull
 #define DPDK_MAX_QUEUES	16	/* queue pairs per port: dataplane threads */
 #define DPDK_HANDOFF	1024	/* frames in flight between two queues */
+#define DPDK_POOL_CACHE	256	/* mbufs in the pool's cache of each lcore */
 
 enum eal_state { EAL_NONE, EAL_UP, EAL_GONE };
 static enum eal_state eal_state = EAL_NONE;
@@ -498,6 +500,66 @@ static int handoff_init(struct dpdk_shared *sh)
 	return 0;
 }
 
+static bool ports_af_xdp(const struct dpdk_shared *sh)
+{
+	struct rte_eth_dev_info info;
+
+	for (uint16_t p = 0; p < sh->n_ports; p++)
+		if (!rte_eth_dev_info_get(sh->ports[p].id, &info) &&
+		    info.driver_name && strstr(info.driver_name, "af_xdp"))
+			return true;
+	return false;
+}
+
+/*
+ * The mbuf pool, @packed for net_af_xdp: its zero-copy path registers
+ * the pool with the kernel as one umem of populated_size objects at the
+ * object size's stride from the first (DPDK 22.11, xdp_umem_configure()).
+ * The mempool lays its objects out at that stride only when they may
+ * cross pages (RTE_MEMPOOL_F_NO_IOVA_CONTIG); otherwise one that would
+ * cross starts on the next page, the last objects lie past the umem's
+ * end, and the kernel refuses every descriptor in them: each such mbuf
+ * put in the fill ring or sent is lost for good.  Without hugepages
+ * (objects of about 2.4 KB, one a 4 KiB page) that is about 2 in 5, and
+ * frames stalled once the mempool's per-lcore cache stopped handing back
+ * the same low objects: a second dataplane thread freeing what the first
+ * received, or a cache of 0, found it.  On a veth the kernel copies, so
+ * an object across pages costs nothing; a NIC in zero-copy mode would
+ * refuse one across two pages that are not contiguous (with 2 MB
+ * hugepages about 1 in 900; not tried here).  Other PMDs keep DPDK's
+ * default layout.
+ */
+static struct rte_mempool *mbuf_pool_create(uint32_t n, uint16_t room,
+					    int socket, bool packed)
+{
+	struct rte_pktmbuf_pool_private priv = {
+		.mbuf_data_room_size = room,
+	};
+	struct rte_mempool *mp;
+
+	if (!packed)
+		return rte_pktmbuf_pool_create("tally_mbufs", n,
+					       DPDK_POOL_CACHE, 0, room, socket);
+	mp = rte_mempool_create_empty("tally_mbufs", n,
+				      (unsigned int)sizeof(struct rte_mbuf) +
+				      room, DPDK_POOL_CACHE, sizeof(priv),
+				      socket, RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+	if (!mp)
+		return NULL;
+	if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(),
+				       NULL)) {
+		rte_mempool_free(mp);
+		return NULL;
+	}
+	rte_pktmbuf_pool_init(mp, &priv);
+	if (rte_mempool_populate_default(mp) < 0) {
+		rte_mempool_free(mp);
+		return NULL;
+	}
+	rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
+	return mp;
+}
+
 static int shared_start(const struct transport_config *cfg, uint16_t nq)
 {
 	uint32_t n_mbufs = cfg->mbufs ? cfg->mbufs : 8191, need;
@@ -527,10 +589,10 @@ static int shared_start(const struct transport_config *cfg, uint16_t nq)
 	       nq * DPDK_TXQ + (nq > 1 ? nq * DPDK_HANDOFF : 0u) + 1023;
 	if (n_mbufs < need)
 		n_mbufs = need;
-	sh->pool = rte_pktmbuf_pool_create("tally_mbufs", n_mbufs, 256, 0,
-					   (uint16_t)(RTE_PKTMBUF_HEADROOM +
-					   (cfg->mtu > 2048 ? cfg->mtu : 2048)),
-					   rte_eth_dev_socket_id(sh->ports[0].id));
+	sh->pool = mbuf_pool_create(n_mbufs, (uint16_t)(RTE_PKTMBUF_HEADROOM +
+				    (cfg->mtu > 2048 ? cfg->mtu : 2048)),
+				    rte_eth_dev_socket_id(sh->ports[0].id),
+				    ports_af_xdp(sh));
 	if (!sh->pool) {
 		dp_err("transport dpdk: mbuf pool of %u: %s",
 			n_mbufs, rte_strerror(rte_errno));
