@@ -37,6 +37,12 @@
  * being stopped is first marked down, then each other queue is waited for
  * to leave its burst (see port_enter()).
  *
+ * A port may have fewer queue pairs than there are threads (net_af_xdp
+ * on a veth has one): thread q polls and sends on queue q while q is
+ * below the port's count; a thread above it receives only what the
+ * software split passes it, and sends on queue q mod count, which the
+ * threads sharing it take in turn (tx_lock).
+ *
  * The EAL can be initialised once per process: one DPDK port set per
  * process lifetime.  No wait fd: idle loops sleep (transport_idle_wait).
  */
@@ -57,6 +63,7 @@
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
+#include <rte_spinlock.h>
 
 #include "dataplane/dp_log.h"
 #include "dataplane/dp_ring.h"
@@ -93,6 +100,10 @@ struct dpdk_port {
 	uint64_t check_ns;
 	/* queue q is in a burst on this port (see port_enter()) */
 	_Atomic uint32_t busy[DPDK_MAX_QUEUES];
+	/* queue pairs configured: the threads', or fewer if the port has
+	 * fewer; then each is sent on under its lock */
+	uint16_t n_hwq;
+	rte_spinlock_t tx_lock[DPDK_MAX_QUEUES];
 };
 
 /* What the queues of a process share: the EAL's ports and pool, and the
@@ -184,11 +195,12 @@ static int eal_start(const char *args)
 
 /* max_frame is the smallest any port takes: frames past it are refused
  * by tx_alloc, not sent */
-static int port_start(struct dpdk_shared *sh, uint16_t port)
+static int port_start(struct dpdk_shared *sh, struct dpdk_port *pt)
 {
 	struct rte_eth_conf conf;
 	struct rte_eth_dev_info info;
 	uint16_t nrx = DPDK_RING, ntx = DPDK_RING, nq = sh->n_queues;
+	uint16_t port = pt->id;
 	int sock = rte_eth_dev_socket_id(port);
 	uint32_t mtu;
 	int ret;
@@ -196,12 +208,18 @@ static int port_start(struct dpdk_shared *sh, uint16_t port)
 	ret = rte_eth_dev_info_get(port, &info);
 	if (ret)
 		return ret;
-	if (info.max_rx_queues < nq || info.max_tx_queues < nq) {
-		dp_err("transport dpdk: port %u (%s) has %u rx and %u tx queues; %u dataplane threads need %u pairs (net_af_packet: qpairs=%u, net_af_xdp: queue_count=%u)",
-		       port, info.driver_name ? info.driver_name : "?",
-		       info.max_rx_queues, info.max_tx_queues, nq, nq, nq, nq);
+	if (!info.max_rx_queues || !info.max_tx_queues)
 		return -EINVAL;
+	if (info.max_rx_queues < nq || info.max_tx_queues < nq) {
+		nq = info.max_rx_queues < info.max_tx_queues ?
+		     info.max_rx_queues : info.max_tx_queues;
+		dp_info("transport dpdk: port %u (%s) has %u queue pair(s) for %u dataplane threads: threads %u.. receive through the software split and share its transmit queues (net_af_packet: qpairs=N gives N)",
+			port, info.driver_name ? info.driver_name : "?", nq,
+			sh->n_queues, nq);
 	}
+	pt->n_hwq = nq;
+	for (uint16_t q = 0; q < nq; q++)
+		rte_spinlock_init(&pt->tx_lock[q]);
 	if (info.max_rx_pktlen && sh->max_frame > info.max_rx_pktlen) {
 		dp_warn("transport dpdk: port %u takes frames up to %u bytes, not %u: larger ones are refused",
 			port, info.max_rx_pktlen, sh->max_frame);
@@ -602,7 +620,7 @@ static int shared_start(const struct transport_config *cfg, uint16_t nq)
 	for (uint16_t p = 0; p < sh->n_ports; p++) {
 		struct dpdk_port *pt = &sh->ports[p];
 
-		ret = port_start(sh, pt->id);
+		ret = port_start(sh, pt);
 		if (!ret && memif_client_socket(pt->id, pt->memif_socket,
 						sizeof(pt->memif_socket))) {
 			/* started (and restarted) by ports_supervise */
@@ -787,19 +805,24 @@ static uint32_t port_flush(struct transport *tp, struct dpdk_priv *d,
 	struct dpdk_port *pt = &d->sh->ports[p];
 	struct rte_mbuf **txq = d->txq[p];
 	uint32_t done = 0, tries = 0, *txq_n = &d->txq_n[p];
-	uint16_t n;
+	uint16_t n, hwq = d->queue % pt->n_hwq;
+	bool shared_q = pt->n_hwq < d->sh->n_queues;
 
 	if (!port_enter(pt, d->queue)) {
 		txq_drop(tp, d, p);
 		return 0;
 	}
+	if (shared_q)
+		rte_spinlock_lock(&pt->tx_lock[hwq]);
 	while (done < *txq_n && tries < DPDK_TX_TRIES) {
-		n = rte_eth_tx_burst(pt->id, d->queue, txq + done,
+		n = rte_eth_tx_burst(pt->id, hwq, txq + done,
 				     (uint16_t)(*txq_n - done));
 		if (!n)
 			tries++;
 		done += n;
 	}
+	if (shared_q)
+		rte_spinlock_unlock(&pt->tx_lock[hwq]);
 	port_leave(pt, d->queue);
 	for (n = 0; n < done; n++) {
 		tp->stats.tx_pkts++;
@@ -920,7 +943,8 @@ static uint16_t rx_gather(struct transport *tp, struct dpdk_priv *d,
 		struct dpdk_port *pt = &sh->ports[p];
 
 		p = (uint16_t)((p + 1) % sh->n_ports);
-		if (!port_enter(pt, d->queue))
+		/* no rx queue of ours: the split passes us our frames */
+		if (d->queue >= pt->n_hwq || !port_enter(pt, d->queue))
 			continue;
 		k = rte_eth_rx_burst(pt->id, d->queue, m + got,
 				     (uint16_t)(n - got));

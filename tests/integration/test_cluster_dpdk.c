@@ -7,9 +7,10 @@
  * every frame of its queue, TCP included).  Dedicated aggregator,
  * co-located shards and ring, clean and lossy, and a daemon killed
  * mid-run.  With dataplane.threads = 2 over net_af_packet qpairs=2 (a
- * queue pair per thread, the software split of dpdk.c): 2 hosts
- * co-located and 2 hosts with a dedicated aggregator, exact sums, and
- * every daemon's both threads carried frames.  Needs root, as CI has.
+ * queue pair per thread, the software split of dpdk.c), and over
+ * net_af_xdp (one queue pair on a veth, which both threads share): 2
+ * hosts co-located and 2 hosts with a dedicated aggregator, exact sums,
+ * and every daemon's both threads carried frames.  Needs root, as CI has.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -162,7 +163,7 @@ static void test_af_xdp_daemon_killed(void **state)
  * Frames one queue passed to the other are reported, not required: the
  * kernel's fanout hash may put every flow on its own shard's queue.
  */
-static void run_threads_job(int workers, int aggs, const char *role)
+static void run_threads_job(int x, int workers, int aggs, const char *role)
 {
 	static const char *const two[] = {
 		"--set", "dataplane.threads=2",
@@ -183,7 +184,7 @@ static void run_threads_job(int workers, int aggs, const char *role)
 		s.netns[i] = ns[i];
 		s.ip[i] = ip[i];
 		s.mac[i] = mac[i];
-		s.eal_args[i] = eal[2][i];
+		s.eal_args[i] = eal[x][i];
 	}
 	assert_int_equal(cluster_up(&tc, &s), 0);
 	failed = run_cluster_clients(&tc, workers, job, 120000);
@@ -205,13 +206,27 @@ static void run_threads_job(int workers, int aggs, const char *role)
 static void test_af_packet_threads_colocated(void **state)
 {
 	(void)state;
-	run_threads_job(2, 0, "worker+aggregator");
+	run_threads_job(2, 2, 0, "worker+aggregator");
 }
 
 static void test_af_packet_threads_dedicated(void **state)
 {
 	(void)state;
-	run_threads_job(2, 1, "worker");
+	run_threads_job(2, 2, 1, "worker");
+}
+
+/* net_af_xdp has one queue pair on a veth: thread 1 of every daemon gets
+ * its frames through the split and sends on queue 0 (dpdk.c) */
+static void test_af_xdp_threads_colocated(void **state)
+{
+	(void)state;
+	run_threads_job(1, 2, 0, "worker+aggregator");
+}
+
+static void test_af_xdp_threads_dedicated(void **state)
+{
+	(void)state;
+	run_threads_job(1, 2, 1, "worker");
 }
 
 int main(void)
@@ -226,6 +241,8 @@ int main(void)
 		cmocka_unit_test(test_af_xdp_daemon_killed),
 		cmocka_unit_test(test_af_packet_threads_colocated),
 		cmocka_unit_test(test_af_packet_threads_dedicated),
+		cmocka_unit_test(test_af_xdp_threads_colocated),
+		cmocka_unit_test(test_af_xdp_threads_dedicated),
 	};
 
 	/* TALLY_TEST_FILTER=pattern runs only the matching tests */

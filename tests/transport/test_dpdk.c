@@ -13,7 +13,9 @@
  *
  * Two queue pairs (net_af_packet qpairs=2, then net_memif, as tallyd with
  * dataplane.threads = 2): each side opens a transport per queue, driven
- * by its own thread.
+ * by its own thread.  Then two threads on net_af_xdp, whose port has one
+ * queue pair on a veth: the second thread receives only through the
+ * split and shares the first's transmit queue.
  * Frames go to the peer's UDP port base + shard, from 16 source ports, so
  * the kernel's fanout hash puts some on the other queue than their shard;
  * every frame must reach its shard's thread exactly once, and both queues
@@ -372,6 +374,9 @@ static void run_pair(const char *vdev, const struct link_emu_config *emu,
 /* ---- two queue pairs per port ------------------------------------------ */
 
 #define MQ 2
+/* the queue pairs each port has: MQ, or 1 (net_af_xdp on a veth), when
+ * thread 1 receives only through the split and sends on queue 0 */
+static uint16_t mq_hw = MQ;
 #define MQ_FRAMES 20000
 #define MQ_WINDOW 256		/* our frames ahead of the peer's */
 #define MQ_SRC_PORTS 16
@@ -481,9 +486,15 @@ static void *mq_thread_main(void *arg)
 			transport_rx_release(tp, rx, n);
 			last = now;
 		} else if (now - last > STALL_NS) {
-			die("side %u queue %u: stalled: %u of %u frames in, %u sent\n",
+			die("side %u queue %u: stalled: %u of %u frames in, %u sent (this queue: tx %llu, tx drops %llu, rx %llu, rx drops %llu, passed on %llu, taken %llu)\n",
 			    s->self, t->q, atomic_load(&s->got), MQ_FRAMES,
-			    atomic_load(&s->sent));
+			    atomic_load(&s->sent),
+			    (unsigned long long)tp->stats.tx_pkts,
+			    (unsigned long long)tp->stats.tx_drops,
+			    (unsigned long long)tp->stats.rx_pkts,
+			    (unsigned long long)tp->stats.rx_drops,
+			    (unsigned long long)tp->stats.rx_handoff_out,
+			    (unsigned long long)tp->stats.rx_handoff_in);
 		} else {
 			transport_idle_wait(tp, now, 20000);
 		}
@@ -508,9 +519,10 @@ static void *mq_thread_main(void *arg)
 }
 
 /* @vdev: the device and its queue count option ("net_af_packet0,qpairs=2");
- * not net_af_xdp: in DPDK 22.11 it takes the queue count from the
- * interface's combined channels, which a veth does not report ("Specified
- * queue count 2 is larger than combined queue count 1") */
+ * net_af_xdp only with one queue pair (mq_hw = 1): in DPDK 22.11 it takes
+ * the queue count from the interface's combined channels, which a veth
+ * does not report ("Specified queue count 2 is larger than combined queue
+ * count 1") */
 static void mq_side_run(uint16_t self, const char *vdev, int ready_fd,
 			int go_fd)
 {
@@ -618,9 +630,11 @@ static void mq_side_run(uint16_t self, const char *vdev, int ready_fd,
 		if (s.got_by[q] != want[q] || st->rx_pkts != want[q])
 			die("side %u queue %u: %u frames, its shard has %llu\n",
 			    self, q, s.got_by[q], (unsigned long long)want[q]);
-		if (!hw_rx[q] || !st->tx_pkts)
-			die("side %u queue %u: moved nothing on the wire\n",
-			    self, q);
+		if (!st->tx_pkts || !hw_rx[q] != (q >= mq_hw))
+			die("side %u queue %u: %llu frames off the wire (a queue pair of its own: %s), %llu sent\n",
+			    self, q, (unsigned long long)hw_rx[q],
+			    q < mq_hw ? "yes" : "no",
+			    (unsigned long long)st->tx_pkts);
 	}
 	if (!out)
 		die("side %u: no frame needed the software split\n", self);
@@ -684,6 +698,24 @@ static void test_af_packet_2queues(void **state)
 	run_pair("net_af_packet0,qpairs=2", NULL, true);
 }
 
+/* two threads on net_af_xdp's one queue pair: thread 1 takes its frames
+ * from the split and sends on queue 0 in turn with thread 0 */
+static void test_af_xdp_2threads_1queue(void **state)
+{
+	(void)state;
+	mq_hw = 1;
+	run_pair("net_af_xdp0", NULL, true);
+	mq_hw = MQ;
+}
+
+static void test_af_packet_2threads_1queue(void **state)
+{
+	(void)state;
+	mq_hw = 1;
+	run_pair("net_af_packet0", NULL, true);
+	mq_hw = MQ;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -692,6 +724,8 @@ int main(void)
 		cmocka_unit_test(test_af_packet_emu),
 		cmocka_unit_test(test_af_packet_2queues),
 		cmocka_unit_test(test_memif_2queues),
+		cmocka_unit_test(test_af_xdp_2threads_1queue),
+		cmocka_unit_test(test_af_packet_2threads_1queue),
 	};
 
 	/* TALLY_TEST_FILTER=pattern runs only the matching tests */
