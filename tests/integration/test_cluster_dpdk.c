@@ -10,8 +10,12 @@
  * queue pair per thread, the software split of dpdk.c), and over
  * net_af_xdp (one queue pair on a veth, which both threads share): 2
  * hosts co-located and 2 hosts with a dedicated aggregator, exact sums,
- * and every daemon's both threads carried frames.  Needs root, as CI has.
+ * and every daemon's both threads carried frames.  Over net_memif (the
+ * dedicated aggregator a server port per worker): 4 workers lossy, 2
+ * workers with 2 threads, and a worker daemon killed mid-run.  Needs
+ * root, as CI has.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,8 +34,13 @@
 static char lab[16];
 static char ip[LAB_HOSTS][32], mac[LAB_HOSTS][32], ns[LAB_HOSTS][32];
 static char coord[32];
-/* [af_packet, af_xdp, af_packet with 2 queue pairs][host] */
-static char eal[3][LAB_HOSTS][256];
+/* [af_packet, af_xdp, af_packet with 2 queue pairs, memif][host] */
+#define EAL_MEMIF 3
+static char eal[4][LAB_HOSTS][512];
+/* a fresh directory for each memif job's socket: a killed server leaves
+ * its socket file, which a new server cannot bind */
+static char memif_dir[64];
+static int memif_run;
 
 static const char *const lossy[] = {
 	"--set", "emulator.loss_ppm=10000",
@@ -75,7 +84,47 @@ static int lab_up(void **state)
 static int lab_down(void **state)
 {
 	(void)state;
+	if (memif_dir[0]) {
+		char cmd[96];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", memif_dir);
+		if (system(cmd))
+			fprintf(stderr, "cannot remove %s\n", memif_dir);
+	}
 	return netlab_run(lab, "down", NULL, 0);
+}
+
+/*
+ * The memif EAL arguments for @workers workers and a dedicated aggregator
+ * (host @workers): the aggregator has a server port per worker on one
+ * socket, as a switch has a port per host; each worker a client port
+ * with its id.  The control connections use the lab's management network.
+ */
+static void memif_eal(int workers)
+{
+	char sock[96];
+	size_t off;
+
+	if (!memif_dir[0]) {
+		snprintf(memif_dir, sizeof(memif_dir), "/tmp/tally-cmemif-XXXXXX");
+		assert_non_null(mkdtemp(memif_dir));
+	}
+	snprintf(sock, sizeof(sock), "%s/m%d.sock", memif_dir, memif_run++);
+	for (int i = 0; i <= workers; i++) {
+		off = (size_t)snprintf(eal[EAL_MEMIF][i], sizeof(eal[0][0]),
+				       "-l %d --no-huge -m 128 --no-shconf --no-telemetry --no-pci --file-prefix=%s_%dm",
+				       i % 2, lab, i);
+		for (int w = 0; w < workers; w++) {
+			if (i < workers && w != i)
+				continue;
+			off += (size_t)snprintf(eal[EAL_MEMIF][i] + off,
+				sizeof(eal[0][0]) - off,
+				" --vdev=net_memif%d,role=%s,id=%d,socket=%s,socket-abstract=no",
+				i < workers ? 0 : w,
+				i < workers ? "client" : "server", w, sock);
+		}
+		assert_true(off < sizeof(eal[0][0]));
+	}
 }
 
 static void make_spec(struct cluster_spec *s, int xdp, int aggs)
@@ -93,6 +142,8 @@ static void make_spec(struct cluster_spec *s, int xdp, int aggs)
 static void run_job(int xdp, int aggs, const char *role, const char *algo,
 		    const char *const *extra, bool floats)
 {
+	if (xdp == EAL_MEMIF)
+		memif_eal(HOSTS);
 	struct cluster_spec s = { .workers = HOSTS, .aggregators = aggs,
 				  .role = role, .algorithm = algo,
 				  .extra = extra };
@@ -178,6 +229,8 @@ static void run_threads_job(int x, int workers, int aggs, const char *role)
 	struct test_cluster tc;
 	int failed, bad;
 
+	if (x == EAL_MEMIF)
+		memif_eal(workers);
 	s.transport = "dpdk";
 	s.coord_ip = coord;
 	for (int i = 0; i < workers + aggs; i++) {
@@ -229,6 +282,46 @@ static void test_af_xdp_threads_dedicated(void **state)
 	run_threads_job(1, 2, 1, "worker");
 }
 
+/* net_memif: the 4 workers and the dedicated aggregator joined by memif
+ * ports (the aggregator forwards between its ports by learned MACs),
+ * with loss and reordering from the emulator */
+static void test_memif_dedicated_lossy(void **state)
+{
+	(void)state;
+	run_job(EAL_MEMIF, 1, "worker", "aggregate", lossy, true);
+}
+
+/* a memif queue pair per thread (memif delivers queue q to queue q) */
+static void test_memif_threads_dedicated(void **state)
+{
+	(void)state;
+	run_threads_job(EAL_MEMIF, 2, 1, "worker");
+}
+
+/* A worker daemon killed mid-run: its memif port goes down under the
+ * aggregator, the others' clients fail, nothing hangs or crashes, and
+ * the survivors (the aggregator among them) run a new job. */
+static void test_memif_worker_killed(void **state)
+{
+	struct cluster_spec s = { .workers = HOSTS, .aggregators = 1,
+				  .role = "worker", .algorithm = "aggregate" };
+	struct test_cluster tc;
+	uint64_t took;
+	int failed, bad;
+
+	(void)state;
+	memif_eal(HOSTS);
+	make_spec(&s, EAL_MEMIF, 1);
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	failed = kill_mid_run(&tc, HOSTS, 2000, &took);
+	if (failed)
+		cluster_show_warnings(&tc);
+	bad = cluster_down(&tc);
+	assert_int_equal(failed, 0);
+	assert_int_equal(bad, 0);
+	assert_true(took < 5000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -243,6 +336,9 @@ int main(void)
 		cmocka_unit_test(test_af_packet_threads_dedicated),
 		cmocka_unit_test(test_af_xdp_threads_colocated),
 		cmocka_unit_test(test_af_xdp_threads_dedicated),
+		cmocka_unit_test(test_memif_dedicated_lossy),
+		cmocka_unit_test(test_memif_threads_dedicated),
+		cmocka_unit_test(test_memif_worker_killed),
 	};
 
 	/* TALLY_TEST_FILTER=pattern runs only the matching tests */
