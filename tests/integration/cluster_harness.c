@@ -51,82 +51,99 @@ static bool port_free(int port)
 	return ok;
 }
 
-static int cluster_up_at(struct test_cluster *tc,
-			 const struct cluster_spec *spec, int base)
+/* start rank @r of @spec, whose coordinator listens on port @base */
+static int rank_start(struct test_cluster *tc,
+		      const struct cluster_spec *spec, int base, int r)
 {
 	int stride = spec->port_stride > 0 ? spec->port_stride : 1;
 	const char *ip0 = spec->coord_ip ? spec->coord_ip :
 			  spec->ip[0] ? spec->ip[0] : "127.0.0.1";
-	char coord[64], addr[CL_MAX_DAEMONS][64], rank[CL_MAX_DAEMONS][16];
-	char world[16], key[16], secret[CL_MAX_DAEMONS][160];
+	char coord[64], addr[64], rank[16], world[16], key[16], secret[160];
+	bool agg = r >= spec->workers;
+	const char *argv[ARGS_MAX];
+	int argc = 0;
 
-	cluster_default_secret();
-	memset(tc, 0, sizeof(*tc));
-	tc->n = spec->workers + spec->aggregators;
 	snprintf(coord, sizeof(coord), "%s:%d", ip0, base);
 	snprintf(world, sizeof(world), "%d", tc->n);
 	snprintf(key, sizeof(key), "%d", 1000 + getpid() % 1000);
-	for (int r = 0; r < tc->n; r++) {
-		bool agg = r >= spec->workers;
-		const char *argv[ARGS_MAX];
-		int argc = 0;
+	snprintf(rank, sizeof(rank), "%d", r);
+	snprintf(addr, sizeof(addr), "%s:%d",
+		 spec->ip[r] ? spec->ip[r] : "127.0.0.1",
+		 base + 1 + r * stride);
+	argv[argc++] = "--rank";
+	argv[argc++] = rank;
+	argv[argc++] = "--world";
+	argv[argc++] = world;
+	argv[argc++] = "--role";
+	argv[argc++] = agg ? "aggregator" : spec->role;
+	argv[argc++] = "--algorithm";
+	argv[argc++] = spec->algorithm;
+	argv[argc++] = "--coordinator";
+	argv[argc++] = coord;
+	argv[argc++] = "--job-key";
+	argv[argc++] = key;
+	argv[argc++] = "--address";
+	argv[argc++] = addr;
+	argv[argc++] = "--transport";
+	argv[argc++] = spec->transport ? spec->transport : "udp";
+	argv[argc++] = "--log-level";
+	argv[argc++] = "info";
+	if (spec->eal_args[r]) {
+		argv[argc++] = "--eal-args";
+		argv[argc++] = spec->eal_args[r];
+	}
+	if (spec->mac[r]) {
+		argv[argc++] = "--mac";
+		argv[argc++] = spec->mac[r];
+	}
+	if (spec->secret_file[r]) {
+		snprintf(secret, sizeof(secret), "cluster.secret_file=%s",
+			 spec->secret_file[r]);
+		argv[argc++] = "--set";
+		argv[argc++] = secret;
+	}
+	for (int i = 0; spec->extra && spec->extra[i] &&
+			argc < ARGS_MAX - 1; i++)
+		argv[argc++] = spec->extra[i];
+	for (int i = 0; (agg ? spec->extra_agg : spec->extra_worker) &&
+			(agg ? spec->extra_agg : spec->extra_worker)[i] &&
+			argc < ARGS_MAX - 1; i++)
+		argv[argc++] = (agg ? spec->extra_agg :
+				spec->extra_worker)[i];
+	argv[argc] = NULL;
+	if (daemon_start_in(&tc->d[r], CL_LOCAL, argv, spec->netns[r])) {
+		fprintf(stderr, "daemon rank %d did not start\n", r);
+		daemon_stop(&tc->d[r]);	/* its directory */
+		return -1;
+	}
+	return 0;
+}
 
-		snprintf(rank[r], sizeof(rank[r]), "%d", r);
-		snprintf(addr[r], sizeof(addr[r]), "%s:%d",
-			 spec->ip[r] ? spec->ip[r] : "127.0.0.1",
-			 base + 1 + r * stride);
-		argv[argc++] = "--rank";
-		argv[argc++] = rank[r];
-		argv[argc++] = "--world";
-		argv[argc++] = world;
-		argv[argc++] = "--role";
-		argv[argc++] = agg ? "aggregator" : spec->role;
-		argv[argc++] = "--algorithm";
-		argv[argc++] = spec->algorithm;
-		argv[argc++] = "--coordinator";
-		argv[argc++] = coord;
-		argv[argc++] = "--job-key";
-		argv[argc++] = key;
-		argv[argc++] = "--address";
-		argv[argc++] = addr[r];
-		argv[argc++] = "--transport";
-		argv[argc++] = spec->transport ? spec->transport : "udp";
-		argv[argc++] = "--log-level";
-		argv[argc++] = "info";
-		if (spec->eal_args[r]) {
-			argv[argc++] = "--eal-args";
-			argv[argc++] = spec->eal_args[r];
-		}
-		if (spec->mac[r]) {
-			argv[argc++] = "--mac";
-			argv[argc++] = spec->mac[r];
-		}
-		if (spec->secret_file[r]) {
-			snprintf(secret[r], sizeof(secret[r]),
-				 "cluster.secret_file=%s",
-				 spec->secret_file[r]);
-			argv[argc++] = "--set";
-			argv[argc++] = secret[r];
-		}
-		for (int i = 0; spec->extra && spec->extra[i] &&
-				argc < ARGS_MAX - 1; i++)
-			argv[argc++] = spec->extra[i];
-		for (int i = 0; (agg ? spec->extra_agg : spec->extra_worker) &&
-				(agg ? spec->extra_agg : spec->extra_worker)[i] &&
-				argc < ARGS_MAX - 1; i++)
-			argv[argc++] = (agg ? spec->extra_agg :
-					spec->extra_worker)[i];
-		argv[argc] = NULL;
-		if (daemon_start_in(&tc->d[r], CL_LOCAL, argv,
-				    spec->netns[r])) {
-			fprintf(stderr, "daemon rank %d did not start\n", r);
-			daemon_stop(&tc->d[r]);	/* its directory */
+static int cluster_up_at(struct test_cluster *tc,
+			 const struct cluster_spec *spec, int base)
+{
+	cluster_default_secret();
+	memset(tc, 0, sizeof(*tc));
+	tc->n = spec->workers + spec->aggregators;
+	tc->base = base;
+	for (int r = 0; r < tc->n; r++) {
+		if (rank_start(tc, spec, base, r)) {
 			tc->n = r;
 			cluster_down(tc);
 			return -1;
 		}
 	}
 	return 0;
+}
+
+int cluster_restart(struct test_cluster *tc, const struct cluster_spec *spec,
+		    int r)
+{
+	if (tc->d[r].pid && daemon_stop(&tc->d[r]))
+		fprintf(stderr, "daemon rank %d: unclean stop before restart\n",
+			r);
+	tc->d[r].pid = 0;
+	return rank_start(tc, spec, tc->base, r);
 }
 
 int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec)

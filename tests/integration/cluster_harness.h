@@ -37,6 +37,7 @@ struct cluster_spec {
 
 struct test_cluster {
 	int n;
+	int base;			/* the coordinator's port */
 	struct test_daemon d[CL_MAX_DAEMONS];
 };
 
@@ -48,6 +49,11 @@ void cluster_default_secret(void);
 /* Start every daemon (rank 0 first) and wait until each client socket
  * accepts.  0 or -1. */
 int cluster_up(struct test_cluster *tc, const struct cluster_spec *spec);
+/* Start rank @r of @spec again (stopping it first if it still runs), as
+ * a host whose daemon restarted: same rank, address and arguments.  0 or
+ * -1. */
+int cluster_restart(struct test_cluster *tc, const struct cluster_spec *spec,
+		    int r);
 /* Print every daemon's warnings and errors so far (a failed test says
  * why: which peer was lost and how). */
 void cluster_show_warnings(const struct test_cluster *tc);

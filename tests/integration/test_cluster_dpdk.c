@@ -300,26 +300,78 @@ static void test_memif_threads_dedicated(void **state)
 
 /* A worker daemon killed mid-run: its memif port goes down under the
  * aggregator, the others' clients fail, nothing hangs or crashes, and
- * the survivors (the aggregator among them) run a new job. */
-static void test_memif_worker_killed(void **state)
+ * the survivors (the aggregator among them) run a new job.  Then the
+ * daemon starts again, its port reconnects, and all 4 run a job. */
+/* every daemon's log shows the whole world once more (within 10 s):
+ * the restarted one's first roster, the others' second */
+static bool full_roster_again(const struct test_cluster *tc)
+{
+	for (int i = 0; i < 1000; i++) {
+		bool all = true;
+
+		for (int r = 0; r <= HOSTS && all; r++)
+			all = daemon_log_count(&tc->d[r],
+					       "4 workers, 1 aggregators") >=
+			      (r == HOSTS - 1 ? 1 : 2);
+		if (all)
+			return true;
+		usleep(10000);
+	}
+	fprintf(stderr, "the restarted daemon is not in every roster\n");
+	return false;
+}
+
+static void memif_worker_killed(const char *const *extra)
 {
 	struct cluster_spec s = { .workers = HOSTS, .aggregators = 1,
-				  .role = "worker", .algorithm = "aggregate" };
+				  .role = "worker", .algorithm = "aggregate",
+				  .extra = extra, .port_stride = 2 };
 	struct test_cluster tc;
 	uint64_t took;
 	int failed, bad;
 
-	(void)state;
+	struct client_job all = { .hosts = HOSTS, .rounds = 2,
+				  .first_iteration = 1u << 29, .go_fd = -1 };
+
 	memif_eal(HOSTS);
 	make_spec(&s, EAL_MEMIF, 1);
 	assert_int_equal(cluster_up(&tc, &s), 0);
 	failed = kill_mid_run(&tc, HOSTS, 2000, &took);
+	/* the host comes back: its port reconnects to the aggregator's
+	 * server port, and once every daemon has the roster with it again
+	 * (before that the others' operations are the 3 workers' job) the
+	 * whole world runs a job */
+	if (!failed && cluster_restart(&tc, &s, HOSTS - 1))
+		failed = -1;
+	if (!failed && !full_roster_again(&tc))
+		failed = -1;
+	if (!failed)
+		failed = run_cluster_clients(&tc, HOSTS, all, 120000);
 	if (failed)
 		cluster_show_warnings(&tc);
 	bad = cluster_down(&tc);
 	assert_int_equal(failed, 0);
 	assert_int_equal(bad, 0);
 	assert_true(took < 5000);
+}
+
+static void test_memif_worker_killed(void **state)
+{
+	(void)state;
+	memif_worker_killed(NULL);
+}
+
+/* the same with a memif queue pair per thread, where the PMD's
+ * connect and disconnect path has crashed before (docs/performance.md) */
+static void test_memif_threads_worker_killed(void **state)
+{
+	static const char *const two[] = {
+		"--set", "dataplane.threads=2",
+		NULL,
+	};
+
+	(void)state;
+	memif_worker_killed(two);
 }
 
 int main(void)
@@ -339,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_memif_dedicated_lossy),
 		cmocka_unit_test(test_memif_threads_dedicated),
 		cmocka_unit_test(test_memif_worker_killed),
+		cmocka_unit_test(test_memif_threads_worker_killed),
 	};
 
 	/* TALLY_TEST_FILTER=pattern runs only the matching tests */
