@@ -38,8 +38,13 @@ static uint32_t frame(uint8_t *f, const struct tly_xdp_job *j, uint8_t type,
 	struct tly_addr w = { { 2, 0, 0, 0, 1, (uint8_t)rank },
 			      0x0a640100u + rank, 47800 };
 	struct tly_addr a = { { 2, 0, 0, 0, 0, 1 }, 0x0a640001, PORT };
+	/* as tally's worker sends them: an int32 DATA, and a CONFIRM of
+	 * one chunk that asks for its ACK (docs/switch-profile.md: a
+	 * CONFIRM with any other flag, INT included, is dropped) */
 	struct tly_hdr h = {
-		.type = type, .flags = TLY_F_INT, .job = j->job, .rank = rank,
+		.type = type,
+		.flags = type == TLY_T_DATA ? TLY_F_INT : TLY_F_ACK_REQ,
+		.job = j->job, .rank = rank,
 		.tensor = tensor, .chunk = chunk, .cookie = j->cookie,
 	};
 	size_t i, lanes = type == TLY_T_DATA ? j->k : 0;
@@ -115,7 +120,16 @@ static double bench(uint16_t k, double *data_ns)
 	if (after[TLY_XDP_C_COMPLETIONS] - before[TLY_XDP_C_COMPLETIONS] !=
 	    CHUNKS ||
 	    after[TLY_XDP_C_FREED] - before[TLY_XDP_C_FREED] != CHUNKS) {
-		fprintf(stderr, "xdp-agg-bench: the stream did not complete\n");
+		fprintf(stderr, "xdp-agg-bench: the stream did not complete (%llu of %u chunks completed, %llu freed; dropped as flags %llu, busy %llu)\n",
+			(unsigned long long)(after[TLY_XDP_C_COMPLETIONS] -
+					     before[TLY_XDP_C_COMPLETIONS]),
+			CHUNKS,
+			(unsigned long long)(after[TLY_XDP_C_FREED] -
+					     before[TLY_XDP_C_FREED]),
+			(unsigned long long)(after[TLY_E_FLAGS] -
+					     before[TLY_E_FLAGS]),
+			(unsigned long long)(after[TLY_XDP_C_BUSY] -
+					     before[TLY_XDP_C_BUSY]));
 		exit(1);
 	}
 	*data_ns = (double)ns_data / (double)n_data;
