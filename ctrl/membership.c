@@ -30,8 +30,27 @@ static void conn_close(struct membership *m, struct mb_conn *c)
 	c->rank = -1;
 	c->rlen = 0;
 	c->keyed = false;
+	free(c->rbuf);
+	c->rbuf = NULL;
 	memset(&c->tx, 0, sizeof(c->tx));
 	memset(&c->rx, 0, sizeof(c->rx));
+}
+
+/* @c takes @fd, with a receive buffer.  0, or -1: @fd closed. */
+static int conn_attach(struct mb_conn *c, int fd)
+{
+	if (!c->rbuf)
+		c->rbuf = malloc(BOOT_MAX_MSG);
+	if (!c->rbuf) {
+		log_err("membership: no memory for a connection's buffer");
+		close(fd);
+		return -1;
+	}
+	c->fd = fd;
+	c->rank = -1;
+	c->rlen = 0;
+	c->keyed = false;
+	return 0;
 }
 
 static int conn_send(struct mb_conn *c, const struct boot_msg *msg,
@@ -250,10 +269,8 @@ static void coordinator_accept(struct membership *m, uint64_t now)
 			continue;
 		}
 		set_sock_opts(fd);
-		c->fd = fd;
-		c->rank = -1;
-		c->rlen = 0;
-		c->keyed = false;
+		if (conn_attach(c, fd))
+			continue;
 		c->last_rx_ms = c->last_tx_ms = now;
 		auth_nonce(c->nonce_c);
 		ch.type = BOOT_CHALLENGE;
@@ -357,10 +374,8 @@ static int member_connect(struct membership *m, uint64_t now)
 		return -errno;
 	m->connect_tries++;
 	set_sock_opts(fd);
-	c->fd = fd;
-	c->rank = -1;
-	c->rlen = 0;
-	c->keyed = false;
+	if (conn_attach(c, fd))
+		return -ENOMEM;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 		err = member_connected(m, EPOLL_CTL_ADD, now) ? -errno : 0;
 	} else if (errno == EINPROGRESS) {
@@ -440,7 +455,7 @@ static void member_read_challenge(struct membership *m, uint64_t now)
 
 	while ((len = boot_decode(c->rbuf, c->rlen, &ch)) == 0) {
 		ssize_t n = recv(c->fd, c->rbuf + c->rlen,
-				 sizeof(c->rbuf) - c->rlen, MSG_DONTWAIT);
+				 BOOT_MAX_MSG - c->rlen, MSG_DONTWAIT);
 
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
 			      errno == EINTR))
@@ -657,7 +672,7 @@ static void conn_read(struct membership *m, struct mb_conn *c, uint64_t now)
 {
 	while (c->fd >= 0) {
 		ssize_t n = recv(c->fd, c->rbuf + c->rlen,
-				 sizeof(c->rbuf) - c->rlen, MSG_DONTWAIT);
+				 BOOT_MAX_MSG - c->rlen, MSG_DONTWAIT);
 
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 			if (m->coordinator)

@@ -89,7 +89,11 @@ struct mb_conn {
 	struct auth_stream tx, rx;
 	uint64_t last_rx_ms, last_tx_ms;
 	size_t rlen;
-	uint8_t rbuf[BOOT_MAX_MSG];
+	/* BOOT_MAX_MSG bytes while fd >= 0 (conn_attach()), else NULL:
+	 * a ROSTER with thread MAC tables may take 27 KB, and a coordinator
+	 * has MB_MAX_CONNS connections, so a buffer each inside the struct
+	 * made every job's membership_start() fault in 7 MB */
+	uint8_t *rbuf;
 };
 
 struct membership_ops {
