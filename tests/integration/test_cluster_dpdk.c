@@ -127,11 +127,15 @@ static void memif_eal(int workers)
 	}
 }
 
+/* @s's workers and @aggs aggregators on the lab's first hosts, with the
+ * EAL arguments of set @xdp (memif: a fresh socket for this job) */
 static void make_spec(struct cluster_spec *s, int xdp, int aggs)
 {
+	if (xdp == EAL_MEMIF)
+		memif_eal(s->workers);
 	s->transport = "dpdk";
 	s->coord_ip = coord;
-	for (int i = 0; i < HOSTS + aggs; i++) {
+	for (int i = 0; i < s->workers + aggs; i++) {
 		s->netns[i] = ns[i];
 		s->ip[i] = ip[i];
 		s->mac[i] = mac[i];
@@ -142,8 +146,6 @@ static void make_spec(struct cluster_spec *s, int xdp, int aggs)
 static void run_job(int xdp, int aggs, const char *role, const char *algo,
 		    const char *const *extra, bool floats)
 {
-	if (xdp == EAL_MEMIF)
-		memif_eal(HOSTS);
 	struct cluster_spec s = { .workers = HOSTS, .aggregators = aggs,
 				  .role = role, .algorithm = algo,
 				  .extra = extra };
@@ -229,16 +231,7 @@ static void run_threads_job(int x, int workers, int aggs, const char *role)
 	struct test_cluster tc;
 	int failed, bad;
 
-	if (x == EAL_MEMIF)
-		memif_eal(workers);
-	s.transport = "dpdk";
-	s.coord_ip = coord;
-	for (int i = 0; i < workers + aggs; i++) {
-		s.netns[i] = ns[i];
-		s.ip[i] = ip[i];
-		s.mac[i] = mac[i];
-		s.eal_args[i] = eal[x][i];
-	}
+	make_spec(&s, x, aggs);
 	assert_int_equal(cluster_up(&tc, &s), 0);
 	failed = run_cluster_clients(&tc, workers, job, 120000);
 	if (failed)
@@ -298,10 +291,6 @@ static void test_memif_threads_dedicated(void **state)
 	run_threads_job(EAL_MEMIF, 2, 1, "worker");
 }
 
-/* A worker daemon killed mid-run: its memif port goes down under the
- * aggregator, the others' clients fail, nothing hangs or crashes, and
- * the survivors (the aggregator among them) run a new job.  Then the
- * daemon starts again, its port reconnects, and all 4 run a job. */
 /* every daemon's log shows the whole world once more (within 10 s):
  * the restarted one's first roster, the others' second */
 static bool full_roster_again(const struct test_cluster *tc)
@@ -321,19 +310,21 @@ static bool full_roster_again(const struct test_cluster *tc)
 	return false;
 }
 
+/* A worker daemon killed mid-run: its memif port goes down under the
+ * aggregator, the others' clients fail, nothing hangs or crashes, and
+ * the survivors (the aggregator among them) run a new job.  Then the
+ * daemon starts again, its port reconnects, and all 4 run a job. */
 static void memif_worker_killed(const char *const *extra)
 {
 	struct cluster_spec s = { .workers = HOSTS, .aggregators = 1,
 				  .role = "worker", .algorithm = "aggregate",
 				  .extra = extra, .port_stride = 2 };
+	struct client_job all = { .hosts = HOSTS, .rounds = 2,
+				  .first_iteration = 1u << 29, .go_fd = -1 };
 	struct test_cluster tc;
 	uint64_t took;
 	int failed, bad;
 
-	struct client_job all = { .hosts = HOSTS, .rounds = 2,
-				  .first_iteration = 1u << 29, .go_fd = -1 };
-
-	memif_eal(HOSTS);
 	make_spec(&s, EAL_MEMIF, 1);
 	assert_int_equal(cluster_up(&tc, &s), 0);
 	failed = kill_mid_run(&tc, HOSTS, 2000, &took);
