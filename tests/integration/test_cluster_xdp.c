@@ -16,8 +16,9 @@
  * transport = xdp cannot do is refused at start.  Needs root (suite
  * integration).
  */
-#include <linux/if_link.h>
+#include <fcntl.h>
 #include <net/if.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -40,11 +41,41 @@
 static char lab[32], ip[LAB_HOSTS][32], ns[LAB_HOSTS][64];
 static char mac[LAB_HOSTS][32], eal[HOSTS][256], coord[32];
 static char group[64];
-static int pass_fd = -1, pass_ifindex;
+static char swns[64];
+static int pass_fd = -1;
+
+/*
+ * XDP_PASS on link @dev of namespace @netns: veth's XDP_TX on the
+ * aggregator's eth0 needs a program on its peer, the bridge's end, which
+ * lives in the lab's switch namespace (tools/netlab).  The attachment
+ * stays with the link; this thread comes back to its own namespace.
+ */
+static int attach_pass_in(const char *netns, const char *dev)
+{
+	char path[128];
+	int self, sw, ifindex, fd = -1;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", netns);
+	self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	sw = open(path, O_RDONLY | O_CLOEXEC);
+	if (self >= 0 && sw >= 0 && setns(sw, CLONE_NEWNET) == 0) {
+		ifindex = (int)if_nametoindex(dev);
+		fd = ifindex ? tly_xdp_attach_pass(ifindex) : -1;
+		if (setns(self, CLONE_NEWNET)) {
+			perror("setns back");
+			abort();	/* the rest would run in the wrong place */
+		}
+	}
+	if (sw >= 0)
+		close(sw);
+	if (self >= 0)
+		close(self);
+	return fd;
+}
 
 static int lab_up(void **state)
 {
-	char cmd[128];
+	char cmd[256];
 
 	(void)state;
 	if (geteuid() != 0) {
@@ -72,16 +103,17 @@ static int lab_up(void **state)
 	}
 	/* every RESULT is one multicast frame: no IGMP snooping (no querier
 	 * here), the bridge floods it to every port */
-	snprintf(cmd, sizeof(cmd), "ip link set %sbr type bridge "
-		 "mcast_snooping 0", lab);
+	if (netlab_run(lab, "ns switch", swns, sizeof(swns)))
+		return -1;
+	snprintf(cmd, sizeof(cmd), "ip -n %s link set %sbr type bridge "
+		 "mcast_snooping 0", swns, lab);
 	if (system(cmd))
 		return -1;
 	snprintf(cmd, sizeof(cmd), "%s%d-h", lab, HOSTS);
-	pass_ifindex = (int)if_nametoindex(cmd);
-	if (pass_ifindex)
-		pass_fd = tly_xdp_attach_pass(pass_ifindex);
+	pass_fd = attach_pass_in(swns, cmd);
 	if (pass_fd < 0) {
-		fprintf(stderr, "cannot attach XDP_PASS to %s\n", cmd);
+		fprintf(stderr, "cannot attach XDP_PASS to %s in %s\n", cmd,
+			swns);
 		return -1;
 	}
 	snprintf(group, sizeof(group), "dataplane.result_group=239.83.%d.%d:"
@@ -93,8 +125,7 @@ static int lab_up(void **state)
 static int lab_down(void **state)
 {
 	(void)state;
-	if (pass_ifindex)
-		bpf_xdp_detach(pass_ifindex, XDP_FLAGS_DRV_MODE, NULL);
+	/* the program goes with the link, which goes with the namespace */
 	if (pass_fd >= 0)
 		close(pass_fd);
 	return netlab_run(lab, "down", NULL, 0);
