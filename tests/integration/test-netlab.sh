@@ -1,0 +1,106 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# test-netlab.sh NETLAB - tools/netlab's promises (docs/netlab.md): the
+# bridge and the links' bridge ends in the lab's switch namespace with the
+# bridge's netfilter hooks off there and the root namespace untouched,
+# shaping on both ends, every link carrying TCP, `down` leaving nothing,
+# a failing `up` cleaning after itself, and someone else's namespace
+# refused and left alone.  Needs root (suite integration).
+set -u
+netlab=${1:?usage: test-netlab.sh NETLAB}
+name=nl$(($$ % 100000))
+subnet=10.86.$(($$ % 200))
+fails=0
+state=$(mktemp -d)
+export NETLAB_STATE_DIR=$state
+
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+check() {	# check WHAT CMD...: CMD must succeed
+	local what=$1
+	shift
+	if "$@" >/dev/null 2>&1; then ok "$what"; else bad "$what"; fi
+}
+refute() {	# refute WHAT CMD...: CMD must fail
+	local what=$1
+	shift
+	if "$@" >/dev/null 2>&1; then bad "$what"; else ok "$what"; fi
+}
+ns_list() { ip netns list | awk '{print $1}' | grep -E "^${name}(sw|[0-9]+)$" | sort; }
+cleanup() {
+	"$netlab" down --name "$name" >/dev/null 2>&1
+	ip netns del "${name}sw" 2>/dev/null
+	rm -rf "$state"
+}
+trap cleanup EXIT
+
+[ "$(id -u)" -eq 0 ] || { echo "test-netlab.sh needs root"; exit 1; }
+root_nf=$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null || echo none)
+
+if ! "$netlab" up 3 --rate 100mbit --mgmt --name "$name" --subnet "$subnet"; then
+	echo "FAIL up"
+	exit 1
+fi
+sw=$("$netlab" ns --name "$name" switch)
+check "ns switch names ${name}sw" [ "$sw" = "${name}sw" ]
+check "four namespaces: three hosts and the switch" \
+	[ "$(ns_list | tr '\n' ' ')" = "${name}0 ${name}1 ${name}2 ${name}sw " ]
+for l in "${name}br" "${name}mg" "${name}0-h" "${name}2-m"; do
+	check "$l is in the switch namespace" ip -n "$sw" link show dev "$l"
+	refute "$l is not in the root namespace" ip link show dev "$l"
+done
+check "host 1's bridge end is on the bridge" \
+	sh -c "ip -n $sw -o link show dev ${name}1-h | grep -q 'master ${name}br'"
+if [ "$root_nf" != none ]; then
+	for f in iptables ip6tables arptables; do
+		check "bridge-nf-call-$f is 0 in the switch namespace" [ \
+			"$(ip netns exec "$sw" cat /proc/sys/net/bridge/bridge-nf-call-$f)" = 0 ]
+	done
+	check "the root namespace's bridge-nf-call-iptables is untouched" \
+		[ "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables)" = "$root_nf" ]
+else
+	echo "skip the netfilter checks: br_netfilter is not loaded"
+fi
+check "tbf on host 1's upload (eth0)" \
+	sh -c "ip -n ${name}1 -o link show dev eth0 >/dev/null && tc -n ${name}1 qdisc show dev eth0 | grep -q tbf"
+check "tbf on host 1's download (its bridge end)" \
+	sh -c "tc -n $sw qdisc show dev ${name}1-h | grep -q tbf"
+check "exec switch runs in the switch namespace" \
+	sh -c "\"$netlab\" exec --name $name switch ip -o link show dev ${name}br"
+check "every link carries a TCP stream (netlab check)" \
+	"$netlab" check --name "$name" --bytes 2000000
+# a TCP connection over the management bridge, host 0 -> host 2
+"$netlab" exec --name "$name" 2 timeout 20 python3 -c "
+import socket
+s = socket.socket(); s.bind(('$("$netlab" mgmt-ip --name "$name" 2)', 5998))
+s.listen(1); s.settimeout(15); c, _ = s.accept(); c.sendall(b'k')" &
+server=$!
+check "the management network carries TCP from host 0 to host 2" \
+	"$netlab" exec --name "$name" 0 timeout 20 python3 -c "
+import socket, time
+for _ in range(100):
+    try:
+        c = socket.create_connection(('$("$netlab" mgmt-ip --name "$name" 2)', 5998), timeout=2)
+        break
+    except OSError:
+        time.sleep(0.05)
+assert c.recv(1) == b'k'"
+wait "$server"
+check "down" "$netlab" down --name "$name"
+check "down leaves no namespace" [ -z "$(ns_list)" ]
+check "down leaves no state file" [ ! -e "$state/$name.state" ]
+
+refute "up with a bad rate fails" \
+	"$netlab" up 2 --rate bogus --name "$name" --subnet "$subnet"
+check "the failed up left no namespace" [ -z "$(ns_list)" ]
+check "the failed up left no state file" [ ! -e "$state/$name.state" ]
+
+ip netns add "${name}sw"
+refute "up refuses when the switch namespace is someone else's" \
+	"$netlab" up 2 --name "$name" --subnet "$subnet"
+check "someone else's namespace is left alone" [ -e "/run/netns/${name}sw" ]
+ip netns del "${name}sw"
+
+echo "test-netlab: $fails failed"
+[ "$fails" -eq 0 ]
