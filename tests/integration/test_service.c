@@ -592,5 +592,8 @@ int main(void)
 		T(test_limits),
 	};
 
+	/* TALLY_TEST_FILTER=pattern runs only the matching tests */
+	if (getenv("TALLY_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TALLY_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
