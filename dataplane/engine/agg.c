@@ -79,7 +79,6 @@ struct tly_agg {
 	uint32_t cursor;	/* poll position */
 	struct agg_slot *slots;
 	uint32_t *sums;		/* n_total * k words, host order (mmap) */
-	size_t sums_bytes;
 	/* sign_ef count lanes: tly_sign_chunk_elems(k) bytes per entry,
 	 * allocated when the first sign DATA arrives (8x the sums: see
 	 * docs/compression.md section 3); a sign slot's sums[0] is its
@@ -394,10 +393,15 @@ static inline uint32_t fb_mod(const struct tly_agg *a, uint32_t x)
 }
 #endif
 
+/* the size of the sums' mapping: k words for every slot */
+static size_t sums_bytes(const struct tly_agg *a)
+{
+	return (size_t)a->n_total * a->cfg.k * 4;
+}
+
 struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 {
 	struct tly_agg *a;
-	size_t words;
 
 	if (!cfg->n_workers || cfg->n_workers > TLY_MAX_WORKERS ||
 	    cfg->k < TLY_K_MIN || cfg->k > TLY_K_MAX || !cfg->n_slots ||
@@ -436,7 +440,6 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 	a->all = cfg->n_workers == 64 ? ~0ull : (1ull << cfg->n_workers) - 1;
 	a->n_total = cfg->n_slots + a->cfg.n_fallback;
 	a->slots = aligned_alloc(64, (size_t)a->n_total * sizeof(*a->slots));
-	words = (size_t)a->n_total * cfg->k;
 	/*
 	 * The sums from the kernel, zero and not yet touched: each page is
 	 * faulted in by the first chunk that uses it.  Zeroing them here
@@ -444,8 +447,7 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 	 * the daemon's control thread at every roster, where every job's
 	 * heartbeats wait.
 	 */
-	a->sums_bytes = words * 4;
-	a->sums = mmap(NULL, a->sums_bytes, PROT_READ | PROT_WRITE,
+	a->sums = mmap(NULL, sums_bytes(a), PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (a->sums == MAP_FAILED)
 		a->sums = NULL;
@@ -465,7 +467,7 @@ void tly_agg_destroy(struct tly_agg *a)
 		return;
 	free(a->slots);
 	if (a->sums)
-		munmap(a->sums, a->sums_bytes);
+		munmap(a->sums, sums_bytes(a));
 	free(a->counts);
 	free(a);
 }

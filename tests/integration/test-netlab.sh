@@ -71,9 +71,10 @@ check "exec switch runs in the switch namespace" \
 check "every link carries a TCP stream (netlab check)" \
 	"$netlab" check --name "$name" --bytes 2000000
 # a TCP connection over the management bridge, host 0 -> host 2
+mgmt2=$("$netlab" mgmt-ip --name "$name" 2)
 "$netlab" exec --name "$name" 2 timeout 20 python3 -c "
 import socket
-s = socket.socket(); s.bind(('$("$netlab" mgmt-ip --name "$name" 2)', 5998))
+s = socket.socket(); s.bind(('$mgmt2', 5998))
 s.listen(1); s.settimeout(15); c, _ = s.accept(); c.sendall(b'k')" &
 server=$!
 check "the management network carries TCP from host 0 to host 2" \
@@ -81,7 +82,7 @@ check "the management network carries TCP from host 0 to host 2" \
 import socket, time
 for _ in range(100):
     try:
-        c = socket.create_connection(('$("$netlab" mgmt-ip --name "$name" 2)', 5998), timeout=2)
+        c = socket.create_connection(('$mgmt2', 5998), timeout=2)
         break
     except OSError:
         time.sleep(0.05)
