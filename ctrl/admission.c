@@ -262,7 +262,7 @@ static int static_rank(const struct job *j)
 static void admit(struct tallyd *d, struct daemon_conn *cn)
 {
 	struct daemon_client *cl = free_client(d);
-	int give[2] = { -1, -1 }, sock = cn->sock, ret, rank = -1;
+	int give[3] = { -1, -1, -1 }, sock = cn->sock, ret, rank = -1;
 	const char *why = NULL;
 	struct tally_msg welcome;
 	struct job *j = NULL;
@@ -327,7 +327,13 @@ static void admit(struct tallyd *d, struct daemon_conn *cn)
 	/* the library keeps sign_ef's residuals (enum tly_codec + 1 is
 	 * enum tally_compression) */
 	welcome.arg[2] = (uint64_t)j->cfg.compression + 1;
-	ret = msg_send(sock, &welcome, give, 2);
+	if (local_fast_on(&j->fast)) {
+		/* the job's fast-path table: the same memfd for every member
+		 * (docs/local-fast-path.md) */
+		welcome.arg[3] = j->fast.seg.size;
+		give[2] = j->fast.seg.fd;
+	}
+	ret = msg_send(sock, &welcome, give, local_fast_on(&j->fast) ? 3 : 2);
 	close(give[0]);
 	close(give[1]);
 	if (ret) {

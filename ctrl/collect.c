@@ -189,11 +189,16 @@ static void collect_job(struct fill *f, struct tallyd *d, struct job *j)
 	put1(f, "tally_hosts", METRICS_GAUGE, "Hosts in the job.",
 	     j->cfg.world);
 	fam(f, "tally_operations_total", METRICS_COUNTER, "Operations "
-	    "completed, by result.");
-	put(f, "tally_operations_total", (double)j->st.ops_done,
+	    "completed, by result (done: with the fast path's).");
+	put(f, "tally_operations_total", (double)job_ops_done(j),
 	    "result", "done", NULL, NULL);
 	put(f, "tally_operations_total", (double)j->st.ops_failed,
 	    "result", "failed", NULL, NULL);
+	put1(f, "tally_fast_path_operations_total", METRICS_COUNTER,
+	     "All-reduces the job's clients reduced among themselves in its "
+	     "fast-path table (docs/local-fast-path.md), as the table counts "
+	     "them; counted in tally_operations_total too.",
+	     (double)(j->st.fast_ops_past + local_fast_completed(&j->fast)));
 	put1(f, "tally_reduced_bytes_total", METRICS_COUNTER, "Bytes of "
 	     "local groups all-reduced.", (double)j->st.bytes_reduced);
 	put1(f, "tally_local_groups_in_use", METRICS_GAUGE, "Local groups "

@@ -23,6 +23,7 @@
 #include "dataplane/engine/wire.h"
 #include "dataplane/sched/sched.h"
 #include "ctrl/log.h"
+#include "shm/fast.h"
 
 void config_defaults(struct tally_config *cfg)
 {
@@ -31,6 +32,8 @@ void config_defaults(struct tally_config *cfg)
 	cfg->local_size = 1;
 	cfg->idle_spin_us = 50;
 	cfg->stuck_ms = 10000;
+	cfg->fast_path_bytes = 32768;
+	cfg->fast_path_slots = 32;
 	cfg->numa_node = -1;
 	cfg->log_level = LOG_INFO;
 	cfg->world = 1;
@@ -97,6 +100,10 @@ static const struct key_spec keys[] = {
 	  sizeof(((struct tally_config *)0)->cpus) },
 	{ "daemon", "log_level", K_LOG, F(log_level), 0, 0, 0 },
 	{ "daemon", "stuck_ms", K_INT, F(stuck_ms), 0, 86400000, 0 },
+	{ "daemon", "fast_path_bytes", K_INT, F(fast_path_bytes), 0,
+	  TALLY_FAST_MAX_BYTES, 0 },
+	{ "daemon", "fast_path_slots", K_INT, F(fast_path_slots), 1,
+	  TALLY_FAST_MAX_SLOTS, 0 },
 	{ "cluster", "rank", K_INT, F(rank), 0, BOOT_MAX_MEMBERS - 1, 0 },
 	{ "cluster", "world", K_INT, F(world), 1, BOOT_MAX_MEMBERS, 0 },
 	{ "cluster", "role", K_ROLE, F(role), 0, 0, 0 },

@@ -35,6 +35,9 @@ struct tally_config {
 	int numa_node;			/* the NIC's node; -1 = unset */
 	char cpus[256];			/* reduce threads' CPU list; "": unset */
 	int stuck_ms;			/* watchdog bound; 0 = off */
+	/* the local fast path of one-host jobs (docs/local-fast-path.md) */
+	int fast_path_bytes;		/* largest all-reduce it takes; 0 off */
+	int fast_path_slots;
 	int log_level;
 	/* [cluster]: world 1 means this host alone, no network */
 	int rank;

@@ -335,6 +335,7 @@ static void abort_groups(struct job *j)
 void job_abort(struct job *j, const char *why)
 {
 	abort_groups(j);
+	local_fast_abort(&j->fast, TALLY_EPEERLOST);
 	if (j->n_members > 0 && !j->broken)
 		log_warn("job %s aborted (%s): pending and new operations of "
 			 "the %d remaining member(s) fail with peer-lost",
@@ -351,6 +352,24 @@ static void cluster_job_abort(void *ctx, const char *why)
 
 /* ---- members ---------------------------------------------------------- */
 
+/* The fast path is for a host alone (docs/local-fast-path.md): the
+ * network's jobs need the daemon for every operation anyway, and one
+ * client has nobody to reduce with. */
+static bool fast_path_wanted(const struct job *j)
+{
+	return !j->cluster && j->cfg.world <= 1 && j->cfg.local_size >= 2 &&
+	       j->cfg.fast_path_bytes > 0 &&
+	       j->cfg.compression == TLY_CODEC_NONE;
+}
+
+/* A run of the job ended (no member left): the next gets a fresh table. */
+static void members_gone(struct job *j)
+{
+	j->empty_since_ns = tly_now_ns();
+	j->st.fast_ops_past += local_fast_completed(&j->fast);
+	local_fast_destroy(&j->fast);
+}
+
 int job_member_add(struct job *j, struct daemon_client *cl, int rank,
 		   const char **why)
 {
@@ -364,6 +383,13 @@ int job_member_add(struct job *j, struct daemon_client *cl, int rank,
 	}
 	if (j->members[rank]) {
 		*why = "local rank taken";
+		return -TALLY_EDENIED;
+	}
+	if (j->n_members == 0 && fast_path_wanted(j) &&
+	    local_fast_create(&j->fast, (unsigned int)j->cfg.local_size,
+			      (unsigned int)j->cfg.fast_path_slots,
+			      (uint64_t)j->cfg.fast_path_bytes)) {
+		*why = "no memory for the job's fast-path table";
 		return -TALLY_EDENIED;
 	}
 	j->members[rank] = cl;
@@ -381,7 +407,7 @@ void job_member_undo(struct job *j, struct daemon_client *cl)
 	j->n_members--;
 	j->ever_members--;
 	if (!j->n_members)
-		j->empty_since_ns = tly_now_ns();
+		members_gone(j);
 	cl->job = NULL;
 }
 
@@ -392,8 +418,6 @@ void job_member_left(struct job *j, struct daemon_client *cl)
 		return;
 	j->members[cl->rank] = NULL;
 	j->n_members--;
-	if (!j->n_members)
-		j->empty_since_ns = tly_now_ns();
 	/* Other hosts wait for what this job had pending: tell them.  A
 	 * member leaving with nothing pending (the end of training) does
 	 * not end the others' job. */
@@ -402,15 +426,60 @@ void job_member_left(struct job *j, struct daemon_client *cl)
 		cluster_local_abort(j->cluster);
 	}
 	job_abort(j, "a member left");
+	if (!j->n_members)
+		members_gone(j);
 	cl->job = NULL;
 }
 
 /* ---- the loop's side -------------------------------------------------- */
 
+/* How long a group may wait here before its (key, iteration) is looked
+ * for in the fast-path table: members that took the other path never
+ * come, and they disagree on the size or flags. */
+#define FAST_CROSS_AFTER_NS 5000000ull
+
+static void fast_cross_check(struct job *j, uint64_t now_ns)
+{
+	struct local_group *lg = &j->groups;
+
+	if (!local_fast_on(&j->fast) || lg->n_used == 0 ||
+	    now_ns < j->fast.next_check_ns)
+		return;
+	j->fast.next_check_ns = now_ns + FAST_CROSS_AFTER_NS;
+	for (uint32_t i = 0; i < lg->n_pool; i++) {
+		struct lg_group *g = &lg->pool[i];
+
+		if (!g->used || g->failed ||
+		    now_ns - g->op.submit_ns < FAST_CROSS_AFTER_NS ||
+		    !local_fast_cross(&j->fast, g->op.key, g->op.iteration,
+				      g->arrived))
+			continue;
+		for (unsigned int r = 0; r < lg->size; r++) {
+			if (!(g->arrived & (1ull << r)))
+				continue;
+			put_member(&g->m[r]);
+			complete(j, j->members[r], g->m[r].user_data,
+				 -TALLY_EMISMATCH);
+		}
+		log_warn("job %s: key %llu iteration %llu: members disagree on "
+			 "count, dtype or flags (some took the fast path)",
+			 j->id, (unsigned long long)g->op.key,
+			 (unsigned long long)g->op.iteration);
+		local_group_release(lg, g);
+	}
+}
+
+uint64_t job_ops_done(const struct job *j)
+{
+	return j->st.ops_done + j->st.fast_ops_past +
+	       local_fast_completed(&j->fast);
+}
+
 int job_poll(struct job *j, uint64_t now_ns)
 {
 	int work = 0;
 
+	fast_cross_check(j, now_ns);
 	if (j->cluster) {
 		work = cluster_poll(j->cluster, now_ns);
 		cluster_tick(j->cluster, now_ns / 1000000);
@@ -423,6 +492,14 @@ int64_t job_sleep_ns(struct job *j, uint64_t now_ns)
 {
 	int64_t t = j->cluster ? (int64_t)cluster_idle_ns(j->cluster) : -1;
 	int64_t w = watchdog_sleep_ns(j, now_ns);
+
+	if (local_fast_on(&j->fast) && j->groups.n_used > 0) {
+		int64_t f = j->fast.next_check_ns > now_ns ?
+			    (int64_t)(j->fast.next_check_ns - now_ns) : 0;
+
+		if (w < 0 || f < w)
+			w = f;
+	}
 
 	if (w >= 0 && (t < 0 || w < t))
 		t = w;
@@ -503,6 +580,8 @@ void job_stop(struct job *j)
 	cluster_stop(j->cluster);	/* fails what is in the network */
 	j->cluster = NULL;
 	abort_groups(j);
+	local_fast_abort(&j->fast, TALLY_EPEERLOST);
+	local_fast_destroy(&j->fast);
 	watchdog_fini(j);
 	local_group_destroy(&j->groups);
 	explicit_bzero(j->secret, sizeof(j->secret));

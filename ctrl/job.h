@@ -20,6 +20,7 @@
 
 #include "ctrl/client.h"
 #include "ctrl/config.h"
+#include "ctrl/local_fast.h"
 #include "ctrl/local_group.h"
 #include "ctrl/metrics.h"
 #include "shm/proto.h"
@@ -34,6 +35,7 @@ const char *job_size_class_name(int cls);
 
 struct job_stats {
 	uint64_t ops_done, ops_failed, bytes_reduced;
+	uint64_t fast_ops_past;		/* fast-path tables of ended runs */
 	uint64_t limit_refusals;	/* requests over a limit */
 	uint64_t stuck_reports;		/* of retired jobs (job_table.c) */
 	/* local groups' submission-to-completion time by size class */
@@ -60,6 +62,9 @@ struct job {
 	uid_t uid;			/* its clients' user */
 	struct job_env env;
 	struct local_group groups;
+	/* one host alone: the members' own table for small all-reduces,
+	 * from the first member's arrival to the last one's leaving */
+	struct local_fast fast;
 	struct daemon_client *members[CONFIG_MAX_LOCAL_SIZE];
 	int n_members;
 	int ever_members;		/* clients it admitted in all */
@@ -100,6 +105,9 @@ void job_abort(struct job *j, const char *why);
 
 /* The network side: receive, timers, transmit.  Work done. */
 int job_poll(struct job *j, uint64_t now_ns);
+/* Operations done: the daemon's and the fast path's (what its table
+ * counts, docs/local-fast-path.md). */
+uint64_t job_ops_done(const struct job *j);
 /* How long the loop may sleep for this job (-1: no limit). */
 int64_t job_sleep_ns(struct job *j, uint64_t now_ns);
 /* An epoll event on one of the job's sockets. */

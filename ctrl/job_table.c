@@ -73,9 +73,9 @@ void job_table_retire(struct job_table *t, struct job *j)
 		return;
 	log_info("job %s ended: %d client(s) in all, %llu operations done, "
 		 "%llu failed", j->id, j->ever_members,
-		 (unsigned long long)j->st.ops_done,
+		 (unsigned long long)job_ops_done(j),
 		 (unsigned long long)j->st.ops_failed);
-	t->past.ops_done += j->st.ops_done;
+	t->past.ops_done += job_ops_done(j);
 	t->past.ops_failed += j->st.ops_failed;
 	t->past.bytes_reduced += j->st.bytes_reduced;
 	t->past.limit_refusals += j->st.limit_refusals;

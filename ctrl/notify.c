@@ -73,7 +73,7 @@ void notify_poll(struct tallyd *d)
 			    "operations done, %llu failed",
 			    broken ? "job aborted: " : "", d->n_clients,
 			    d->cfg.local_size,
-			    (unsigned long long)d->static_job->st.ops_done,
+			    (unsigned long long)job_ops_done(d->static_job),
 			    (unsigned long long)d->static_job->st.ops_failed);
 	else
 		notify_send("STATUS=%d job(s), %d client(s)", jobs,

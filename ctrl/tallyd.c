@@ -185,7 +185,7 @@ static void daemon_fini(struct tallyd *d)
 	for (int i = 0; i < DAEMON_MAX_CLIENTS; i++)
 		daemon_client_drop(d, &d->clients[i], "closed at shutdown");
 	job_table_for_each(&d->jobs, j) {
-		done += j->st.ops_done;
+		done += job_ops_done(j);
 		failed += j->st.ops_failed;
 		stuck += watchdog_stats(j)->reports;
 	}

@@ -5,7 +5,10 @@
  * The local-group pool is the one place every operation of this host
  * lives in until it completes, so the watchdog scans it: an entry is
  * timed from the first scan that saw its (key, iteration), which keeps
- * local_group.c free of clocks.
+ * local_group.c free of clocks.  The small all-reduces of a one-host job
+ * live in the clients' fast-path table instead (docs/local-fast-path.md):
+ * its open slots are timed the same way, by the slot's state word, which
+ * changes with every use.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,6 +23,7 @@ struct wd_entry {
 	bool used;
 	bool reported;
 	uint64_t key, iteration;
+	uint64_t state;			/* a fast-path slot's use */
 	uint64_t since_ns;
 };
 
@@ -27,6 +31,7 @@ struct watchdog {
 	uint64_t stuck_ns;
 	uint64_t next_scan_ns;
 	struct wd_entry *e;		/* one per local-group pool entry */
+	struct wd_entry fe[TALLY_FAST_MAX_SLOTS];	/* per table slot */
 	struct watchdog_stats st;
 };
 
@@ -99,11 +104,78 @@ static void describe(struct job *j, uint32_t idx, char *buf, size_t len)
 			 "daemon's hands");
 }
 
+static void no_longer_stuck(const struct wd_entry *e, uint64_t now)
+{
+	if (e->reported)
+		log_info("key %llu iteration %llu is no longer stuck: it "
+			 "finished after %llu ms or more",
+			 (unsigned long long)e->key,
+			 (unsigned long long)e->iteration,
+			 (unsigned long long)((now - e->since_ns) / 1000000));
+}
+
+/* The fast-path table's open slots (read with atomics: the clients'). */
+static void scan_fast(struct job *j, struct watchdog *w, uint64_t now)
+{
+	struct local_fast *f = &j->fast;
+	uint64_t all = f->l.ranks >= 64 ? UINT64_MAX :
+		       (1ull << f->l.ranks) - 1;
+
+	for (uint32_t i = 0; i < f->l.slots; i++) {
+		struct tally_fast_slot *s = tally_fast_slot_at(f->seg.base,
+							       &f->l, i);
+		uint64_t st = atomic_load(&s->state), arrived, age;
+		struct wd_entry *e = &w->fe[i];
+		char why[512];
+		size_t n;
+
+		if (e->used && e->state != st) {
+			no_longer_stuck(e, now);
+			e->used = false;
+		}
+		if (TALLY_FAST_PHASE(st) != TALLY_FAST_OPEN)
+			continue;
+		if (!e->used) {
+			*e = (struct wd_entry){
+				.used = true, .state = st, .since_ns = now,
+				.key = atomic_load(&s->key),
+				.iteration = atomic_load(&s->iteration) };
+			continue;
+		}
+		age = now - e->since_ns;
+		if (age < w->stuck_ns)
+			continue;
+		w->st.stuck_now++;
+		if (e->reported)
+			continue;
+		e->reported = true;
+		w->st.reports++;
+		arrived = atomic_load(&s->arrived);
+		n = (size_t)snprintf(why, sizeof(why), "fast path: local ranks");
+		for (unsigned int r = 0; r < f->l.ranks && n < sizeof(why); r++)
+			if (!(arrived & all & (1ull << r)))
+				n += (size_t)snprintf(why + n, sizeof(why) - n,
+						      " %u", r);
+		if (n < sizeof(why))
+			snprintf(why + n, sizeof(why) - n,
+				 " have not submitted");
+		log_warn("stuck: key %llu iteration %llu unfinished for "
+			 "%llu ms: %s (job %s)", (unsigned long long)e->key,
+			 (unsigned long long)e->iteration,
+			 (unsigned long long)(age / 1000000), why, j->id);
+	}
+}
+
 static void scan(struct job *j, struct watchdog *w, uint64_t now)
 {
 	char why[512];
 
 	w->st.stuck_now = 0;
+	if (local_fast_on(&j->fast))
+		scan_fast(j, w, now);
+	else
+		for (uint32_t i = 0; i < TALLY_FAST_MAX_SLOTS; i++)
+			w->fe[i].used = false;	/* a table gone */
 	for (uint32_t i = 0; i < j->groups.n_pool; i++) {
 		const struct lg_group *g = &j->groups.pool[i];
 		struct wd_entry *e = &w->e[i];
@@ -111,13 +183,7 @@ static void scan(struct job *j, struct watchdog *w, uint64_t now)
 
 		if (e->used && (!g->used || e->key != g->op.key ||
 				e->iteration != g->op.iteration)) {
-			if (e->reported)
-				log_info("key %llu iteration %llu is no longer "
-					 "stuck: it finished after %llu ms or "
-					 "more", (unsigned long long)e->key,
-					 (unsigned long long)e->iteration,
-					 (unsigned long long)
-					 ((now - e->since_ns) / 1000000));
+			no_longer_stuck(e, now);
 			e->used = false;
 		}
 		if (!g->used)
@@ -161,7 +227,8 @@ int64_t watchdog_sleep_ns(const struct job *j, uint64_t now_ns)
 
 	/* idle with nothing pending, nothing reported to close, needs no
 	 * scan */
-	if (!w || (j->groups.n_used == 0 && w->st.stuck_now == 0))
+	if (!w || (j->groups.n_used == 0 && w->st.stuck_now == 0 &&
+		   !(local_fast_on(&j->fast) && j->n_members > 0)))
 		return -1;
 	return w->next_scan_ns > now_ns ? (int64_t)(w->next_scan_ns - now_ns)
 					 : 0;

@@ -110,6 +110,7 @@ static int setup_rings(struct tally_client *c)
 static void client_free(struct tally_client *c)
 {
 	client_ef_free(c);
+	client_fast_unmap(c);
 	for (int i = 0; i < TALLY_MAX_SEGMENTS; i++)
 		if (c->segs[i].id)
 			segment_destroy(&c->segs[i].seg);
@@ -185,8 +186,9 @@ int tally_connect_opts(const struct tally_connect_opts *opts,
 			TALLY_MSG_WELCOME, fds, &nfds);
 	if (ret == -TALLY_EDAEMONLOST)
 		ret = -TALLY_ECONNECT;
-	if (!ret && nfds != 2)
-		ret = -TALLY_EPROTO;	/* welcomed without doorbells */
+	/* two doorbells, and the fast path's table when arg[3] says so */
+	if (!ret && nfds != (msg.arg[3] ? 3 : 2))
+		ret = -TALLY_EPROTO;
 	if (ret) {
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
@@ -197,6 +199,14 @@ int tally_connect_opts(const struct tally_connect_opts *opts,
 	c->rank = (int)msg.arg[0];
 	c->size = (int)msg.arg[1];
 	c->job_method = (int)msg.arg[2];
+	if (nfds == 3) {
+		/* a client without the table its peers use would wait for
+		 * them in the daemon for ever: no table, no connection */
+		ret = client_fast_map(c, fds[2], msg.arg[3]);
+		close(fds[2]);
+		if (ret)
+			goto fail;
+	}
 	*out = c;
 	return 0;
 fail:

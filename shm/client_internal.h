@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <tally/tally.h>
 
+#include "shm/fast.h"
 #include "shm/proto.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
@@ -38,12 +39,35 @@ struct client_req_ef {
 	void *sent;		/* caller: its sendbuf, "sent" on completion */
 };
 
+/* a request of the local fast path (client_fast.c) */
+struct client_req_fast {
+	bool on;
+	bool joined;		/* its row is in the slot; false: parked */
+	uint8_t dtype, redop;
+	uint32_t slot;
+	uint64_t seq;		/* the slot's use it joined */
+	const void *send;
+	void *recv;
+	uint64_t key, iteration, count;
+};
+
 struct client_req {
 	uint32_t gen;		/* bumped on reuse: stale handles are ENOENT */
 	uint8_t state;
 	int32_t res;
 	uint32_t cqe_flags;	/* TALLY_CQE_F_* of its completion */
 	struct client_req_ef ef;
+	struct client_req_fast fast;
+};
+
+/* The job's fast-path table, when tallyd gave one (WELCOME). */
+struct client_fast {
+	struct tally_fast_hdr *hdr;	/* NULL: every request to the daemon */
+	size_t bytes;
+	struct tally_fast_layout l;	/* checked once, at the mapping */
+	atomic_uint pending;		/* fast requests not yet REQ_DONE */
+	/* hdr->wake when progress last looked (tally_wait_ready) */
+	_Atomic uint32_t seen_wake;
 };
 
 struct client_ef;
@@ -69,9 +93,13 @@ struct tally_client {
 	int last_error;		/* of the last tally_alloc()/tally_free() */
 	uint32_t next_seg_id;
 	unsigned int inflight;
+	/* of them, the daemon's (not the fast path's): read by
+	 * tally_wait_ready() from another thread */
+	atomic_uint daemon_inflight;
 	uint64_t spin_ewma_ns;	/* recent wait durations, for the spin */
 	int job_method;		/* enum tally_compression (WELCOME) */
 	struct client_ef *ef;	/* sign_ef residuals; NULL until used */
+	struct client_fast fast;
 	struct client_seg segs[TALLY_MAX_SEGMENTS];
 	struct client_req reqs[TALLY_MAX_INFLIGHT];
 };
@@ -112,6 +140,20 @@ void client_ef_cancel(struct tally_client *c, struct client_req_ef *re);
  * completion flagged TALLY_CQE_F_SENT: what the host sent); -1 if none */
 int client_ef_peek(struct tally_client *c, uint64_t key, uint64_t n,
 		   const float **e, const void **scratch);
+
+/* The local fast path (client_fast.c, docs/local-fast-path.md). */
+int client_fast_map(struct tally_client *c, int fd, uint64_t bytes);
+void client_fast_unmap(struct tally_client *c);
+/* Does this all-reduce take the fast path?  (The same on every rank.) */
+bool client_fast_takes(const struct tally_client *c,
+		       const struct tally_allreduce_args *a, uint64_t bytes);
+int client_fast_submit(struct tally_client *c,
+		       const struct tally_allreduce_args *a, uint64_t *req);
+/* Arrive parked requests, collect finished ones. */
+void client_fast_progress(struct tally_client *c);
+bool client_fast_ready(const struct tally_client *c);
+void client_fast_sleep(struct tally_client *c, uint64_t now,
+		       uint64_t deadline, short gone);
 
 /* Map a user pointer to (segment id, offset) with [ptr, ptr+len) inside. */
 int client_translate(const struct tally_client *c, const void *ptr,

@@ -120,7 +120,9 @@ static int submit_ef(struct tally_client *c, struct tally_sqe *sqe,
 	r->state = REQ_PENDING;
 	r->cqe_flags = 0;
 	r->ef = ef ? *ef : (struct client_req_ef){ 0 };
+	r->fast.on = false;
 	c->inflight++;
+	atomic_fetch_add(&c->daemon_inflight, 1);
 	if (ring_needs_wakeup(&c->sq)) {
 		int e = doorbell_ring(c->sq_kick_fd);
 
@@ -175,6 +177,14 @@ int tally_allreduce(struct tally_client *c,
 	    sqe.send_off < sqe.recv_off + bytes &&
 	    sqe.recv_off < sqe.send_off + bytes)
 		return -TALLY_EINVAL;
+	if (client_fast_takes(c, a, bytes)) {
+		if (c->daemon_lost)
+			return -TALLY_EDAEMONLOST;
+		if (c->inflight >= TALLY_MAX_INFLIGHT)
+			reap(c);
+		client_fast_progress(c);
+		return client_fast_submit(c, a, req);
+	}
 	/* sign_ef: p = g + e goes from the library's scratch instead */
 	send = a->sendbuf;
 	ret = client_ef_prepare(c, a, &send, &ef);
@@ -210,6 +220,8 @@ static int req_finish(struct tally_client *c, struct client_req *r)
 		atomic_fetch_sub_explicit(&c->done_unclaimed, 1,
 					  memory_order_relaxed);
 	client_ef_finish(c, &r->ef, r->res, r->cqe_flags);
+	if (!r->fast.on)
+		atomic_fetch_sub(&c->daemon_inflight, 1);
 	r->state = REQ_FREE;
 	c->inflight--;
 	return r->res;
@@ -219,11 +231,14 @@ static int req_finish(struct tally_client *c, struct client_req *r)
  * -TALLY_EINPROGRESS. */
 static int req_check(struct tally_client *c, struct client_req *r)
 {
-	if (r->state == REQ_PENDING)
+	client_fast_progress(c);
+	if (r->state == REQ_PENDING && !r->fast.on)
 		reap(c);
 	if (r->state == REQ_DONE)
 		return req_finish(c, r);
 	if (c->daemon_lost) {
+		if (r->fast.on)		/* still counted as in the table */
+			atomic_fetch_sub(&c->fast.pending, 1);
 		r->res = -TALLY_EDAEMONLOST;
 		return req_finish(c, r);
 	}
@@ -258,7 +273,7 @@ static bool ready_to_collect(const struct tally_client *c)
 {
 	return atomic_load_explicit(&c->done_unclaimed,
 				    memory_order_acquire) ||
-	       cq_has_entries(c);
+	       cq_has_entries(c) || client_fast_ready(c);
 }
 
 /* Sleep until the daemon rings the doorbell, the socket says it is gone,
@@ -333,6 +348,8 @@ int tally_wait(struct tally_client *c, uint64_t req, int timeout_ms)
 			return -TALLY_ETIMEDOUT;
 		if (now < spin_end)
 			sched_yield();	/* lets the daemon run on our core */
+		else if (atomic_load(&c->fast.pending))
+			client_fast_sleep(c, now, deadline, POLLIN);
 		else
 			sleep_on_doorbell(c, deadline, POLLIN,
 					  cq_has_entries);
@@ -355,8 +372,14 @@ int tally_wait_ready(struct tally_client *c, int timeout_ms)
 			return -TALLY_EDAEMONLOST;
 		if (ready_to_collect(c))
 			return 0;
-		if (deadline && now_ns() >= deadline)
+		uint64_t now = now_ns();
+
+		if (deadline && now >= deadline)
 			return -TALLY_ETIMEDOUT;
-		sleep_on_doorbell(c, deadline, POLLRDHUP, ready_to_collect);
+		if (atomic_load(&c->fast.pending))
+			client_fast_sleep(c, now, deadline, POLLRDHUP);
+		else
+			sleep_on_doorbell(c, deadline, POLLRDHUP,
+					  ready_to_collect);
 	}
 }

@@ -9,7 +9,8 @@
  *
  *   client                                   tallyd
  *   HELLO  + [ctrl memfd]                 ->
- *                     <-  WELCOME (rank, size) + [sq doorbell, cq doorbell]
+ *                     <-  WELCOME (rank, size) + [sq doorbell, cq doorbell
+ *                                              (, fast-path table)]
  *                         or WELCOME (error status), no fds
  *   SEG_ADD + [memfd] (id, size)          ->
  *                                         <-  SEG_ACK (status)
@@ -34,8 +35,9 @@
 #include <stdint.h>
 
 #define TALLY_MSG_MAGIC 0x544c4c59u	/* "TLLY" */
-/* 3: HELLO may carry a job description (struct tally_job_wire) */
-#define TALLY_PROTO_VERSION 3
+/* 3: HELLO may carry a job description (struct tally_job_wire)
+ * 4: WELCOME may carry the job's fast-path table (shm/fast.h) */
+#define TALLY_PROTO_VERSION 4
 
 enum tally_msg_type {
 	TALLY_MSG_HELLO = 1,
@@ -62,8 +64,9 @@ struct tally_msg {
  *           sizeof(struct tally_job_wire)
  * WELCOME:  arg[0] = rank, arg[1] = local size, arg[2] = the job's
  *           [compression] method as enum tally_compression (0 from a
- *           daemon of before the field: not sign_ef); fds: sq write end,
- *           cq read end
+ *           daemon of before the field: not sign_ef), arg[3] = bytes of
+ *           the job's fast-path table (shm/fast.h), 0: none; fds: sq
+ *           write end, cq read end, and the table's memfd when arg[3]
  * SEG_ADD:  arg[0] = segment id, arg[1] = size in bytes
  * SEG_DEL:  arg[0] = segment id
  * SEG_ACK:  arg[0] = segment id

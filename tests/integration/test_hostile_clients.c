@@ -45,10 +45,28 @@
 
 static struct test_daemon dmn;
 
+/* The attacks below are on the daemon's path: a small all-reduce of an
+ * honest libtally member would take the fast path, where an attacker
+ * speaking the daemon's protocol is never met (test_hostile_fast_table
+ * attacks that one). */
 static int setup_two(void **state)
 {
+	static const char *const no_fast[] = {
+		"--set", "daemon.fast_path_bytes=0", NULL,
+	};
+
 	(void)state;
-	return daemon_start(&dmn, 2, NULL);
+	return daemon_start(&dmn, 2, no_fast);
+}
+
+static int setup_two_fast(void **state)
+{
+	static const char *const fast[] = {
+		"--set", "daemon.stuck_ms=40", NULL,
+	};
+
+	(void)state;
+	return daemon_start(&dmn, 2, fast);
 }
 
 static int teardown(void **state)
@@ -61,6 +79,8 @@ static int teardown(void **state)
 
 struct attacker {
 	int sock;
+	int fast_fd;		/* the job's fast-path table, or -1 */
+	uint64_t fast_bytes;
 	struct segment ctrl;
 	struct ring sq, cq;
 	int sq_kick, cq_kick;
@@ -142,7 +162,7 @@ static int atk_join_sized(struct attacker *a, uint32_t n)
 	int fds[TALLY_MSG_MAX_FDS], nfds = 0, ret;
 
 	memset(a, 0, sizeof(*a));
-	a->sq_kick = a->cq_kick = -1;
+	a->sq_kick = a->cq_kick = a->fast_fd = -1;
 	a->sock = raw_connect();
 	assert_int_equal(segment_create(&a->ctrl, cq_off + ring_bytes(n,
 					sizeof(struct tally_cqe)), "atk"), 0);
@@ -155,7 +175,10 @@ static int atk_join_sized(struct attacker *a, uint32_t n)
 	assert_int_equal(msg_send(a->sock, &m, &a->ctrl.fd, 1), 0);
 	ret = raw_reply(a->sock, &m, fds, &nfds);
 	if (ret == 0) {
-		assert_int_equal(nfds, 2);
+		/* and the fast-path table when the job has one */
+		assert_int_equal(nfds, m.arg[3] ? 3 : 2);
+		a->fast_fd = nfds == 3 ? fds[2] : -1;
+		a->fast_bytes = m.arg[3];
 		a->sq_kick = fds[0];
 		a->cq_kick = fds[1];
 		a->rank = (int)m.arg[0];
@@ -175,7 +198,9 @@ static void atk_close(struct attacker *a)
 		close(a->sq_kick);
 	if (a->cq_kick >= 0)
 		close(a->cq_kick);
-	a->sock = a->sq_kick = a->cq_kick = -1;
+	if (a->fast_fd >= 0)
+		close(a->fast_fd);
+	a->sock = a->sq_kick = a->cq_kick = a->fast_fd = -1;
 }
 
 /* Admitted, retrying while the daemon has not yet seen an earlier
@@ -1222,6 +1247,107 @@ static void test_hostile_limits_and_access(void **state)
 	assert_honest_pair(14);
 }
 
+/* Scribbles random bytes over the whole fast-path table until stopped. */
+struct scribble {
+	unsigned char *table;
+	size_t bytes;
+	atomic_bool stop;
+};
+
+static void *scribble_table(void *p)
+{
+	struct scribble *sc = p;
+	uint64_t x = 88172645463325252ull;
+
+	while (!atomic_load(&sc->stop)) {
+		for (size_t i = 0; i + 8 <= sc->bytes; i += 8) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			/* keys and iterations the honest member uses, too */
+			if (i % 64 == 8)
+				x = (x & ~0xffull) | 5;
+			memcpy(sc->table + i, &x, 8);
+		}
+		usleep(200);
+	}
+	return NULL;
+}
+
+/* The attacker writes garbage over the fast-path table it shares with an
+ * honest member, while they all-reduce through the daemon and the daemon
+ * scans the table (watchdog, mismatch checks): the daemon lives, and the
+ * honest member's operations end, exactly or with an error, never hang
+ * and never crash it. */
+static void test_hostile_fast_table(void **state)
+{
+	struct scribble sc = { 0 };
+	struct tally_client *c;
+	struct attacker a;
+	struct atk_buf b;
+	pthread_t th;
+	size_t big = 2 * 32768 / sizeof(int32_t);	/* the daemon's path */
+	int32_t *buf;
+	int exact = 0;
+
+	(void)state;
+	assert_int_equal(atk_join(&a), 0);
+	assert_true(a.fast_fd >= 0);
+	sc.bytes = a.fast_bytes;
+	sc.table = mmap(NULL, sc.bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+			a.fast_fd, 0);
+	assert_true(sc.table != MAP_FAILED);
+	atk_buf_add(&a, &b, 1, big * sizeof(int32_t));
+	assert_int_equal(tally_connect(dmn.sock, &c), 0);
+	buf = tally_alloc(c, big * sizeof(int32_t));
+	assert_non_null(buf);
+	assert_int_equal(pthread_create(&th, NULL, scribble_table, &sc), 0);
+	for (int it = 0; it < 20; it++) {
+		struct tally_allreduce_args args = {
+			.key = 5, .iteration = (uint64_t)it, .sendbuf = buf,
+			.recvbuf = buf, .count = big, .dtype = TALLY_INT32,
+		};
+		struct tally_sqe s = {
+			.opcode = TALLY_OP_ALLREDUCE, .dtype = TALLY_INT32,
+			.key = 5, .iteration = (uint64_t)it, .count = big,
+			.send_seg = 1, .recv_seg = 1,
+		};
+		uint64_t req;
+		int ra, rc;
+
+		for (size_t i = 0; i < big; i++) {
+			buf[i] = (int32_t)i;
+			((int32_t *)b.seg.base)[i] = 1;
+		}
+		assert_int_equal(tally_allreduce(c, &args, &req), 0);
+		usleep(it % 2 ? 0 : 20000);	/* past the mismatch check */
+		ra = atk_result(&a, &s);
+		rc = tally_wait(c, req, 10000);
+		assert_true(rc == 0 || rc == -TALLY_EMISMATCH);
+		assert_int_equal(ra, rc);
+		if (rc == 0) {
+			for (size_t i = 0; i < big; i++)
+				assert_int_equal(buf[i], (int32_t)i + 1);
+			exact++;
+		}
+		/* a small one: the table's, which is garbage now */
+		args.count = 16;
+		args.iteration += 1000;
+		assert_int_equal(tally_allreduce(c, &args, &req), 0);
+		rc = tally_wait(c, req, 50);
+		assert_true(rc <= 0);
+	}
+	atomic_store(&sc.stop, true);
+	pthread_join(th, NULL);
+	print_message("%d of 20 exact, the others refused\n", exact);
+	assert_true(daemon_alive(&dmn));
+	tally_disconnect(c);
+	munmap(sc.table, sc.bytes);
+	segment_destroy(&b.seg);
+	atk_close(&a);
+	assert_true(daemon_alive(&dmn));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1242,6 +1368,8 @@ int main(void)
 						setup_two, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_hostile_limits_and_access, setup_two, teardown),
+		cmocka_unit_test_setup_teardown(test_hostile_fast_table,
+						setup_two_fast, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);	/* writes to refused connections */

@@ -177,7 +177,7 @@ static void test_sends_job_after_hello(void **state)
 	daemon_wait(d);
 
 	assert_int_equal(d->seen.hello.type, TALLY_MSG_HELLO);
-	assert_int_equal(d->seen.hello.version, 3);
+	assert_int_equal(d->seen.hello.version, TALLY_PROTO_VERSION);
 	assert_int_equal(d->seen.hello_fds, 1);	/* the rings' memfd */
 	assert_int_equal(d->seen.hello.arg[3], sizeof(struct tally_job_wire));
 	assert_int_equal(d->seen.job_bytes, sizeof(struct tally_job_wire));
@@ -201,7 +201,7 @@ static void test_no_job_no_description(void **state)
 	assert_int_equal(tally_connect(d->path, &c), 0);
 	tally_disconnect(c);
 	daemon_wait(d);
-	assert_int_equal(d->seen.hello.version, 3);
+	assert_int_equal(d->seen.hello.version, TALLY_PROTO_VERSION);
 	assert_int_equal(d->seen.hello.arg[3], 0);
 	assert_false(d->seen.extra);
 }
