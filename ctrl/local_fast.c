@@ -4,19 +4,10 @@
  * local_fast.h).  Everything the clients can write is read with atomics
  * and only used to decide what to mark; the geometry is our own copy.
  */
-#include <limits.h>
-#include <linux/futex.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <tally/tally.h>
 
 #include "ctrl/local_fast.h"
-
-static uint64_t all_ranks(const struct local_fast *f)
-{
-	return f->l.ranks == 64 ? ~0ull : (1ull << f->l.ranks) - 1;
-}
 
 int local_fast_create(struct local_fast *f, unsigned int ranks,
 		      unsigned int slots, uint64_t max_bytes)
@@ -74,14 +65,6 @@ uint64_t local_fast_completed(const struct local_fast *f)
 		 : 0;
 }
 
-static void kick(struct tally_fast_hdr *h)
-{
-	atomic_fetch_add(&h->wake, 1);
-	/* always: a client's count of sleepers is not to be trusted, and
-	 * this is rare */
-	syscall(SYS_futex, &h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
 void local_fast_abort(struct local_fast *f, int code)
 {
 	struct tally_fast_hdr *h = f->seg.base;
@@ -89,7 +72,7 @@ void local_fast_abort(struct local_fast *f, int code)
 	if (!h)
 		return;
 	atomic_store(&h->abort, (uint32_t)(code < 0 ? -code : code));
-	kick(h);
+	tally_fast_kick(h, true);
 }
 
 bool local_fast_cross(struct local_fast *f, uint64_t key, uint64_t iteration,
@@ -99,7 +82,7 @@ bool local_fast_cross(struct local_fast *f, uint64_t key, uint64_t iteration,
 	uint64_t st, open, released;
 	unsigned int phase;
 
-	if (!f->seg.base || !(ranks &= all_ranks(f)))
+	if (!f->seg.base || !(ranks &= tally_fast_all(&f->l)))
 		return false;
 	s = tally_fast_slot_at(f->seg.base, &f->l,
 			       tally_fast_slot_of(key, iteration, f->l.slots));
@@ -125,11 +108,11 @@ bool local_fast_cross(struct local_fast *f, uint64_t key, uint64_t iteration,
 	atomic_compare_exchange_strong(&s->state, &open,
 		TALLY_FAST_STATE(TALLY_FAST_SEQ(st), TALLY_FAST_DONE));
 	released = atomic_fetch_or(&s->released, ranks) | ranks;
-	if (released == all_ranks(f))
+	if (released == tally_fast_all(&f->l))
 		atomic_store_explicit(&s->state,
 			TALLY_FAST_STATE(TALLY_FAST_SEQ(st) + 1,
 					 TALLY_FAST_FREE),
 			memory_order_release);
-	kick(f->seg.base);
+	tally_fast_kick(f->seg.base, true);
 	return true;
 }

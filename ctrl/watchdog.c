@@ -118,8 +118,7 @@ static void no_longer_stuck(const struct wd_entry *e, uint64_t now)
 static void scan_fast(struct job *j, struct watchdog *w, uint64_t now)
 {
 	struct local_fast *f = &j->fast;
-	uint64_t all = f->l.ranks >= 64 ? UINT64_MAX :
-		       (1ull << f->l.ranks) - 1;
+	uint64_t all = tally_fast_all(&f->l);
 
 	for (uint32_t i = 0; i < f->l.slots; i++) {
 		struct tally_fast_slot *s = tally_fast_slot_at(f->seg.base,

@@ -10,23 +10,15 @@
  * waits for another client except in client_fast_sleep().
  */
 #include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "dataplane/reduce.h"
 #include "shm/client_internal.h"
-
-static uint64_t all_ranks(const struct client_fast *f)
-{
-	return f->l.ranks == 64 ? ~0ull : (1ull << f->l.ranks) - 1;
-}
 
 int client_fast_map(struct tally_client *c, int fd, uint64_t bytes)
 {
@@ -84,15 +76,6 @@ bool client_fast_takes(const struct tally_client *c,
 	       !(a->flags & TALLY_F_EF_CALLER);
 }
 
-/* Tell sleepers that a slot changed phase (or the job aborted). */
-static void kick(struct tally_fast_hdr *h)
-{
-	atomic_fetch_add(&h->wake, 1);
-	if (atomic_load(&h->sleepers))
-		syscall(SYS_futex, &h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL,
-			0);
-}
-
 /* A member disagreed: the slot is done at once, failed, for those there
  * and for the ones still to come (who join it as it is). */
 static void fail_slot(struct tally_fast_hdr *h, struct tally_fast_slot *s,
@@ -102,7 +85,7 @@ static void fail_slot(struct tally_fast_hdr *h, struct tally_fast_slot *s,
 
 	if (atomic_compare_exchange_strong(&s->state, &open,
 			TALLY_FAST_STATE(seq, TALLY_FAST_DONE)))
-		kick(h);
+		tally_fast_kick(h, false);
 }
 
 /* The last arrival: reduce the rows into row 0, publish DONE. */
@@ -126,7 +109,7 @@ static void reduce_slot(struct client_fast *f, struct tally_fast_slot *s,
 	atomic_fetch_add_explicit(&f->hdr->completed, 1, memory_order_relaxed);
 	atomic_store_explicit(&s->state, TALLY_FAST_STATE(seq, TALLY_FAST_DONE),
 			      memory_order_release);
-	kick(f->hdr);
+	tally_fast_kick(f->hdr, false);
 }
 
 /* Claim a free slot for @rf; false when another member got there first. */
@@ -210,7 +193,7 @@ static int arrive(struct tally_client *c, struct client_req *r)
 	old = atomic_fetch_or(&s->arrived, bit);
 	if (!agree)
 		fail_slot(f->hdr, s, rf->seq);
-	else if ((old | bit) == all_ranks(f) &&
+	else if ((old | bit) == tally_fast_all(&f->l) &&
 		 TALLY_FAST_PHASE(st) == TALLY_FAST_OPEN)
 		reduce_slot(f, s, rf->seq, rf);
 	return 0;
@@ -240,11 +223,11 @@ static void collect(struct tally_client *c, struct client_req *r)
 		memcpy(rf->recv, tally_fast_row(&f->l, s, 0),
 		       rf->count * tally_dtype_size(rf->dtype));
 	old = atomic_fetch_or(&s->released, bit);
-	if ((old | bit) == all_ranks(f)) {
+	if ((old | bit) == tally_fast_all(&f->l)) {
 		atomic_store_explicit(&s->state,
 			TALLY_FAST_STATE(rf->seq + 1, TALLY_FAST_FREE),
 			memory_order_release);
-		kick(f->hdr);
+		tally_fast_kick(f->hdr, false);
 	}
 	finish(c, r, res);
 }
@@ -368,7 +351,7 @@ void client_fast_sleep(struct tally_client *c, uint64_t now,
 {
 	struct tally_fast_hdr *h = c->fast.hdr;
 	bool daemon_owes = atomic_load(&c->daemon_inflight) > 0;
-	uint64_t slice = daemon_owes ? 200000 : 20000000;
+	uint64_t slice = daemon_owes ? CLIENT_FAST_SLICE_NS : 20000000;
 	struct pollfd pfd = { .fd = c->sock, .events = gone };
 	struct timespec ts;
 	uint32_t seen = atomic_load(&c->fast.seen_wake);

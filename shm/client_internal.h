@@ -28,6 +28,11 @@
  * every operation: 200 us keeps them polling up to about 1 MiB. */
 #define CLIENT_SPIN_MAX_NS 200000ull
 
+/* How long one sleep lasts while a client waits for one kind of
+ * completion (a fast-path slot, the daemon's doorbell) and is owed the
+ * other kind too: one sleep cannot watch both. */
+#define CLIENT_FAST_SLICE_NS 200000ull
+
 enum req_state { REQ_FREE = 0, REQ_PENDING, REQ_DONE };
 
 /* a sign_ef request's error feedback (client_ef.c) */

@@ -289,7 +289,8 @@ static bool sleep_on_doorbell(struct tally_client *c, uint64_t deadline,
 		{ .fd = c->cq_kick_fd, .events = POLLIN },
 		{ .fd = c->sock, .events = gone },
 	};
-	int timeout = -1, n;
+	struct timespec ts, *timeout = NULL;
+	int n;
 
 	ring_sleep_prepare(&c->cq);
 	if (ready(c)) {		/* raced with a completion */
@@ -297,12 +298,14 @@ static bool sleep_on_doorbell(struct tally_client *c, uint64_t deadline,
 		return true;
 	}
 	if (deadline) {
-		uint64_t now = now_ns();
+		uint64_t now = now_ns(), left = now >= deadline ? 0 :
+						deadline - now;
 
-		timeout = now >= deadline ? 0 :
-			  (int)((deadline - now + 999999) / 1000000);
+		ts.tv_sec = (time_t)(left / 1000000000);
+		ts.tv_nsec = (long)(left % 1000000000);
+		timeout = &ts;	/* to the ns: the fast path's slices */
 	}
-	n = poll(pfd, 2, timeout);
+	n = ppoll(pfd, 2, timeout, NULL);
 	ring_sleep_done(&c->cq);
 	if (n > 0 && (pfd[0].revents & POLLIN)) {
 		char v[64];
@@ -315,6 +318,19 @@ static bool sleep_on_doorbell(struct tally_client *c, uint64_t deadline,
 	if (n > 0 && (pfd[1].revents & (gone | POLLHUP | POLLERR)))
 		c->daemon_lost = true;
 	return n != 0;
+}
+
+/* Waiting on the doorbell for the daemon: while fast-path requests are
+ * pending too, wake every CLIENT_FAST_SLICE_NS to move them on (their
+ * slots are released by this client's progress only). */
+static uint64_t doorbell_deadline(const struct tally_client *c, uint64_t now,
+				  uint64_t deadline)
+{
+	uint64_t slice = now + CLIENT_FAST_SLICE_NS;
+
+	if (!atomic_load(&c->fast.pending))
+		return deadline;
+	return deadline && deadline < slice ? deadline : slice;
 }
 
 static uint64_t spin_budget(const struct tally_client *c)
@@ -348,11 +364,12 @@ int tally_wait(struct tally_client *c, uint64_t req, int timeout_ms)
 			return -TALLY_ETIMEDOUT;
 		if (now < spin_end)
 			sched_yield();	/* lets the daemon run on our core */
-		else if (atomic_load(&c->fast.pending))
+		else if (r->fast.on)
 			client_fast_sleep(c, now, deadline, POLLIN);
 		else
-			sleep_on_doorbell(c, deadline, POLLIN,
-					  cq_has_entries);
+			sleep_on_doorbell(c, doorbell_deadline(c, now,
+							       deadline),
+					  POLLIN, cq_has_entries);
 	}
 	/* remember how long waits take: 7/8 old + 1/8 new */
 	c->spin_ewma_ns = (7 * c->spin_ewma_ns + (now_ns() - start)) / 8;

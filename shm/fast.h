@@ -24,8 +24,14 @@
 #ifndef TALLY_SHM_FAST_H
 #define TALLY_SHM_FAST_H
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define TALLY_FAST_MAGIC 0x54465354u	/* "TFST" */
 #define TALLY_FAST_VERSION 1
@@ -130,6 +136,25 @@ static inline void *tally_fast_row(const struct tally_fast_layout *l,
 {
 	return (char *)s + TALLY_FAST_ROWS_OFFSET +
 	       (uint64_t)rank * l->max_bytes;
+}
+
+/* The bitmap of every member. */
+static inline uint64_t tally_fast_all(const struct tally_fast_layout *l)
+{
+	return l->ranks >= 64 ? ~0ull : (1ull << l->ranks) - 1;
+}
+
+/*
+ * Tell sleepers a slot changed phase (or the run aborted): bump the futex
+ * word, then wake them.  @always: whether or not the header counts any
+ * sleeper (the daemon does not trust that count; it wakes rarely).
+ */
+static inline void tally_fast_kick(struct tally_fast_hdr *h, bool always)
+{
+	atomic_fetch_add(&h->wake, 1);
+	if (always || atomic_load(&h->sleepers))
+		syscall(SYS_futex, &h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL,
+			0);
 }
 
 #endif /* TALLY_SHM_FAST_H */

@@ -15,6 +15,8 @@
  * - one (key, iteration) twice fails with TALLY_EBADOP;
  * - a member that dies holding a slot half-claimed fails the others with
  *   TALLY_EPEERLOST, and the job's next run gets a fresh table;
+ * - a daemon's and a fast-path operation in flight together complete,
+ *   waited for in either order;
  * - fast_path_bytes = 0 turns it off.
  */
 #include <setjmp.h>
@@ -484,6 +486,63 @@ static void test_fast_member_dies_claiming(void **state)
 	run_members(rerun_member, NULL);
 }
 
+/* ---- both paths at once ---- */
+
+/* A large (the daemon's) and a small (the table's) all-reduce in flight
+ * together, waited for in either order: a client asleep for one kind
+ * still moves the other on. */
+static int mixed_member(void *p)
+{
+	(void)p;
+	size_t big = 4 * FAST_BYTES / sizeof(int32_t);
+	struct tally_client *c;
+	uint64_t rb, rs;
+	int32_t *b, *sm;
+	int rank;
+
+	CHECK(tally_connect(dmn.sock, &c) == 0, 2);
+	rank = tally_rank(c);
+	b = tally_alloc(c, big * sizeof(int32_t));
+	sm = tally_alloc(c, 64 * sizeof(int32_t));
+	CHECK(b && sm, 3);
+	for (int it = 0; it < 50; it++) {
+		struct tally_allreduce_args ab = {
+			.key = 1, .iteration = (uint64_t)it, .sendbuf = b,
+			.recvbuf = b, .count = big, .dtype = TALLY_INT32,
+		};
+		struct tally_allreduce_args as = ab;
+
+		as.key = 2;
+		as.sendbuf = as.recvbuf = sm;
+		as.count = 64;
+		for (size_t i = 0; i < big; i++)
+			b[i] = (int32_t)i + rank;
+		for (int i = 0; i < 64; i++)
+			sm[i] = it + rank;
+		CHECK(tally_allreduce(c, &ab, &rb) == 0, 4);
+		CHECK(tally_allreduce(c, &as, &rs) == 0, 5);
+		if ((rank + it) % 2) {
+			CHECK(tally_wait(c, rb, 10000) == 0, 6);
+			CHECK(tally_wait(c, rs, 10000) == 0, 7);
+		} else {
+			CHECK(tally_wait(c, rs, 10000) == 0, 8);
+			CHECK(tally_wait(c, rb, 10000) == 0, 9);
+		}
+		for (size_t i = 0; i < big; i++)
+			CHECK(b[i] == 4 * (int32_t)i + 6, 10);
+		for (int i = 0; i < 64; i++)
+			CHECK(sm[i] == 4 * it + 6, 11);
+	}
+	tally_disconnect(c);
+	return 0;
+}
+
+static void test_fast_and_daemon_in_flight(void **state)
+{
+	(void)state;
+	run_members(mixed_member, NULL);
+}
+
 /* ---- off ---- */
 
 static int off_member(void *p)
@@ -533,6 +592,8 @@ int main(void)
 						setup_default, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_member_dies_claiming,
 						setup_one_slot, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_and_daemon_in_flight,
+						setup_default, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_off, setup_off,
 						teardown),
 	};
