@@ -378,7 +378,7 @@ int tally_wait(struct tally_client *c, uint64_t req, int timeout_ms)
 
 int tally_wait_ready(struct tally_client *c, int timeout_ms)
 {
-	uint64_t deadline = 0;
+	uint64_t deadline = 0, now;
 
 	if (!c)
 		return -TALLY_EINVAL;
@@ -389,8 +389,7 @@ int tally_wait_ready(struct tally_client *c, int timeout_ms)
 			return -TALLY_EDAEMONLOST;
 		if (ready_to_collect(c))
 			return 0;
-		uint64_t now = now_ns();
-
+		now = now_ns();
 		if (deadline && now >= deadline)
 			return -TALLY_ETIMEDOUT;
 		if (atomic_load(&c->fast.pending))
