@@ -489,6 +489,49 @@ cmdline = {
 write_all("fuzz-cmdline", cmdline)
 
 
+# fuzz-fast-table (fuzz_fast_table.c): the client's script (rank, key,
+# iteration, dtype, op, count), the daemon's (key, iteration, ranks, keep
+# the header), then the table from slot 0 (4 ranks, 2 slots of 64-byte
+# rows: stride 384), as shm/fast.h lays it out.
+def fast_slot_of(key, iteration, slots=2):
+    h = ((key * 0x9e3779b97f4a7c15) & M64) ^ iteration
+    h ^= h >> 33
+    h = (h * 0xff51afd7ed558ccd) & M64
+    h ^= h >> 33
+    return h % slots
+
+
+def fast_slot(state, key, it, count, arrived, released=0, mismatch=0,
+              res=0, desc=0):
+    head = struct.pack("<QQQQIiQQI", state, key, it, count, desc, res,
+                       arrived, released, mismatch)
+    return head.ljust(128, b"\0") + bytes(range(256))
+
+
+def fast_table(slots):
+    body = b"".join(slots.get(i, b"\0" * 384) for i in range(2))
+    return body
+
+
+def fast_seed(table, key=1, it=2, rank=3, ranks=0x8, keep=1, count=4):
+    client = bytes([rank, key, it, 0, 0, count])
+    return client + bytes([key, it, ranks, keep]) + table
+
+
+FAST_OPEN, FAST_DONE = 2, 3
+si = fast_slot_of(1, 2)
+write_all("fuzz-fast-table", {
+    "free": fast_seed(fast_table({})),
+    "open-last": fast_seed(fast_table({si: fast_slot(
+        (5 << 2) | FAST_OPEN, 1, 2, 5, 0x7)})),
+    "open-cross": fast_seed(fast_table({si: fast_slot(
+        (5 << 2) | FAST_OPEN, 1, 2, 5, 0x3)}), ranks=0xc),
+    "done-mismatch": fast_seed(fast_table({si: fast_slot(
+        (9 << 2) | FAST_DONE, 1, 2, 5, 0x7, 0x7, 1, -7)})),
+    "no-header": fast_seed(bytes(range(256)) * 4, keep=0),
+})
+
+
 def dictionary(name, words):
     os.makedirs(os.path.join(HERE, "dict"), exist_ok=True)
     with open(os.path.join(HERE, "dict", name + ".dict"), "w") as f:
