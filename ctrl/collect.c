@@ -172,6 +172,7 @@ static void collect_daemon(struct fill *f, struct tallyd *d)
 static void collect_job(struct fill *f, struct tallyd *d, struct job *j)
 {
 	const struct watchdog_stats *ws = watchdog_stats(j);
+	struct job_ops ops = job_ops(j);
 	char rank[16], pid[16];
 
 	(void)d;
@@ -189,16 +190,16 @@ static void collect_job(struct fill *f, struct tallyd *d, struct job *j)
 	put1(f, "tally_hosts", METRICS_GAUGE, "Hosts in the job.",
 	     j->cfg.world);
 	fam(f, "tally_operations_total", METRICS_COUNTER, "Operations "
-	    "completed, by result (done: with the fast path's).");
-	put(f, "tally_operations_total", (double)job_ops_done(j),
+	    "of its members completed, by result (with the fast path's).");
+	put(f, "tally_operations_total", (double)ops.done,
 	    "result", "done", NULL, NULL);
-	put(f, "tally_operations_total", (double)j->st.ops_failed,
+	put(f, "tally_operations_total", (double)ops.failed,
 	    "result", "failed", NULL, NULL);
 	put1(f, "tally_fast_path_operations_total", METRICS_COUNTER,
-	     "All-reduces the job's clients reduced among themselves in its "
-	     "fast-path table (docs/local-fast-path.md), as the table counts "
-	     "them; counted in tally_operations_total too.",
-	     (double)(j->st.fast_ops_past + local_fast_completed(&j->fast)));
+	     "Operations of its members done in the job's fast-path table "
+	     "(docs/local-fast-path.md), as the clients count them; in "
+	     "tally_operations_total too.",
+	     (double)ops.fast_done);
 	put1(f, "tally_reduced_bytes_total", METRICS_COUNTER, "Bytes of "
 	     "local groups all-reduced.", (double)j->st.bytes_reduced);
 	put1(f, "tally_local_groups_in_use", METRICS_GAUGE, "Local groups "

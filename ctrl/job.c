@@ -365,8 +365,12 @@ static bool fast_path_wanted(const struct job *j)
 /* A run of the job ended (no member left): the next gets a fresh table. */
 static void members_gone(struct job *j)
 {
+	uint64_t done, failed;
+
 	j->empty_since_ns = tly_now_ns();
-	j->st.fast_ops_past += local_fast_completed(&j->fast);
+	local_fast_counts(&j->fast, &done, &failed);
+	j->st.fast_done_past += done;
+	j->st.fast_failed_past += failed;
 	local_fast_destroy(&j->fast);
 }
 
@@ -469,10 +473,16 @@ static void fast_cross_check(struct job *j, uint64_t now_ns)
 	}
 }
 
-uint64_t job_ops_done(const struct job *j)
+struct job_ops job_ops(const struct job *j)
 {
-	return j->st.ops_done + j->st.fast_ops_past +
-	       local_fast_completed(&j->fast);
+	uint64_t done, failed;
+
+	local_fast_counts(&j->fast, &done, &failed);
+	done += j->st.fast_done_past;
+	failed += j->st.fast_failed_past;
+	return (struct job_ops){ .done = j->st.ops_done + done,
+				 .failed = j->st.ops_failed + failed,
+				 .fast_done = done };
 }
 
 int job_poll(struct job *j, uint64_t now_ns)

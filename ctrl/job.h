@@ -35,7 +35,8 @@ const char *job_size_class_name(int cls);
 
 struct job_stats {
 	uint64_t ops_done, ops_failed, bytes_reduced;
-	uint64_t fast_ops_past;		/* fast-path tables of ended runs */
+	/* what the fast-path tables of ended runs counted */
+	uint64_t fast_done_past, fast_failed_past;
 	uint64_t limit_refusals;	/* requests over a limit */
 	uint64_t stuck_reports;		/* of retired jobs (job_table.c) */
 	/* local groups' submission-to-completion time by size class */
@@ -105,9 +106,12 @@ void job_abort(struct job *j, const char *why);
 
 /* The network side: receive, timers, transmit.  Work done. */
 int job_poll(struct job *j, uint64_t now_ns);
-/* Operations done: the daemon's and the fast path's (what its table
- * counts, docs/local-fast-path.md). */
-uint64_t job_ops_done(const struct job *j);
+/* Members' operations ended, the daemon's and the fast path's (what its
+ * table counts, docs/local-fast-path.md); fast: of them, the latter. */
+struct job_ops {
+	uint64_t done, failed, fast_done;
+};
+struct job_ops job_ops(const struct job *j);
 /* How long the loop may sleep for this job (-1: no limit). */
 int64_t job_sleep_ns(struct job *j, uint64_t now_ns);
 /* An epoll event on one of the job's sockets. */

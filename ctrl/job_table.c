@@ -69,14 +69,16 @@ int job_table_start(struct job_table *t, struct job *j,
 
 void job_table_retire(struct job_table *t, struct job *j)
 {
+	struct job_ops ops;
+
 	if (!j->used)
 		return;
+	ops = job_ops(j);
 	log_info("job %s ended: %d client(s) in all, %llu operations done, "
 		 "%llu failed", j->id, j->ever_members,
-		 (unsigned long long)job_ops_done(j),
-		 (unsigned long long)j->st.ops_failed);
-	t->past.ops_done += job_ops_done(j);
-	t->past.ops_failed += j->st.ops_failed;
+		 (unsigned long long)ops.done, (unsigned long long)ops.failed);
+	t->past.ops_done += ops.done;
+	t->past.ops_failed += ops.failed;
 	t->past.bytes_reduced += j->st.bytes_reduced;
 	t->past.limit_refusals += j->st.limit_refusals;
 	t->past.stuck_reports += watchdog_stats(j)->reports;

@@ -57,12 +57,14 @@ void local_fast_destroy(struct local_fast *f)
 	f->seg.fd = -1;
 }
 
-uint64_t local_fast_completed(const struct local_fast *f)
+void local_fast_counts(const struct local_fast *f, uint64_t *done,
+		       uint64_t *failed)
 {
 	const struct tally_fast_hdr *h = f->seg.base;
 
-	return h ? atomic_load_explicit(&h->completed, memory_order_relaxed)
-		 : 0;
+	*done = h ? atomic_load_explicit(&h->done, memory_order_relaxed) : 0;
+	*failed = h ? atomic_load_explicit(&h->failed, memory_order_relaxed)
+		    : 0;
 }
 
 void local_fast_abort(struct local_fast *f, int code)

@@ -36,9 +36,10 @@ int local_fast_create(struct local_fast *f, unsigned int ranks,
 		      unsigned int slots, uint64_t max_bytes);
 void local_fast_destroy(struct local_fast *f);
 
-/* Operations the table says its members reduced (the clients write the
- * count: a metric, nothing more). */
-uint64_t local_fast_completed(const struct local_fast *f);
+/* The members' requests that ended in the table, done and failed, as
+ * they count them (a metric, trusted for nothing else); 0 without one. */
+void local_fast_counts(const struct local_fast *f, uint64_t *done,
+		       uint64_t *failed);
 
 /* Fail everything waiting in the table with -@code (a member left). */
 void local_fast_abort(struct local_fast *f, int code);

@@ -73,8 +73,8 @@ void notify_poll(struct tallyd *d)
 			    "operations done, %llu failed",
 			    broken ? "job aborted: " : "", d->n_clients,
 			    d->cfg.local_size,
-			    (unsigned long long)job_ops_done(d->static_job),
-			    (unsigned long long)d->static_job->st.ops_failed);
+			    (unsigned long long)job_ops(d->static_job).done,
+			    (unsigned long long)job_ops(d->static_job).failed);
 	else
 		notify_send("STATUS=%d job(s), %d client(s)", jobs,
 			    d->n_clients);

@@ -185,8 +185,8 @@ static void daemon_fini(struct tallyd *d)
 	for (int i = 0; i < DAEMON_MAX_CLIENTS; i++)
 		daemon_client_drop(d, &d->clients[i], "closed at shutdown");
 	job_table_for_each(&d->jobs, j) {
-		done += job_ops_done(j);
-		failed += j->st.ops_failed;
+		done += job_ops(j).done;
+		failed += job_ops(j).failed;
 		stuck += watchdog_stats(j)->reports;
 	}
 	job_table_fini(&d->jobs);

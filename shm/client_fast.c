@@ -106,7 +106,7 @@ static void reduce_slot(struct client_fast *f, struct tally_fast_slot *s,
 	res = reduce_buffers(rf->dtype, rf->redop, in, f->l.ranks, out, 1,
 			     rf->count, f->l.ranks);
 	atomic_store_explicit(&s->res, res, memory_order_relaxed);
-	atomic_fetch_add_explicit(&f->hdr->completed, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&f->hdr->reduced, 1, memory_order_relaxed);
 	atomic_store_explicit(&s->state, TALLY_FAST_STATE(seq, TALLY_FAST_DONE),
 			      memory_order_release);
 	tally_fast_kick(f->hdr, false);
@@ -201,6 +201,8 @@ static int arrive(struct tally_client *c, struct client_req *r)
 
 static void finish(struct tally_client *c, struct client_req *r, int res)
 {
+	atomic_fetch_add_explicit(res ? &c->fast.hdr->failed :
+				  &c->fast.hdr->done, 1, memory_order_relaxed);
 	r->res = res;
 	r->state = REQ_DONE;
 	atomic_fetch_sub(&c->fast.pending, 1);

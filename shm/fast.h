@@ -58,7 +58,11 @@ struct tally_fast_hdr {
 					 * FREE and abort */
 	_Atomic uint32_t sleepers;	/* clients inside FUTEX_WAIT */
 	uint32_t pad;
-	_Atomic uint64_t completed;	/* slots reduced (metrics, tests) */
+	_Atomic uint64_t reduced;	/* slots reduced (tests) */
+	/* members' requests that ended, as the daemon counts its own
+	 * (tally_operations_total): metrics only, written by the clients */
+	_Atomic uint64_t done;
+	_Atomic uint64_t failed;
 };
 
 /* Fields a member may read while another reuses the slot are atomic

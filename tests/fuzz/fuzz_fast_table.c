@@ -66,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fuzz_in in = { data, size };
 	struct local_fast f;
-	uint64_t key, iteration, ranks;
+	uint64_t key, iteration, ranks, done, failed;
 	size_t from;
 	uint8_t *t;
 
@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_bytes(&in, t + from, f.seg.size - from);
 
 	(void)local_fast_cross(&f, key, iteration, ranks);
-	(void)local_fast_completed(&f);
+	local_fast_counts(&f, &done, &failed);
 	as_client(&f, &script);
 	(void)local_fast_cross(&f, key, iteration, ranks);
 	local_fast_abort(&f, TALLY_EPEERLOST);

@@ -139,7 +139,7 @@ static void expected(void *out, enum tally_dtype t, enum tally_op op,
 
 static uint64_t fast_completed(const struct tally_client *c)
 {
-	return atomic_load(&c->fast.hdr->completed);
+	return atomic_load(&c->fast.hdr->reduced);
 }
 
 /* ---- exact, and taken up to the threshold ---- */
@@ -148,7 +148,7 @@ static int exact_member(void *p)
 {
 	(void)p;
 	struct tally_client *c;
-	uint64_t iteration = 0, req, before;
+	uint64_t iteration = 0, req, before, done_before;
 	size_t max = FAST_BYTES + 4096;
 	char *send, *recv, *want;
 	int fast_ops = 0;
@@ -160,6 +160,7 @@ static int exact_member(void *p)
 	want = malloc(max);
 	CHECK(send && recv && want, 4);
 	before = fast_completed(c);
+	done_before = atomic_load(&c->fast.hdr->done);
 	for (int t = 0; t < TALLY_DTYPE_MAX; t++)
 	for (int op = 0; op < TALLY_OP_MAX; op++)
 	for (int inplace = 0; inplace < 2; inplace++) {
@@ -187,6 +188,10 @@ static int exact_member(void *p)
 	/* every fast one counted once by whoever reduced it; the one past
 	 * the threshold never */
 	CHECK(fast_completed(c) - before == (uint64_t)fast_ops, 8);
+	/* and each member's request counted once for the metrics (all of
+	 * them collected theirs before submitting the last, daemon's, one) */
+	CHECK(atomic_load(&c->fast.hdr->done) - done_before ==
+	      (uint64_t)NCLIENTS * fast_ops, 9);
 	free(want);
 	tally_disconnect(c);
 	return 0;
@@ -331,6 +336,7 @@ static int count_member(void *p)
 
 		CHECK(tally_allreduce(c, &a, &req) == 0, 4);
 		CHECK(tally_wait(c, req, 5000) == -TALLY_EMISMATCH, 5);
+		CHECK(atomic_load(&c->fast.hdr->failed) >= 1, 6);
 	}
 	tally_disconnect(c);
 	return 0;
