@@ -48,7 +48,7 @@ $(ASAN_BUILD)/build.ninja:
 # ASan+UBSan over the unit tests (the integration suite runs in `make test`).
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
-	@tests/run-suite.py $(ASAN_BUILD) --suite unit
+	@tests/run-suite.py $(ASAN_BUILD) --suite unit --suite sanitize
 
 $(TSAN_BUILD)/build.ninja:
 	meson setup $(TSAN_BUILD) -Dbuildtype=debug -Db_sanitize=thread \
