@@ -45,7 +45,8 @@ $(ASAN_BUILD)/build.ninja:
 	meson setup $(ASAN_BUILD) -Dbuildtype=debug -Db_sanitize=address,undefined \
 		-Db_lundef=false -Dcuda=disabled $(MESON_OPTS)
 
-# ASan+UBSan over the unit tests (the integration suite runs in `make test`).
+# ASan+UBSan over the unit tests and the one-host integration tests (suite
+# 'sanitize'; the whole integration suite runs in `make test`).
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 	@tests/run-suite.py $(ASAN_BUILD) --suite unit --suite sanitize
