@@ -342,6 +342,17 @@ bool client_fast_ready(const struct tally_client *c)
 	       atomic_load(&f->hdr->abort);
 }
 
+void client_fast_daemon_owes(struct tally_client *c)
+{
+	struct tally_fast_hdr *h = c->fast.hdr;
+
+	/* the word bumped, not just a wake-up: one about to sleep sees
+	 * the change.  Spurious for the job's other sleepers, and rare: it
+	 * takes fast and daemon requests in flight at once. */
+	if (h && atomic_load(&c->fast.pending))
+		tally_fast_kick(h, false);
+}
+
 /*
  * Sleep on the table's futex until it changes, @deadline (ns, 0: none)
  * passes, or a slice ends: short when the daemon owes this client

@@ -159,6 +159,10 @@ void client_fast_progress(struct tally_client *c);
 bool client_fast_ready(const struct tally_client *c);
 void client_fast_sleep(struct tally_client *c, uint64_t now,
 		       uint64_t deadline, short gone);
+/* The daemon owes this client a completion now, where it owed none: a
+ * thread asleep on the table (tally_wait_ready()) must wake and cut its
+ * sleep into slices that look at the doorbell too. */
+void client_fast_daemon_owes(struct tally_client *c);
 
 /* Map a user pointer to (segment id, offset) with [ptr, ptr+len) inside. */
 int client_translate(const struct tally_client *c, const void *ptr,

@@ -122,7 +122,8 @@ static int submit_ef(struct tally_client *c, struct tally_sqe *sqe,
 	r->ef = ef ? *ef : (struct client_req_ef){ 0 };
 	r->fast.on = false;
 	c->inflight++;
-	atomic_fetch_add(&c->daemon_inflight, 1);
+	if (!atomic_fetch_add(&c->daemon_inflight, 1))
+		client_fast_daemon_owes(c);
 	if (ring_needs_wakeup(&c->sq)) {
 		int e = doorbell_ring(c->sq_kick_fd);
 
