@@ -295,20 +295,10 @@ void client_fast_progress(struct tally_client *c)
 int client_fast_submit(struct tally_client *c,
 		       const struct tally_allreduce_args *a, uint64_t *req)
 {
-	struct client_req *r = NULL;
-	uint32_t slot;
-	int res;
+	struct client_req *r = client_req_take(c, req);
 
-	for (slot = 0; slot < TALLY_MAX_INFLIGHT; slot++)
-		if (c->reqs[slot].state == REQ_FREE) {
-			r = &c->reqs[slot];
-			break;
-		}
 	if (!r)
 		return -TALLY_EAGAIN;
-	r->gen = (r->gen + 1) & 0xffffffu;
-	if (r->gen == 0)
-		r->gen = 1;
 	r->state = REQ_PENDING;
 	r->cqe_flags = 0;
 	r->ef = (struct client_req_ef){ 0 };
@@ -321,9 +311,7 @@ int client_fast_submit(struct tally_client *c,
 	};
 	c->inflight++;
 	atomic_fetch_add(&c->fast.pending, 1);
-	*req = ((uint64_t)r->gen << 16) | slot;
-	res = fast_failure(c);
-	step(c, r, res);
+	step(c, r, fast_failure(c));
 	return 0;
 }
 

@@ -123,6 +123,11 @@ static inline size_t client_ctrl_bytes(void)
 	       ring_bytes(CLIENT_CQ_ENTRIES, sizeof(struct tally_cqe));
 }
 
+/* A free request slot with its generation bumped (its last use's handles
+ * become ENOENT) and its new handle in *@handle; NULL when all are in
+ * use.  The caller marks it pending once the request is really out. */
+struct client_req *client_req_take(struct tally_client *c, uint64_t *handle);
+
 /* Queue a raw descriptor (user_data is set here) and ring the doorbell. */
 int client_submit_sqe(struct tally_client *c, struct tally_sqe *sqe,
 		      uint64_t *req);
