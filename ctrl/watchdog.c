@@ -77,15 +77,15 @@ void watchdog_fini(struct job *j)
 	j->watchdog = NULL;
 }
 
-/* "local ranks 1,3 have not submitted" */
-static void describe_members(const struct job *j,
-			     const struct lg_group *g, char *buf, size_t len)
+/* "<prefix>local ranks 1 3 have not submitted": those of @size not in
+ * @arrived */
+static void describe_missing(char *buf, size_t len, const char *prefix,
+			     uint64_t arrived, unsigned int size)
 {
-	size_t n = (size_t)snprintf(buf, len, "%slocal ranks",
-				    g->failed ? "failed; " : "");
+	size_t n = (size_t)snprintf(buf, len, "%slocal ranks", prefix);
 
-	for (unsigned int r = 0; r < j->groups.size && n < len; r++)
-		if (!(g->arrived & (1ull << r)))
+	for (unsigned int r = 0; r < size && n < len; r++)
+		if (!(arrived & (1ull << r)))
 			n += (size_t)snprintf(buf + n, len - n, " %u", r);
 	if (n < len)
 		snprintf(buf + n, len - n, " have not submitted");
@@ -98,7 +98,8 @@ static void describe(struct job *j, uint32_t idx, char *buf, size_t len)
 		       (1ull << j->groups.size) - 1;
 
 	if ((g->arrived & all) != all)
-		describe_members(j, g, buf, len);
+		describe_missing(buf, len, g->failed ? "failed; " : "",
+				 g->arrived, j->groups.size);
 	else if (!j->cluster || cluster_describe_op(j->cluster, idx, buf, len))
 		snprintf(buf, len, "all local ranks submitted; in the "
 			 "daemon's hands");
@@ -114,19 +115,42 @@ static void no_longer_stuck(const struct wd_entry *e, uint64_t now)
 			 (unsigned long long)((now - e->since_ns) / 1000000));
 }
 
+/* An entry seen again at @now: true, once, when it has just passed the
+ * bound and is to be reported (its age in *@age); counts it stuck. */
+static bool newly_stuck(struct watchdog *w, struct wd_entry *e, uint64_t now,
+			uint64_t *age)
+{
+	*age = now - e->since_ns;
+	if (*age < w->stuck_ns)
+		return false;
+	w->st.stuck_now++;
+	if (e->reported)
+		return false;
+	e->reported = true;
+	w->st.reports++;
+	return true;
+}
+
+static void report(const struct job *j, const struct wd_entry *e,
+		   uint64_t age, const char *why)
+{
+	log_warn("stuck: key %llu iteration %llu unfinished for %llu ms: %s "
+		 "(job %s)", (unsigned long long)e->key,
+		 (unsigned long long)e->iteration,
+		 (unsigned long long)(age / 1000000), why, j->id);
+}
+
 /* The fast-path table's open slots (read with atomics: the clients'). */
 static void scan_fast(struct job *j, struct watchdog *w, uint64_t now)
 {
 	struct local_fast *f = &j->fast;
-	uint64_t all = tally_fast_all(&f->l);
 
 	for (uint32_t i = 0; i < f->l.slots; i++) {
 		struct tally_fast_slot *s = tally_fast_slot_at(f->seg.base,
 							       &f->l, i);
-		uint64_t st = atomic_load(&s->state), arrived, age;
+		uint64_t st = atomic_load(&s->state), age;
 		struct wd_entry *e = &w->fe[i];
 		char why[512];
-		size_t n;
 
 		if (e->used && e->state != st) {
 			no_longer_stuck(e, now);
@@ -141,27 +165,11 @@ static void scan_fast(struct job *j, struct watchdog *w, uint64_t now)
 				.iteration = atomic_load(&s->iteration) };
 			continue;
 		}
-		age = now - e->since_ns;
-		if (age < w->stuck_ns)
+		if (!newly_stuck(w, e, now, &age))
 			continue;
-		w->st.stuck_now++;
-		if (e->reported)
-			continue;
-		e->reported = true;
-		w->st.reports++;
-		arrived = atomic_load(&s->arrived);
-		n = (size_t)snprintf(why, sizeof(why), "fast path: local ranks");
-		for (unsigned int r = 0; r < f->l.ranks && n < sizeof(why); r++)
-			if (!(arrived & all & (1ull << r)))
-				n += (size_t)snprintf(why + n, sizeof(why) - n,
-						      " %u", r);
-		if (n < sizeof(why))
-			snprintf(why + n, sizeof(why) - n,
-				 " have not submitted");
-		log_warn("stuck: key %llu iteration %llu unfinished for "
-			 "%llu ms: %s (job %s)", (unsigned long long)e->key,
-			 (unsigned long long)e->iteration,
-			 (unsigned long long)(age / 1000000), why, j->id);
+		describe_missing(why, sizeof(why), "fast path: ",
+				 atomic_load(&s->arrived), f->l.ranks);
+		report(j, e, age, why);
 	}
 }
 
@@ -194,19 +202,10 @@ static void scan(struct job *j, struct watchdog *w, uint64_t now)
 						.since_ns = now };
 			continue;
 		}
-		age = now - e->since_ns;
-		if (age < w->stuck_ns)
+		if (!newly_stuck(w, e, now, &age))
 			continue;
-		w->st.stuck_now++;
-		if (e->reported)
-			continue;
-		e->reported = true;
-		w->st.reports++;
 		describe(j, i, why, sizeof(why));
-		log_warn("stuck: key %llu iteration %llu unfinished for "
-			 "%llu ms: %s (job %s)", (unsigned long long)g->op.key,
-			 (unsigned long long)g->op.iteration,
-			 (unsigned long long)(age / 1000000), why, j->id);
+		report(j, e, age, why);
 	}
 }
 
