@@ -143,6 +143,26 @@ static uint64_t fast_completed(const struct tally_client *c)
 	return atomic_load(&c->fast.hdr->reduced);
 }
 
+/* All-reduce 8 floats of @buf in place (key @key, iteration @it, SUM)
+ * with @v in element 0; *@sum gets element 0 after.  The wait's result. */
+static int sum_of_8(struct tally_client *c, float *buf, uint64_t key,
+		    uint64_t it, float v, float *sum)
+{
+	struct tally_allreduce_args a = {
+		.key = key, .iteration = it, .sendbuf = buf, .recvbuf = buf,
+		.count = 8,
+	};
+	uint64_t req;
+	int ret;
+
+	buf[0] = v;
+	ret = tally_allreduce(c, &a, &req);
+	if (!ret)
+		ret = tally_wait(c, req, 5000);
+	*sum = buf[0];
+	return ret;
+}
+
 /* ---- exact, and taken up to the threshold ---- */
 
 static int exact_member(void *p)
@@ -274,7 +294,7 @@ static int cross_member(void *p)
 	(void)p;
 	struct tally_client *c;
 	uint64_t req, t0;
-	float *buf;
+	float *buf, sum;
 	int rank;
 
 	CHECK(tally_connect(dmn.sock, &c) == 0, 2);
@@ -293,17 +313,9 @@ static int cross_member(void *p)
 		CHECK(tally_wait(c, req, 5000) == -TALLY_EMISMATCH, 5);
 		CHECK(test_now_ms() - t0 < 2000, 6);
 	}
-	{
-		/* and the job goes on */
-		struct tally_allreduce_args a = {
-			.key = 10, .sendbuf = buf, .recvbuf = buf, .count = 8,
-		};
-
-		buf[0] = (float)rank;
-		CHECK(tally_allreduce(c, &a, &req) == 0, 7);
-		CHECK(tally_wait(c, req, 5000) == 0, 8);
-		CHECK(buf[0] == 6.0f, 9);
-	}
+	/* and the job goes on */
+	CHECK(sum_of_8(c, buf, 10, 0, (float)rank, &sum) == 0, 8);
+	CHECK(sum == 6.0f, 9);
 	tally_disconnect(c);
 	return 0;
 }
@@ -487,8 +499,8 @@ static int rerun_member(void *p)
 {
 	(void)p;
 	struct tally_client *c;
-	uint64_t req, end = test_now_ms() + 5000;
-	float *buf;
+	uint64_t end = test_now_ms() + 5000;
+	float *buf, sum;
 	int ret;
 
 	/* the old run's members may still be leaving */
@@ -498,17 +510,9 @@ static int rerun_member(void *p)
 	CHECK(ret == 0, 2);
 	buf = tally_alloc(c, 4096);
 	CHECK(buf, 3);
-	{
-		struct tally_allreduce_args args = {
-			.key = 1, .sendbuf = buf, .recvbuf = buf, .count = 8,
-		};
-
-		buf[0] = 1.0f;
-		CHECK(tally_allreduce(c, &args, &req) == 0, 4);
-		CHECK(tally_wait(c, req, 5000) == 0, 5);
-		CHECK(buf[0] == 4.0f, 6);
-		CHECK(fast_completed(c) == 1, 7);
-	}
+	CHECK(sum_of_8(c, buf, 1, 0, 1.0f, &sum) == 0, 5);
+	CHECK(sum == 4.0f, 6);
+	CHECK(fast_completed(c) == 1, 7);
 	tally_disconnect(c);
 	return 0;
 }
@@ -588,23 +592,14 @@ static int off_member(void *p)
 {
 	(void)p;
 	struct tally_client *c;
-	uint64_t req;
-	float *buf;
+	float *buf, sum;
 
 	CHECK(tally_connect(dmn.sock, &c) == 0, 2);
 	CHECK(!c->fast.hdr, 3);
 	buf = tally_alloc(c, 4096);
 	CHECK(buf, 4);
-	{
-		struct tally_allreduce_args args = {
-			.key = 1, .sendbuf = buf, .recvbuf = buf, .count = 8,
-		};
-
-		buf[0] = 2.0f;
-		CHECK(tally_allreduce(c, &args, &req) == 0, 5);
-		CHECK(tally_wait(c, req, 5000) == 0, 6);
-		CHECK(buf[0] == 8.0f, 7);
-	}
+	CHECK(sum_of_8(c, buf, 1, 0, 2.0f, &sum) == 0, 6);
+	CHECK(sum == 8.0f, 7);
 	tally_disconnect(c);
 	return 0;
 }
