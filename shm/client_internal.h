@@ -125,8 +125,24 @@ static inline size_t client_ctrl_bytes(void)
 
 /* A free request slot with its generation bumped (its last use's handles
  * become ENOENT) and its new handle in *@handle; NULL when all are in
- * use.  The caller marks it pending once the request is really out. */
-struct client_req *client_req_take(struct tally_client *c, uint64_t *handle);
+ * use.  The caller marks it pending once the request is really out.
+ * Inline: the fast path's fuzz target links client_fast.c alone. */
+static inline struct client_req *client_req_take(struct tally_client *c,
+						 uint64_t *handle)
+{
+	for (uint32_t slot = 0; slot < TALLY_MAX_INFLIGHT; slot++) {
+		struct client_req *r = &c->reqs[slot];
+
+		if (r->state != REQ_FREE)
+			continue;
+		r->gen = (r->gen + 1) & 0xffffffu;
+		if (r->gen == 0)
+			r->gen = 1;
+		*handle = ((uint64_t)r->gen << 16) | slot;
+		return r;
+	}
+	return NULL;
+}
 
 /* Queue a raw descriptor (user_data is set here) and ring the doorbell. */
 int client_submit_sqe(struct tally_client *c, struct tally_sqe *sqe,

@@ -96,22 +96,6 @@ int client_submit_sqe(struct tally_client *c, struct tally_sqe *sqe,
 	return submit_ef(c, sqe, req, NULL);
 }
 
-struct client_req *client_req_take(struct tally_client *c, uint64_t *handle)
-{
-	for (uint32_t slot = 0; slot < TALLY_MAX_INFLIGHT; slot++) {
-		struct client_req *r = &c->reqs[slot];
-
-		if (r->state != REQ_FREE)
-			continue;
-		r->gen = (r->gen + 1) & 0xffffffu;
-		if (r->gen == 0)
-			r->gen = 1;
-		*handle = ((uint64_t)r->gen << 16) | slot;
-		return r;
-	}
-	return NULL;
-}
-
 static int submit_ef(struct tally_client *c, struct tally_sqe *sqe,
 		     uint64_t *req, const struct client_req_ef *ef)
 {
