@@ -244,9 +244,15 @@ static bool slot_done(const struct client_fast *f,
 	       TALLY_FAST_STATE(rf->seq, TALLY_FAST_DONE);
 }
 
-/* Advance one pending request. */
-static void step(struct tally_client *c, struct client_req *r, int failed)
+/* Advance one pending request.  @busy: the slots an
+ * older request of this pass found taken; a younger one waits behind it
+ * rather than take such a slot when it frees in between, so that a
+ * client offers each slot its requests in the order it submitted them
+ * (a peer doing them one by one in that order waits for exactly that). */
+static void step(struct tally_client *c, struct client_req *r, int failed,
+		 uint8_t *busy)
 {
+	uint32_t s = r->fast.slot;
 	int res;
 
 	if (r->fast.joined && slot_done(&c->fast, &r->fast)) {
@@ -258,7 +264,11 @@ static void step(struct tally_client *c, struct client_req *r, int failed)
 		return;
 	}
 	if (!r->fast.joined) {
+		if (busy[s / 8] & (1u << (s % 8)))
+			return;
 		res = arrive(c, r);
+		if (!res && !r->fast.joined)
+			busy[s / 8] |= (uint8_t)(1u << (s % 8));
 		if (res)
 			finish(c, r, res);
 		else if (r->fast.joined && slot_done(&c->fast, &r->fast))
@@ -278,6 +288,9 @@ static int fast_failure(struct tally_client *c)
 
 void client_fast_progress(struct tally_client *c)
 {
+	uint8_t busy[TALLY_FAST_MAX_SLOTS / 8] = { 0 };
+	struct client_req *order[TALLY_MAX_INFLIGHT];
+	unsigned int n = 0;
 	int failed;
 
 	if (!atomic_load(&c->fast.pending))
@@ -288,8 +301,20 @@ void client_fast_progress(struct tally_client *c)
 		struct client_req *r = &c->reqs[i];
 
 		if (r->state == REQ_PENDING && r->fast.on)
-			step(c, r, failed);
+			order[n++] = r;
 	}
+	/* oldest first: request slots are reused, submission numbers not */
+	for (unsigned int i = 1; i < n; i++)
+		for (unsigned int k = i; k > 0 &&
+		     order[k - 1]->fast.submitted > order[k]->fast.submitted;
+		     k--) {
+			struct client_req *t = order[k];
+
+			order[k] = order[k - 1];
+			order[k - 1] = t;
+		}
+	for (unsigned int i = 0; i < n; i++)
+		step(c, order[i], failed, busy);
 }
 
 int client_fast_submit(struct tally_client *c,
@@ -311,7 +336,8 @@ int client_fast_submit(struct tally_client *c,
 	};
 	c->inflight++;
 	atomic_fetch_add(&c->fast.pending, 1);
-	step(c, r, fast_failure(c));
+	r->fast.submitted = c->fast.submitted++;
+	client_fast_progress(c);	/* it arrives behind the older ones */
 	return 0;
 }
 

@@ -51,6 +51,7 @@ struct client_req_fast {
 	uint8_t dtype, redop;
 	uint32_t slot;
 	uint64_t seq;		/* the slot's use it joined */
+	uint64_t submitted;	/* the client's count of fast submissions */
 	const void *send;
 	void *recv;
 	uint64_t key, iteration, count;
@@ -71,6 +72,7 @@ struct client_fast {
 	size_t bytes;
 	struct tally_fast_layout l;	/* checked once, at the mapping */
 	atomic_uint pending;		/* fast requests not yet REQ_DONE */
+	uint64_t submitted;		/* fast submissions so far */
 	/* hdr->wake when progress last looked (tally_wait_ready) */
 	_Atomic uint32_t seen_wake;
 };

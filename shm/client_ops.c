@@ -174,7 +174,6 @@ int tally_allreduce(struct tally_client *c,
 			return -TALLY_EDAEMONLOST;
 		if (c->inflight >= TALLY_MAX_INFLIGHT)
 			reap(c);
-		client_fast_progress(c);
 		return client_fast_submit(c, a, req);
 	}
 	/* sign_ef: p = g + e goes from the library's scratch instead */
