@@ -160,7 +160,8 @@ static bool slot_for(struct tally_fast_slot *s, uint64_t st,
  * Try to put @r's row into its slot.  0 when it arrived or must wait for
  * the slot (r->fast.joined tells which), or the error it completes with.
  */
-static int arrive(struct tally_client *c, struct client_req *r)
+static int arrive(struct tally_client *c, struct client_req *r,
+		  bool may_claim)
 {
 	struct client_fast *f = &c->fast;
 	struct client_req_fast *rf = &r->fast;
@@ -170,7 +171,8 @@ static int arrive(struct tally_client *c, struct client_req *r)
 	bool agree;
 
 	st = atomic_load_explicit(&s->state, memory_order_acquire);
-	if (TALLY_FAST_PHASE(st) == TALLY_FAST_FREE && claim(s, st, rf))
+	if (TALLY_FAST_PHASE(st) == TALLY_FAST_FREE && may_claim &&
+	    claim(s, st, rf))
 		st = TALLY_FAST_STATE(TALLY_FAST_SEQ(st), TALLY_FAST_OPEN);
 	else if (!slot_for(s, st, rf))
 		return 0;		/* another operation's: parked */
@@ -244,11 +246,11 @@ static bool slot_done(const struct client_fast *f,
 	       TALLY_FAST_STATE(rf->seq, TALLY_FAST_DONE);
 }
 
-/* Advance one pending request.  @busy: the slots an
- * older request of this pass found taken; a younger one waits behind it
- * rather than take such a slot when it frees in between, so that a
- * client offers each slot its requests in the order it submitted them
- * (a peer doing them one by one in that order waits for exactly that). */
+/* Advance one pending request.  @busy: the slots an older request of
+ * this pass found taken.  A younger one may join its operation there,
+ * but not claim such a slot when it frees in between: a client claims
+ * each slot for its requests in the order it submitted them (a peer
+ * doing them one by one in that order waits for exactly that). */
 static void step(struct tally_client *c, struct client_req *r, int failed,
 		 uint8_t *busy)
 {
@@ -264,9 +266,7 @@ static void step(struct tally_client *c, struct client_req *r, int failed,
 		return;
 	}
 	if (!r->fast.joined) {
-		if (busy[s / 8] & (1u << (s % 8)))
-			return;
-		res = arrive(c, r);
+		res = arrive(c, r, !(busy[s / 8] & (1u << (s % 8))));
 		if (!res && !r->fast.joined)
 			busy[s / 8] |= (uint8_t)(1u << (s % 8));
 		if (res)
