@@ -112,9 +112,11 @@ static void reduce_slot(struct client_fast *f, struct tally_fast_slot *s,
 	tally_fast_kick(f->hdr, false);
 }
 
-/* Claim a free slot for @rf; false when another member got there first. */
-static bool claim(struct tally_fast_slot *s, uint64_t st,
-		  const struct client_req_fast *rf)
+/* Claim a free slot for @rf; false when another member got there first.
+ * A member that looked while the slot was claimed but not yet open parked
+ * its request: the opening wakes it. */
+static bool claim(struct tally_fast_hdr *h, struct tally_fast_slot *s,
+		  uint64_t st, const struct client_req_fast *rf)
 {
 	uint64_t seq = TALLY_FAST_SEQ(st);
 
@@ -133,6 +135,7 @@ static bool claim(struct tally_fast_slot *s, uint64_t st,
 	atomic_store_explicit(&s->released, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->state, TALLY_FAST_STATE(seq, TALLY_FAST_OPEN),
 			      memory_order_release);
+	tally_fast_kick(h, false);
 	return true;
 }
 
@@ -172,7 +175,7 @@ static int arrive(struct tally_client *c, struct client_req *r,
 
 	st = atomic_load_explicit(&s->state, memory_order_acquire);
 	if (TALLY_FAST_PHASE(st) == TALLY_FAST_FREE && may_claim &&
-	    claim(s, st, rf))
+	    claim(f->hdr, s, st, rf))
 		st = TALLY_FAST_STATE(TALLY_FAST_SEQ(st), TALLY_FAST_OPEN);
 	else if (!slot_for(s, st, rf))
 		return 0;		/* another operation's: parked */
