@@ -25,6 +25,7 @@ int local_fast_create(struct local_fast *f, unsigned int ranks,
 	f->l.ranks = ranks;
 	f->l.max_bytes = max_bytes;
 	f->l.stride = tally_fast_stride(ranks, max_bytes);
+	f->l.dir_entries = tally_fast_dir_entries(ranks);
 	if (slots > TALLY_FAST_MAX_SLOTS)
 		slots = TALLY_FAST_MAX_SLOTS;
 	while (slots > 1 && tally_fast_bytes(ranks, slots, max_bytes) >
@@ -46,6 +47,7 @@ int local_fast_create(struct local_fast *f, unsigned int ranks,
 	h->slots = slots;
 	h->max_bytes = max_bytes;
 	h->slot_stride = f->l.stride;
+	h->dir_entries = f->l.dir_entries;	/* every entry EMPTY */
 	return 0;
 }
 
@@ -77,6 +79,32 @@ void local_fast_abort(struct local_fast *f, int code)
 	tally_fast_kick(h, true);
 }
 
+/* The slot (key, iteration) is open or done in, and its state then; NULL
+ * when none is.  Every slot is looked at: the directory, which says
+ * where, is the clients' (under their lock), and there are few slots. */
+static struct tally_fast_slot *slot_holding(struct local_fast *f,
+					    uint64_t key, uint64_t iteration,
+					    uint64_t *state)
+{
+	for (uint32_t i = 0; i < f->l.slots; i++) {
+		struct tally_fast_slot *s = tally_fast_slot_at(f->seg.base,
+							       &f->l, i);
+		uint64_t st = atomic_load_explicit(&s->state,
+						   memory_order_acquire);
+		unsigned int phase = TALLY_FAST_PHASE(st);
+
+		if ((phase == TALLY_FAST_OPEN || phase == TALLY_FAST_DONE) &&
+		    atomic_load_explicit(&s->key, memory_order_relaxed) ==
+		    key &&
+		    atomic_load_explicit(&s->iteration, memory_order_relaxed) ==
+		    iteration) {
+			*state = st;
+			return s;
+		}
+	}
+	return NULL;
+}
+
 bool local_fast_cross(struct local_fast *f, uint64_t key, uint64_t iteration,
 		      uint64_t ranks)
 {
@@ -86,15 +114,10 @@ bool local_fast_cross(struct local_fast *f, uint64_t key, uint64_t iteration,
 
 	if (!f->seg.base || !(ranks &= tally_fast_all(&f->l)))
 		return false;
-	s = tally_fast_slot_at(f->seg.base, &f->l,
-			       tally_fast_slot_of(key, iteration, f->l.slots));
-	st = atomic_load_explicit(&s->state, memory_order_acquire);
-	phase = TALLY_FAST_PHASE(st);
-	if ((phase != TALLY_FAST_OPEN && phase != TALLY_FAST_DONE) ||
-	    atomic_load_explicit(&s->key, memory_order_relaxed) != key ||
-	    atomic_load_explicit(&s->iteration, memory_order_relaxed) !=
-	    iteration)
+	s = slot_holding(f, key, iteration, &st);
+	if (!s)
 		return false;
+	phase = TALLY_FAST_PHASE(st);
 	atomic_thread_fence(memory_order_acquire);
 	/* done and not failed: complete without these ranks, impossible
 	 * unless they are there too (submitted it twice): leave it */

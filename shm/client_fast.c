@@ -4,13 +4,17 @@
  * docs/local-fast-path.md): small all-reduces of a one-host job reduced
  * among the clients themselves, by whichever arrives last.
  *
- * A request whose slot is taken by another operation is parked and tried
- * again whenever the library is entered (a submission, a test, a wait);
- * so are copy-out and release of finished slots.  Nothing here ever
- * waits for another client except in client_fast_sleep().
+ * Every all-reduce of such a job is routed through the table's directory
+ * when it is submitted: its first member takes a free slot for it, or
+ * sends it to the daemon when none is free or the call is not the fast
+ * path's; the others follow.  Copy-out and release of finished slots
+ * happen whenever the library is entered (a submission, a test, a wait).
+ * Nothing here waits for another client except client_fast_sleep() and,
+ * for the few instructions a member holds it, the directory's lock.
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -40,6 +44,7 @@ int client_fast_map(struct tally_client *c, int fd, uint64_t bytes)
 	f->l.slots = h->slots;
 	f->l.max_bytes = h->max_bytes;
 	f->l.stride = h->slot_stride;
+	f->l.dir_entries = h->dir_entries;
 	if (h->magic != TALLY_FAST_MAGIC || h->version != TALLY_FAST_VERSION ||
 	    f->l.ranks != (uint32_t)c->size || f->l.ranks < 2 ||
 	    f->l.ranks > 64 || (uint32_t)c->rank >= f->l.ranks ||
@@ -47,6 +52,7 @@ int client_fast_map(struct tally_client *c, int fd, uint64_t bytes)
 	    f->l.max_bytes == 0 || f->l.max_bytes > TALLY_FAST_MAX_BYTES ||
 	    f->l.max_bytes % TALLY_FAST_ALIGN ||
 	    f->l.stride != tally_fast_stride(f->l.ranks, f->l.max_bytes) ||
+	    f->l.dir_entries != tally_fast_dir_entries(f->l.ranks) ||
 	    tally_fast_bytes(f->l.ranks, f->l.slots, f->l.max_bytes) > bytes) {
 		munmap(base, bytes);
 		memset(&f->l, 0, sizeof(f->l));
@@ -112,11 +118,10 @@ static void reduce_slot(struct client_fast *f, struct tally_fast_slot *s,
 	tally_fast_kick(f->hdr, false);
 }
 
-/* Claim a free slot for @rf; false when another member got there first.
- * A member that looked while the slot was claimed but not yet open parked
- * its request: the opening wakes it. */
-static bool claim(struct tally_fast_hdr *h, struct tally_fast_slot *s,
-		  uint64_t st, const struct client_req_fast *rf)
+/* Claim the free slot @s (state @st) for @rf and open it; false when it
+ * was not free after all (a member spoilt the table). */
+static bool claim(struct tally_fast_slot *s, uint64_t st,
+		  const struct client_req_fast *rf)
 {
 	uint64_t seq = TALLY_FAST_SEQ(st);
 
@@ -135,12 +140,184 @@ static bool claim(struct tally_fast_hdr *h, struct tally_fast_slot *s,
 	atomic_store_explicit(&s->released, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->state, TALLY_FAST_STATE(seq, TALLY_FAST_OPEN),
 			      memory_order_release);
-	tally_fast_kick(h, false);
 	return true;
 }
 
-/* Is the slot in use @st for @rf's (key, iteration), open or (a
- * mismatch) failed early? */
+/* Why every request in the table fails now, or 0. */
+static int fast_failure(struct tally_client *c)
+{
+	uint32_t abort = atomic_load(&c->fast.hdr->abort);
+
+	if (abort)
+		return -(int)(abort > TALLY_EDEVICE ? TALLY_EPEERLOST : abort);
+	return c->daemon_lost ? -TALLY_EDAEMONLOST : 0;
+}
+
+/* Has the daemon closed our socket?  (Asked while waiting for a peer.) */
+static bool daemon_gone(struct tally_client *c, short gone)
+{
+	struct pollfd pfd = { .fd = c->sock, .events = gone };
+
+	if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (gone | POLLHUP | POLLERR)))
+		c->daemon_lost = true;
+	return c->daemon_lost;
+}
+
+/*
+ * Take the directory's lock.  A member holds it for a look-up and at most
+ * a claim, so spin, then yield the core to it; a member that died
+ * holding it is seen by the daemon, whose abort ends the wait.
+ */
+static int dir_lock(struct tally_client *c)
+{
+	struct tally_fast_hdr *h = c->fast.hdr;
+	uint32_t me = (uint32_t)c->rank + 1;
+	int ret;
+
+	for (unsigned int tries = 0;; tries++) {
+		uint32_t held = 0;
+
+		if (atomic_compare_exchange_weak_explicit(&h->dir_lock, &held,
+				me, memory_order_acquire, memory_order_relaxed))
+			return 0;
+		if (held == me)
+			return -TALLY_EPROTO;	/* never kept between calls */
+		ret = fast_failure(c);
+		if (ret)
+			return ret;
+		if (tries % 4096 == 4095 && daemon_gone(c, POLLRDHUP))
+			return -TALLY_EDAEMONLOST;
+		if (tries >= 64)
+			sched_yield();
+	}
+}
+
+static void dir_unlock(struct tally_client *c)
+{
+	atomic_store_explicit(&c->fast.hdr->dir_lock, 0,
+			      memory_order_release);
+}
+
+/* Under the lock: (key, iteration)'s entry, or NULL and in *@spare where
+ * one would go (NULL: the directory is full). */
+static struct tally_fast_dirent *dir_find(struct client_fast *f,
+					  uint64_t key, uint64_t iteration,
+					  struct tally_fast_dirent **spare)
+{
+	struct tally_fast_dirent *dir = tally_fast_dir(f->hdr);
+	uint32_t mask = f->l.dir_entries - 1;
+	uint32_t i = tally_fast_slot_of(key, iteration, f->l.dir_entries);
+
+	*spare = NULL;
+	for (uint32_t n = 0; n < f->l.dir_entries; n++, i = (i + 1) & mask) {
+		struct tally_fast_dirent *e = &dir[i];
+
+		if (e->route == TALLY_FAST_ROUTE_EMPTY) {
+			if (!*spare)
+				*spare = e;
+			return NULL;
+		}
+		if (e->route == TALLY_FAST_ROUTE_DEAD) {
+			if (!*spare)
+				*spare = e;
+		} else if (e->key == key && e->iteration == iteration) {
+			return e;
+		}
+	}
+	return NULL;
+}
+
+/* Under the lock: every member has read @e.  DEAD keeps the probes that
+ * pass it going; DEAD entries that end a chain become EMPTY. */
+static void dir_retire(struct client_fast *f, struct tally_fast_dirent *e)
+{
+	struct tally_fast_dirent *dir = tally_fast_dir(f->hdr);
+	uint32_t mask = f->l.dir_entries - 1;
+	uint32_t i = (uint32_t)(e - dir);
+
+	e->route = TALLY_FAST_ROUTE_DEAD;
+	if (dir[(i + 1) & mask].route != TALLY_FAST_ROUTE_EMPTY)
+		return;
+	for (uint32_t n = 0; n < f->l.dir_entries &&
+	     dir[i].route == TALLY_FAST_ROUTE_DEAD; n++, i = (i - 1) & mask)
+		dir[i].route = TALLY_FAST_ROUTE_EMPTY;
+}
+
+/* Under the lock: a free slot claimed and opened for @rf, or -1 when every
+ * slot holds an operation. */
+static int take_slot(struct client_fast *f, const struct client_req_fast *rf)
+{
+	uint32_t first = tally_fast_slot_of(rf->key, rf->iteration,
+					    f->l.slots);
+
+	for (uint32_t n = 0; n < f->l.slots; n++) {
+		uint32_t i = (first + n) % f->l.slots;
+		struct tally_fast_slot *s = tally_fast_slot_at(f->hdr, &f->l,
+							       i);
+		uint64_t st = atomic_load_explicit(&s->state,
+						   memory_order_acquire);
+
+		if (TALLY_FAST_PHASE(st) == TALLY_FAST_FREE && claim(s, st, rf))
+			return (int)i;
+	}
+	return -1;
+}
+
+/*
+ * Under the lock: @rf's route into *@route, this member marked as having
+ * read it; the first member decides it (a slot when @table and one is
+ * free, else the daemon).  -TALLY_EBADOP: this member has this (key,
+ * iteration) in flight already.
+ */
+static int dir_route(struct tally_client *c, const struct client_req_fast *rf,
+		     bool table, uint32_t *route)
+{
+	struct client_fast *f = &c->fast;
+	uint64_t bit = 1ull << c->rank, all = tally_fast_all(&f->l);
+	struct tally_fast_dirent *e, *spare;
+	int slot;
+
+	e = dir_find(f, rf->key, rf->iteration, &spare);
+	if (e) {
+		if (e->seen & bit)
+			return -TALLY_EBADOP;
+		*route = e->route;
+		e->seen |= bit;
+		if ((e->seen & all) == all)
+			dir_retire(f, e);
+		return 0;
+	}
+	if (!spare)
+		return -TALLY_EAGAIN;
+	slot = table ? take_slot(f, rf) : -1;
+	*route = slot < 0 ? TALLY_FAST_ROUTE_DAEMON :
+		 TALLY_FAST_ROUTE_SLOT(slot);
+	*spare = (struct tally_fast_dirent){
+		.key = rf->key, .iteration = rf->iteration, .seen = bit,
+		.route = *route,
+	};
+	return 0;
+}
+
+void client_fast_unroute(struct tally_client *c, uint64_t key,
+			 uint64_t iteration)
+{
+	struct client_fast *f = &c->fast;
+	struct tally_fast_dirent *e, *spare;
+
+	if (dir_lock(c))
+		return;		/* aborted: nobody meets here any more */
+	e = dir_find(f, key, iteration, &spare);
+	if (e) {
+		e->seen &= ~(1ull << c->rank);
+		if (!(e->seen & tally_fast_all(&f->l)))
+			dir_retire(f, e);
+	}
+	dir_unlock(c);
+}
+
+/* Is @s in use @st for @rf's (key, iteration), open or (a mismatch)
+ * failed early? */
 static bool slot_for(struct tally_fast_slot *s, uint64_t st,
 		     const struct client_req_fast *rf)
 {
@@ -159,12 +336,9 @@ static bool slot_for(struct tally_fast_slot *s, uint64_t st,
 	return phase == TALLY_FAST_OPEN || atomic_load(&s->mismatch);
 }
 
-/*
- * Try to put @r's row into its slot.  0 when it arrived or must wait for
- * the slot (r->fast.joined tells which), or the error it completes with.
- */
-static int arrive(struct tally_client *c, struct client_req *r,
-		  bool may_claim)
+/* Put @r's row into the slot the directory gave it: 0, or the error it
+ * completes with. */
+static int arrive(struct tally_client *c, struct client_req *r)
 {
 	struct client_fast *f = &c->fast;
 	struct client_req_fast *rf = &r->fast;
@@ -174,11 +348,8 @@ static int arrive(struct tally_client *c, struct client_req *r,
 	bool agree;
 
 	st = atomic_load_explicit(&s->state, memory_order_acquire);
-	if (TALLY_FAST_PHASE(st) == TALLY_FAST_FREE && may_claim &&
-	    claim(f->hdr, s, st, rf))
-		st = TALLY_FAST_STATE(TALLY_FAST_SEQ(st), TALLY_FAST_OPEN);
-	else if (!slot_for(s, st, rf))
-		return 0;		/* another operation's: parked */
+	if (!slot_for(s, st, rf))
+		return -TALLY_EPROTO;	/* the directory was spoilt */
 	if (atomic_load(&s->arrived) & bit)
 		return -TALLY_EBADOP;	/* (key, iteration) twice */
 	agree = atomic_load_explicit(&s->count, memory_order_relaxed) ==
@@ -194,7 +365,6 @@ static int arrive(struct tally_client *c, struct client_req *r,
 		       rf->count * tally_dtype_size(rf->dtype));
 	}
 	rf->seq = TALLY_FAST_SEQ(st);
-	rf->joined = true;
 	old = atomic_fetch_or(&s->arrived, bit);
 	if (!agree)
 		fail_slot(f->hdr, s, rf->seq);
@@ -214,7 +384,8 @@ static void finish(struct tally_client *c, struct client_req *r, int res)
 	atomic_fetch_add_explicit(&c->done_unclaimed, 1, memory_order_release);
 }
 
-/* @r's slot is done: copy the result out, release the slot. */
+/* @r's slot is done: copy the result out, release the slot (nobody
+ * waits for a free slot: no wake-up). */
 static void collect(struct tally_client *c, struct client_req *r)
 {
 	struct client_fast *f = &c->fast;
@@ -230,12 +401,10 @@ static void collect(struct tally_client *c, struct client_req *r)
 		memcpy(rf->recv, tally_fast_row(&f->l, s, 0),
 		       rf->count * tally_dtype_size(rf->dtype));
 	old = atomic_fetch_or(&s->released, bit);
-	if ((old | bit) == tally_fast_all(&f->l)) {
+	if ((old | bit) == tally_fast_all(&f->l))
 		atomic_store_explicit(&s->state,
 			TALLY_FAST_STATE(rf->seq + 1, TALLY_FAST_FREE),
 			memory_order_release);
-		tally_fast_kick(f->hdr, false);
-	}
 	finish(c, r, res);
 }
 
@@ -249,51 +418,8 @@ static bool slot_done(const struct client_fast *f,
 	       TALLY_FAST_STATE(rf->seq, TALLY_FAST_DONE);
 }
 
-/* Advance one pending request.  @busy: the slots an older request of
- * this pass found taken.  A younger one may join its operation there,
- * but not claim such a slot when it frees in between: a client claims
- * each slot for its requests in the order it submitted them (a peer
- * doing them one by one in that order waits for exactly that). */
-static void step(struct tally_client *c, struct client_req *r, int failed,
-		 uint8_t *busy)
-{
-	uint32_t s = r->fast.slot;
-	int res;
-
-	if (r->fast.joined && slot_done(&c->fast, &r->fast)) {
-		collect(c, r);
-		return;
-	}
-	if (failed) {		/* done slots still deliver, above */
-		finish(c, r, failed);
-		return;
-	}
-	if (!r->fast.joined) {
-		res = arrive(c, r, !(busy[s / 8] & (1u << (s % 8))));
-		if (!res && !r->fast.joined)
-			busy[s / 8] |= (uint8_t)(1u << (s % 8));
-		if (res)
-			finish(c, r, res);
-		else if (r->fast.joined && slot_done(&c->fast, &r->fast))
-			collect(c, r);	/* we were the last */
-	}
-}
-
-/* Why every pending request fails now, or 0. */
-static int fast_failure(struct tally_client *c)
-{
-	uint32_t abort = atomic_load(&c->fast.hdr->abort);
-
-	if (abort)
-		return -(int)(abort > TALLY_EDEVICE ? TALLY_EPEERLOST : abort);
-	return c->daemon_lost ? -TALLY_EDAEMONLOST : 0;
-}
-
 void client_fast_progress(struct tally_client *c)
 {
-	uint8_t busy[TALLY_FAST_MAX_SLOTS / 8] = { 0 };
-	struct client_req *order[TALLY_MAX_INFLIGHT];
-	unsigned int n = 0;
 	int failed;
 
 	if (!atomic_load(&c->fast.pending))
@@ -303,45 +429,79 @@ void client_fast_progress(struct tally_client *c)
 	for (unsigned int i = 0; i < TALLY_MAX_INFLIGHT; i++) {
 		struct client_req *r = &c->reqs[i];
 
-		if (r->state == REQ_PENDING && r->fast.on)
-			order[n++] = r;
+		if (r->state != REQ_PENDING || !r->fast.on)
+			continue;
+		if (slot_done(&c->fast, &r->fast))
+			collect(c, r);	/* done slots still deliver */
+		else if (failed)
+			finish(c, r, failed);
 	}
-	/* oldest first: request slots are reused, submission numbers not */
-	for (unsigned int i = 1; i < n; i++)
-		for (unsigned int k = i; k > 0 &&
-		     order[k - 1]->fast.submitted > order[k]->fast.submitted;
-		     k--) {
-			struct client_req *t = order[k];
-
-			order[k] = order[k - 1];
-			order[k - 1] = t;
-		}
-	for (unsigned int i = 0; i < n; i++)
-		step(c, order[i], failed, busy);
 }
 
-int client_fast_submit(struct tally_client *c,
-		       const struct tally_allreduce_args *a, uint64_t *req)
+/* A request of the table's, pending; it ends with @res now if not 0. */
+static void fast_request(struct tally_client *c, struct client_req *r,
+			 const struct client_req_fast *rf, int res)
 {
-	struct client_req *r = client_req_take(c, req);
-
-	if (!r)
-		return -TALLY_EAGAIN;
 	r->state = REQ_PENDING;
 	r->cqe_flags = 0;
 	r->ef = (struct client_req_ef){ 0 };
-	r->fast = (struct client_req_fast){
+	r->fast = *rf;
+	c->inflight++;
+	atomic_fetch_add(&c->fast.pending, 1);
+	if (!res)
+		res = arrive(c, r);
+	if (res)
+		finish(c, r, res);
+	else if (slot_done(&c->fast, &r->fast))
+		collect(c, r);	/* we were the last */
+}
+
+int client_fast_route(struct tally_client *c,
+		      const struct tally_allreduce_args *a, uint64_t bytes,
+		      uint64_t *req)
+{
+	bool table = client_fast_takes(c, a, bytes);
+	struct client_req_fast rf = {
 		.on = true, .send = a->sendbuf, .recv = a->recvbuf,
 		.key = a->key, .iteration = a->iteration, .count = a->count,
 		.dtype = (uint8_t)a->dtype, .redop = (uint8_t)a->op,
-		.slot = tally_fast_slot_of(a->key, a->iteration,
-					   c->fast.l.slots),
 	};
-	c->inflight++;
-	atomic_fetch_add(&c->fast.pending, 1);
-	r->fast.submitted = c->fast.submitted++;
-	client_fast_progress(c);	/* it arrives behind the older ones */
-	return 0;
+	struct client_req *r = NULL;
+	uint32_t route;
+	int ret;
+
+	if (table) {		/* before the directory: EAGAIN leaves none */
+		r = client_req_take(c, req);
+		if (!r)
+			return -TALLY_EAGAIN;
+	}
+	ret = fast_failure(c);
+	if (!ret)
+		ret = dir_lock(c);
+	if (ret) {		/* nobody meets in the table any more */
+		if (!table)
+			return CLIENT_FAST_TO_DAEMON_UNLISTED;
+		fast_request(c, r, &rf, ret);
+		return CLIENT_FAST_TAKEN;
+	}
+	ret = dir_route(c, &rf, table, &route);
+	dir_unlock(c);
+	if (ret == -TALLY_EAGAIN)
+		return ret;
+	/* the daemon's whatever the others do: where they took the table,
+	 * the daemon finds them there and fails it as a mismatch */
+	if (!table)
+		return ret ? CLIENT_FAST_TO_DAEMON_UNLISTED :
+		       CLIENT_FAST_TO_DAEMON;
+	if (!ret && route == TALLY_FAST_ROUTE_DAEMON)
+		return CLIENT_FAST_TO_DAEMON;
+	if (!ret && (route < TALLY_FAST_ROUTE_SLOT(0) ||
+		     TALLY_FAST_ROUTE_SLOT_OF(route) >= c->fast.l.slots))
+		ret = -TALLY_EPROTO;	/* the directory was spoilt */
+	rf.slot = ret ? 0 : TALLY_FAST_ROUTE_SLOT_OF(route);
+	fast_request(c, r, &rf, ret);
+	client_fast_progress(c);	/* collect what else is done */
+	return CLIENT_FAST_TAKEN;
 }
 
 /*
@@ -382,7 +542,6 @@ void client_fast_sleep(struct tally_client *c, uint64_t now,
 	struct tally_fast_hdr *h = c->fast.hdr;
 	bool daemon_owes = atomic_load(&c->daemon_inflight) > 0;
 	uint64_t slice = daemon_owes ? CLIENT_FAST_SLICE_NS : 20000000;
-	struct pollfd pfd = { .fd = c->sock, .events = gone };
 	struct timespec ts;
 	uint32_t seen = atomic_load(&c->fast.seen_wake);
 
@@ -394,6 +553,5 @@ void client_fast_sleep(struct tally_client *c, uint64_t now,
 	if (atomic_load(&h->wake) == seen && !atomic_load(&h->abort))
 		syscall(SYS_futex, &h->wake, FUTEX_WAIT, seen, &ts, NULL, 0);
 	atomic_fetch_sub(&h->sleepers, 1);
-	if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (gone | POLLHUP | POLLERR)))
-		c->daemon_lost = true;
+	daemon_gone(c, gone);
 }

@@ -47,11 +47,9 @@ struct client_req_ef {
 /* a request of the local fast path (client_fast.c) */
 struct client_req_fast {
 	bool on;
-	bool joined;		/* its row is in the slot; false: parked */
 	uint8_t dtype, redop;
-	uint32_t slot;
+	uint32_t slot;		/* the directory's route */
 	uint64_t seq;		/* the slot's use it joined */
-	uint64_t submitted;	/* the client's count of fast submissions */
 	const void *send;
 	void *recv;
 	uint64_t key, iteration, count;
@@ -72,7 +70,6 @@ struct client_fast {
 	size_t bytes;
 	struct tally_fast_layout l;	/* checked once, at the mapping */
 	atomic_uint pending;		/* fast requests not yet REQ_DONE */
-	uint64_t submitted;		/* fast submissions so far */
 	/* hdr->wake when progress last looked (tally_wait_ready) */
 	_Atomic uint32_t seen_wake;
 };
@@ -172,12 +169,28 @@ int client_ef_peek(struct tally_client *c, uint64_t key, uint64_t n,
 /* The local fast path (client_fast.c, docs/local-fast-path.md). */
 int client_fast_map(struct tally_client *c, int fd, uint64_t bytes);
 void client_fast_unmap(struct tally_client *c);
-/* Does this all-reduce take the fast path?  (The same on every rank.) */
+/* Could this all-reduce take the fast path?  (The same on every rank.) */
 bool client_fast_takes(const struct tally_client *c,
 		       const struct tally_allreduce_args *a, uint64_t bytes);
-int client_fast_submit(struct tally_client *c,
-		       const struct tally_allreduce_args *a, uint64_t *req);
-/* Arrive parked requests, collect finished ones. */
+/*
+ * Route an all-reduce of a job with a table through its directory:
+ * CLIENT_FAST_TAKEN when it is submitted in the table (*@req its handle;
+ * its errors come at completion), CLIENT_FAST_TO_DAEMON when the caller
+ * submits it to the daemon, and must call client_fast_unroute() if that
+ * fails, CLIENT_FAST_TO_DAEMON_UNLISTED the same without that duty, or a
+ * negative TALLY_E* error.
+ */
+enum {
+	CLIENT_FAST_TAKEN = 0,
+	CLIENT_FAST_TO_DAEMON = 1,
+	CLIENT_FAST_TO_DAEMON_UNLISTED = 2,
+};
+int client_fast_route(struct tally_client *c,
+		      const struct tally_allreduce_args *a, uint64_t bytes,
+		      uint64_t *req);
+void client_fast_unroute(struct tally_client *c, uint64_t key,
+			 uint64_t iteration);
+/* Collect the requests whose slots are done. */
 void client_fast_progress(struct tally_client *c);
 bool client_fast_ready(const struct tally_client *c);
 void client_fast_sleep(struct tally_client *c, uint64_t now,

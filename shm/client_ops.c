@@ -151,7 +151,7 @@ int tally_allreduce(struct tally_client *c,
 	struct client_req_ef ef;
 	const void *send;
 	uint64_t bytes;
-	int ret;
+	int ret, route = CLIENT_FAST_TO_DAEMON_UNLISTED;
 
 	if (!c || !req)
 		return -TALLY_EINVAL;
@@ -169,22 +169,26 @@ int tally_allreduce(struct tally_client *c,
 	    sqe.send_off < sqe.recv_off + bytes &&
 	    sqe.recv_off < sqe.send_off + bytes)
 		return -TALLY_EINVAL;
-	if (client_fast_takes(c, a, bytes)) {
-		if (c->daemon_lost)
-			return -TALLY_EDAEMONLOST;
-		if (c->inflight >= TALLY_MAX_INFLIGHT)
-			reap(c);
-		return client_fast_submit(c, a, req);
+	if (c->daemon_lost)
+		return -TALLY_EDAEMONLOST;
+	if (c->inflight >= TALLY_MAX_INFLIGHT)
+		reap(c);
+	/* a job with a table: its directory says where this one goes */
+	if (c->fast.hdr) {
+		route = client_fast_route(c, a, bytes, req);
+		if (route <= CLIENT_FAST_TAKEN)
+			return route;
 	}
 	/* sign_ef: p = g + e goes from the library's scratch instead */
 	send = a->sendbuf;
 	ret = client_ef_prepare(c, a, &send, &ef);
 	if (ret)
-		return ret;
+		goto unroute;
 	if (ef.used && client_translate(c, send, bytes, &sqe.send_seg,
 					&sqe.send_off)) {
 		client_ef_cancel(c, &ef);
-		return -TALLY_ERANGE;
+		ret = -TALLY_ERANGE;
+		goto unroute;
 	}
 	sqe.dtype = (uint8_t)a->dtype;
 	sqe.redop = (uint8_t)a->op;
@@ -196,11 +200,14 @@ int tally_allreduce(struct tally_client *c,
 	sqe.key = a->key;
 	sqe.iteration = a->iteration;
 	sqe.count = a->count;
-	if (c->inflight >= TALLY_MAX_INFLIGHT)
-		reap(c);
 	ret = submit_ef(c, &sqe, req, &ef);
-	if (ret)
-		client_ef_cancel(c, &ef);
+	if (!ret)
+		return 0;
+	client_ef_cancel(c, &ef);
+unroute:
+	/* not submitted: this member has not been there after all */
+	if (route == CLIENT_FAST_TO_DAEMON)
+		client_fast_unroute(c, a->key, a->iteration);
 	return ret;
 }
 

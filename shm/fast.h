@@ -17,6 +17,13 @@
  * with TALLY_EMISMATCH when some members took the daemon's path for the
  * same (key, iteration) (they disagree on its size or flags).
  *
+ * Which slot an operation uses, or whether it goes to the daemon after
+ * all, its first member decides under the directory's lock and records in
+ * the directory; later members follow the record (so no member ever
+ * waits for a slot another operation holds, and every member of an
+ * operation takes the same path).  The record goes when every member has
+ * read it.
+ *
  * A slot's @state is (seq << 2) | phase; seq grows with every reuse, so a
  * client that saw phase DONE of its own use can never mistake a later
  * use for it.
@@ -34,10 +41,14 @@
 #include <unistd.h>
 
 #define TALLY_FAST_MAGIC 0x54465354u	/* "TFST" */
-#define TALLY_FAST_VERSION 1
+#define TALLY_FAST_VERSION 2
 #define TALLY_FAST_MAX_SLOTS 1024
 #define TALLY_FAST_MAX_BYTES (1u << 20)	/* one contribution */
 #define TALLY_FAST_ALIGN 64
+/* Directory entries per member: each member has at most 256 requests in
+ * flight (TALLY_MAX_INFLIGHT), and every entry is some member's request
+ * in flight, so half the directory is always free for probing. */
+#define TALLY_FAST_DIR_PER_RANK 512
 
 enum tally_fast_phase {
 	TALLY_FAST_FREE = 0,	/* nobody uses it */
@@ -52,18 +63,52 @@ struct tally_fast_hdr {
 	uint32_t ranks;			/* the job's local size */
 	uint32_t slots;
 	uint64_t max_bytes;		/* of one contribution, aligned */
-	uint64_t slot_stride;		/* tally_fast_stride(); slot 0 at 128 */
+	uint64_t slot_stride;		/* tally_fast_stride(); slot 0 after
+					 * the directory */
 	_Atomic uint32_t abort;		/* 0, or a positive TALLY_E* code */
-	_Atomic uint32_t wake;		/* futex word: bumped on every DONE,
-					 * FREE and abort */
+	_Atomic uint32_t wake;		/* futex word: bumped on every DONE
+					 * and abort */
 	_Atomic uint32_t sleepers;	/* clients inside FUTEX_WAIT */
-	uint32_t pad;
+	_Atomic uint32_t dir_lock;	/* 0, or the holder's rank + 1 */
 	_Atomic uint64_t reduced;	/* slots reduced (tests) */
 	/* members' requests that ended, as the daemon counts its own
 	 * (tally_operations_total): metrics only, written by the clients */
 	_Atomic uint64_t done;
 	_Atomic uint64_t failed;
+	uint32_t dir_entries;		/* a power of two; the directory at 128 */
+	uint32_t pad;
 };
+
+/*
+ * A directory entry: the route of (key, iteration), which members have
+ * read it (set when they submit), written only under dir_lock.  Linear
+ * probing from tally_fast_slot_of(key, iteration, dir_entries); a probe
+ * ends at an EMPTY entry and passes DEAD ones (retired while later
+ * entries of their chain lived).
+ */
+struct tally_fast_dirent {
+	uint64_t key;
+	uint64_t iteration;
+	uint64_t seen;
+	uint32_t route;		/* TALLY_FAST_ROUTE_* or _SLOT(i) */
+	uint32_t pad;
+};
+
+#define TALLY_FAST_ROUTE_EMPTY 0u
+#define TALLY_FAST_ROUTE_DEAD 1u
+#define TALLY_FAST_ROUTE_DAEMON 2u	/* no slot was free: the daemon's */
+#define TALLY_FAST_ROUTE_SLOT(i) ((uint32_t)(i) + 3u)
+#define TALLY_FAST_ROUTE_SLOT_OF(r) ((r) - 3u)
+
+/* The directory's size for @ranks members: a power of two. */
+static inline uint32_t tally_fast_dir_entries(uint32_t ranks)
+{
+	uint32_t n = 1;
+
+	while (n < ranks * TALLY_FAST_DIR_PER_RANK)
+		n <<= 1;
+	return n;
+}
 
 /* Fields a member may read while another reuses the slot are atomic
  * (read relaxed, then the state read again): a torn or stale read is
@@ -103,11 +148,13 @@ static inline uint64_t tally_fast_stride(uint32_t ranks, uint64_t max_bytes)
 static inline uint64_t tally_fast_bytes(uint32_t ranks, uint32_t slots,
 					uint64_t max_bytes)
 {
-	return 128 + (uint64_t)slots * tally_fast_stride(ranks, max_bytes);
+	return 128 + (uint64_t)tally_fast_dir_entries(ranks) *
+		     sizeof(struct tally_fast_dirent) +
+	       (uint64_t)slots * tally_fast_stride(ranks, max_bytes);
 }
 
-/* Where (key, iteration) lives.  Both sides compute it: the daemon looks
- * there for members that went to it instead. */
+/* Where (key, iteration)'s directory probe starts (@slots: the entries),
+ * and its slot's search for a free one. */
 static inline uint32_t tally_fast_slot_of(uint64_t key, uint64_t iteration,
 					  uint32_t slots)
 {
@@ -126,13 +173,21 @@ struct tally_fast_layout {
 	uint32_t slots;
 	uint64_t max_bytes;
 	uint64_t stride;
+	uint32_t dir_entries;
 };
+
+static inline struct tally_fast_dirent *
+tally_fast_dir(void *base)
+{
+	return (struct tally_fast_dirent *)((char *)base + 128);
+}
 
 static inline struct tally_fast_slot *
 tally_fast_slot_at(void *base, const struct tally_fast_layout *l, uint32_t i)
 {
 	return (struct tally_fast_slot *)((char *)base + 128 +
-					  (uint64_t)i * l->stride);
+		(uint64_t)l->dir_entries * sizeof(struct tally_fast_dirent) +
+		(uint64_t)i * l->stride);
 }
 
 static inline void *tally_fast_row(const struct tally_fast_layout *l,

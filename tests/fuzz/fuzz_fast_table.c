@@ -6,7 +6,8 @@
  * - the daemon (ctrl/local_fast.c): looking for an operation some members
  *   took to it (local_fast_cross), reading the count, aborting;
  * - a client (shm/client_fast.c): checking the header when it maps the
- *   table, then submitting into it and moving its requests on.
+ *   table, then routing a call through its directory, submitting into a
+ *   slot and moving its requests on.
  *
  * The input: a few script bytes (key, iteration, ranks, the client's rank
  * and operation), whether the daemon's header is kept, then the table's
@@ -48,9 +49,9 @@ static void as_client(struct local_fast *f, struct fuzz_in *in)
 	a.sendbuf = send;
 	a.recvbuf = recv;
 	if (!client_fast_map(c, f->seg.fd, f->seg.size)) {
-		if (client_fast_takes(c, &a, a.count *
-				      tally_dtype_size(a.dtype)) &&
-		    !client_fast_submit(c, &a, &req))
+		if (client_fast_route(c, &a, a.count *
+				      tally_dtype_size(a.dtype), &req) ==
+		    CLIENT_FAST_TAKEN)
 			for (int i = 0; i < 3; i++) {
 				client_fast_progress(c);
 				(void)client_fast_ready(c);
@@ -82,6 +83,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ranks = fuzz_u8(&in);
 	from = fuzz_u8(&in) & 1 ? 128 : 0;	/* the header kept, or not */
 	fuzz_bytes(&in, t + from, f.seg.size - from);
+	/* a directory lock held by another member is a live member's: the
+	 * client waits for it until the daemon's abort (test_client_fast);
+	 * one naming the client itself (its rank: the script's first byte)
+	 * is exercised */
+	{
+		struct fuzz_in peek = script;
+		_Atomic uint32_t *lock = &((struct tally_fast_hdr *)t)->dir_lock;
+		uint32_t me = fuzz_u8(&peek) % RANKS + 1;
+
+		if (atomic_load(lock) != me)
+			atomic_store(lock, 0);
+	}
 
 	(void)local_fast_cross(&f, key, iteration, ranks);
 	local_fast_counts(&f, &done, &failed);

@@ -10,10 +10,14 @@
  *   in rank order, which is what the daemon runs;
  * - operations submitted in different orders on different ranks, more of
  *   them than the table has slots, all complete exactly;
+ * - ranks that wait for them in different orders too (one submits all at
+ *   once, another does one at a time): the directory sends what finds no
+ *   free slot to the daemon, for every member alike, so nobody waits for
+ *   a slot another operation holds;
  * - members that disagree on the size, so that some take the daemon's
  *   path, all fail with TALLY_EMISMATCH instead of waiting for ever;
  * - one (key, iteration) twice fails with TALLY_EBADOP;
- * - a member that dies holding a slot half-claimed fails the others with
+ * - a member that dies holding the directory's lock fails the others with
  *   TALLY_EPEERLOST, and the job's next run gets a fresh table;
  * - a daemon's and a fast-path operation in flight together complete,
  *   waited for in either order;
@@ -276,7 +280,7 @@ static int ooo_member(void *p)
 		for (int e = 0; e < 64; e++)
 			CHECK(buf[key * 64 + e] ==
 			      4 * (key * 1000 + e) + 0 + 1 + 2 + 3, 6);
-	CHECK(c->fast.l.slots == 2, 7);	/* so most of them parked */
+	CHECK(c->fast.l.slots == 2, 7);	/* so most went to the daemon */
 	tally_disconnect(c);
 	return 0;
 }
@@ -287,11 +291,68 @@ static void test_fast_out_of_order_few_slots(void **state)
 	run_members(ooo_member, NULL);
 }
 
+/*
+ * Rank 0 submits keys N_OOO - 1 down to 0 at once, the others do keys 0
+ * up to N_OOO - 1 one at a time, each waited for before the next.  With
+ * one slot, rank 0's first key holds it until the others reach that key:
+ * a table whose operations waited for a slot hung here (key 0 waited for
+ * the slot held by key N_OOO - 1, which waited for ranks that do key 0
+ * first); the directory sends what finds no free slot to the daemon.
+ */
+static int orders_member(void *p)
+{
+	(void)p;
+	struct tally_client *c;
+	uint64_t req[N_OOO];
+	int32_t *buf;
+	int rank;
+
+	CHECK(tally_connect(dmn.sock, &c) == 0, 2);
+	rank = tally_rank(c);
+	buf = tally_alloc(c, N_OOO * 64 * sizeof(int32_t));
+	CHECK(buf, 3);
+	for (int i = 0; i < N_OOO; i++) {
+		int key = rank == 0 ? N_OOO - 1 - i : i;
+		struct tally_allreduce_args a = {
+			.key = (uint64_t)key, .iteration = 4,
+			.sendbuf = buf + key * 64, .recvbuf = buf + key * 64,
+			.count = 64, .dtype = TALLY_INT32,
+		};
+
+		for (int e = 0; e < 64; e++)
+			buf[key * 64 + e] = key * 1000 + e + rank;
+		CHECK(tally_allreduce(c, &a, &req[key]) == 0, 4);
+		if (rank != 0)
+			CHECK(tally_wait(c, req[key], 10000) == 0, 5);
+	}
+	for (int key = 0; rank == 0 && key < N_OOO; key++)
+		CHECK(tally_wait(c, req[key], 10000) == 0, 6);
+	for (int key = 0; key < N_OOO; key++)
+		for (int e = 0; e < 64; e++)
+			CHECK(buf[key * 64 + e] ==
+			      4 * (key * 1000 + e) + 0 + 1 + 2 + 3, 7);
+	tally_disconnect(c);
+	return 0;
+}
+
+static void test_fast_waits_in_different_orders(void **state)
+{
+	(void)state;
+	run_members(orders_member, NULL);
+}
+
 /* ---- members on different paths ---- */
+
+/* The small ones are in the table before the large ones come: the order
+ * in which the directory puts the operation there (the first member
+ * decides; a large first one would send it to the daemon for all). */
+struct small_first {
+	atomic_int small_in;
+};
 
 static int cross_member(void *p)
 {
-	(void)p;
+	struct small_first *order = p;
 	struct tally_client *c;
 	uint64_t req, t0;
 	float *buf, sum;
@@ -309,7 +370,13 @@ static int cross_member(void *p)
 		};
 
 		t0 = test_now_ms();
+		while (rank % 2 && atomic_load(&order->small_in) < 2 &&
+		       test_now_ms() < t0 + 5000)
+			usleep(1000);
+		t0 = test_now_ms();
 		CHECK(tally_allreduce(c, &a, &req) == 0, 4);
+		if (rank % 2 == 0)
+			atomic_fetch_add(&order->small_in, 1);
 		CHECK(tally_wait(c, req, 5000) == -TALLY_EMISMATCH, 5);
 		CHECK(test_now_ms() - t0 < 2000, 6);
 	}
@@ -322,8 +389,15 @@ static int cross_member(void *p)
 
 static void test_fast_mismatch_across_paths(void **state)
 {
+	struct small_first *order = mmap(NULL, sizeof(*order),
+					 PROT_READ | PROT_WRITE,
+					 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
 	(void)state;
-	run_members(cross_member, NULL);
+	assert_true(order != MAP_FAILED);
+	atomic_init(&order->small_in, 0);
+	run_members(cross_member, order);
+	munmap(order, sizeof(*order));
 	assert_true(daemon_log_count(&dmn, "some took the fast path") >= 1);
 }
 
@@ -446,7 +520,7 @@ static void test_fast_duplicate(void **state)
 	close(d.submitted[1]);
 }
 
-/* ---- a member dies holding a slot half-claimed ---- */
+/* ---- a member dies holding the directory's lock ---- */
 
 struct death_arg {
 	int claimed[2];		/* the victim -> the others */
@@ -463,16 +537,12 @@ static int death_member(void *p)
 	buf = tally_alloc(c, 4096);
 	CHECK(buf, 3);
 	if (tally_rank(c) == 3) {
-		/* the one slot, as a member leaves it that dies between
-		 * claiming it and opening it */
-		struct tally_fast_slot *s = tally_fast_slot_at(c->fast.hdr,
-							       &c->fast.l, 0);
-
-		CHECK(c->fast.l.slots == 1, 4);
-		atomic_store(&s->state, TALLY_FAST_STATE(0, TALLY_FAST_CLAIM));
+		/* the directory's lock, as a member leaves it that dies
+		 * while it routes an operation */
+		atomic_store(&c->fast.hdr->dir_lock, 4);
 		for (int i = 0; i < NCLIENTS - 1; i++)
 			sync_signal(a->claimed[1]);
-		usleep(100000);		/* the others park behind it */
+		usleep(100000);		/* the others wait for the lock */
 		_exit(0);
 	}
 	CHECK(sync_wait(a->claimed[0], 5000) == 0, 5);
@@ -517,7 +587,7 @@ static int rerun_member(void *p)
 	return 0;
 }
 
-static void test_fast_member_dies_claiming(void **state)
+static void test_fast_member_dies_routing(void **state)
 {
 	struct death_arg a;
 
@@ -618,14 +688,17 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_fast_out_of_order_few_slots, setup_two_slots,
 			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_fast_waits_in_different_orders, setup_one_slot,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_fast_mismatch_across_paths,
 						setup_default, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_count_mismatch,
 						setup_default, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_duplicate,
 						setup_default, teardown),
-		cmocka_unit_test_setup_teardown(test_fast_member_dies_claiming,
-						setup_one_slot, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_member_dies_routing,
+						setup_default, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_and_daemon_in_flight,
 						setup_default, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_off, setup_off,
