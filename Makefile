@@ -16,7 +16,7 @@ endif
 # pipeline and progress thread over the emulated CUDA runtime.  Cluster,
 # DPDK and RDMA tests are left out: docs/fuzzing.md says why.
 TSAN_TESTS ?= test_local_allreduce test_local_faults test_local_peer_loss \
-	test_local_fast \
+	test_local_fast shm_client_fast \
 	dataplane_reduce transport_udp test_wait_ready test_service \
 	test_pipeline_emu dataplane_dp_ring dataplane_dp_thread
 
