@@ -491,8 +491,13 @@ write_all("fuzz-cmdline", cmdline)
 
 # fuzz-fast-table (fuzz_fast_table.c): the client's script (rank, key,
 # iteration, dtype, op, count), the daemon's (key, iteration, ranks, keep
-# the header), then the table from slot 0 (4 ranks, 2 slots of 64-byte
-# rows: stride 384), as shm/fast.h lays it out.
+# the header), then the table from the directory (4 ranks: 2048 entries
+# of 32 bytes) and its 2 slots of 64-byte rows (stride 384), as
+# shm/fast.h lays it out.
+FAST_DIR = 2048
+ROUTE_EMPTY, ROUTE_DEAD, ROUTE_DAEMON = 0, 1, 2
+
+
 def fast_slot_of(key, iteration, slots=2):
     h = ((key * 0x9e3779b97f4a7c15) & M64) ^ iteration
     h ^= h >> 33
@@ -508,9 +513,15 @@ def fast_slot(state, key, it, count, arrived, released=0, mismatch=0,
     return head.ljust(128, b"\0") + bytes(range(256))
 
 
-def fast_table(slots):
-    body = b"".join(slots.get(i, b"\0" * 384) for i in range(2))
-    return body
+def fast_dirent(key, it, seen, route):
+    return struct.pack("<QQQII", key, it, seen, route, 0)
+
+
+def fast_table(slots, entries=None):
+    """@entries: directory index -> entry bytes."""
+    entries = entries or {}
+    directory = b"".join(entries.get(i, b"\0" * 32) for i in range(FAST_DIR))
+    return directory + b"".join(slots.get(i, b"\0" * 384) for i in range(2))
 
 
 def fast_seed(table, key=1, it=2, rank=3, ranks=0x8, keep=1, count=4):
@@ -520,14 +531,22 @@ def fast_seed(table, key=1, it=2, rank=3, ranks=0x8, keep=1, count=4):
 
 FAST_OPEN, FAST_DONE = 2, 3
 si = fast_slot_of(1, 2)
+di = fast_slot_of(1, 2, FAST_DIR)
 write_all("fuzz-fast-table", {
     "free": fast_seed(fast_table({})),
     "open-last": fast_seed(fast_table({si: fast_slot(
-        (5 << 2) | FAST_OPEN, 1, 2, 5, 0x7)})),
+        (5 << 2) | FAST_OPEN, 1, 2, 5, 0x7)},
+        {di: fast_dirent(1, 2, 0x7, 3 + si)})),
     "open-cross": fast_seed(fast_table({si: fast_slot(
-        (5 << 2) | FAST_OPEN, 1, 2, 5, 0x3)}), ranks=0xc),
+        (5 << 2) | FAST_OPEN, 1, 2, 5, 0x3)},
+        {di: fast_dirent(1, 2, 0x3, 3 + si)}), ranks=0xc),
     "done-mismatch": fast_seed(fast_table({si: fast_slot(
-        (9 << 2) | FAST_DONE, 1, 2, 5, 0x7, 0x7, 1, -7)})),
+        (9 << 2) | FAST_DONE, 1, 2, 5, 0x7, 0x7, 1, -7)},
+        {di: fast_dirent(1, 2, 0x7, 3 + si)})),
+    "chain-daemon": fast_seed(fast_table({}, {
+        di: fast_dirent(7, 7, 0x1, ROUTE_DEAD),
+        (di + 1) % FAST_DIR: fast_dirent(9, 9, 0x3, ROUTE_DAEMON),
+        (di + 2) % FAST_DIR: fast_dirent(1, 2, 0x7, ROUTE_DAEMON)})),
     "no-header": fast_seed(bytes(range(256)) * 4, keep=0),
 })
 
