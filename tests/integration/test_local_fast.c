@@ -243,6 +243,33 @@ static void test_fast_exact_up_to_threshold(void **state)
 
 #define N_OOO 47		/* prime: i * (2r + 1) mod N is a permutation */
 
+/* Submit key @key of @buf's N_OOO rows of 64 int32 (key * 1000 + e +
+ * rank), in place, at @iteration. */
+static int submit_key(struct tally_client *c, int32_t *buf, int key,
+		      uint64_t iteration, uint64_t *req)
+{
+	struct tally_allreduce_args a = {
+		.key = (uint64_t)key, .iteration = iteration,
+		.sendbuf = buf + key * 64, .recvbuf = buf + key * 64,
+		.count = 64, .dtype = TALLY_INT32,
+	};
+
+	for (int e = 0; e < 64; e++)
+		buf[key * 64 + e] = key * 1000 + e + tally_rank(c);
+	return tally_allreduce(c, &a, req);
+}
+
+/* Every row summed over the 4 ranks. */
+static bool keys_summed(const int32_t *buf)
+{
+	for (int key = 0; key < N_OOO; key++)
+		for (int e = 0; e < 64; e++)
+			if (buf[key * 64 + e] !=
+			    4 * (key * 1000 + e) + 0 + 1 + 2 + 3)
+				return false;
+	return true;
+}
+
 static int ooo_member(void *p)
 {
 	(void)p;
@@ -258,15 +285,8 @@ static int ooo_member(void *p)
 	/* rank r submits key (i * (2r + 1)) mod N: a different order each */
 	for (int i = 0; i < N_OOO; i++) {
 		int key = (i * (2 * rank + 1)) % N_OOO;
-		struct tally_allreduce_args a = {
-			.key = (uint64_t)key, .iteration = 3,
-			.sendbuf = buf + key * 64, .recvbuf = buf + key * 64,
-			.count = 64, .dtype = TALLY_INT32,
-		};
 
-		for (int e = 0; e < 64; e++)
-			buf[key * 64 + e] = key * 1000 + e + rank;
-		CHECK(tally_allreduce(c, &a, &req[key]) == 0, 4);
+		CHECK(submit_key(c, buf, key, 3, &req[key]) == 0, 4);
 	}
 	for (int i = N_OOO - 1; i >= 0; i--) {
 		int ret = tally_wait(c, req[i], 10000);
@@ -276,10 +296,7 @@ static int ooo_member(void *p)
 				tally_strerror(ret));
 		CHECK(ret == 0, 5);
 	}
-	for (int key = 0; key < N_OOO; key++)
-		for (int e = 0; e < 64; e++)
-			CHECK(buf[key * 64 + e] ==
-			      4 * (key * 1000 + e) + 0 + 1 + 2 + 3, 6);
+	CHECK(keys_summed(buf), 6);
 	CHECK(c->fast.l.slots == 2, 7);	/* so most went to the daemon */
 	tally_disconnect(c);
 	return 0;
@@ -313,24 +330,14 @@ static int orders_member(void *p)
 	CHECK(buf, 3);
 	for (int i = 0; i < N_OOO; i++) {
 		int key = rank == 0 ? N_OOO - 1 - i : i;
-		struct tally_allreduce_args a = {
-			.key = (uint64_t)key, .iteration = 4,
-			.sendbuf = buf + key * 64, .recvbuf = buf + key * 64,
-			.count = 64, .dtype = TALLY_INT32,
-		};
 
-		for (int e = 0; e < 64; e++)
-			buf[key * 64 + e] = key * 1000 + e + rank;
-		CHECK(tally_allreduce(c, &a, &req[key]) == 0, 4);
+		CHECK(submit_key(c, buf, key, 4, &req[key]) == 0, 4);
 		if (rank != 0)
 			CHECK(tally_wait(c, req[key], 10000) == 0, 5);
 	}
 	for (int key = 0; rank == 0 && key < N_OOO; key++)
 		CHECK(tally_wait(c, req[key], 10000) == 0, 6);
-	for (int key = 0; key < N_OOO; key++)
-		for (int e = 0; e < 64; e++)
-			CHECK(buf[key * 64 + e] ==
-			      4 * (key * 1000 + e) + 0 + 1 + 2 + 3, 7);
+	CHECK(keys_summed(buf), 7);
 	tally_disconnect(c);
 	return 0;
 }
