@@ -91,13 +91,8 @@ static struct tally_fast_slot *slot_holding(struct local_fast *f,
 							       &f->l, i);
 		uint64_t st = atomic_load_explicit(&s->state,
 						   memory_order_acquire);
-		unsigned int phase = TALLY_FAST_PHASE(st);
 
-		if ((phase == TALLY_FAST_OPEN || phase == TALLY_FAST_DONE) &&
-		    atomic_load_explicit(&s->key, memory_order_relaxed) ==
-		    key &&
-		    atomic_load_explicit(&s->iteration, memory_order_relaxed) ==
-		    iteration) {
+		if (tally_fast_slot_holds(s, st, key, iteration)) {
 			*state = st;
 			return s;
 		}

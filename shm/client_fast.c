@@ -321,19 +321,15 @@ void client_fast_unroute(struct tally_client *c, uint64_t key,
 static bool slot_for(struct tally_fast_slot *s, uint64_t st,
 		     const struct client_req_fast *rf)
 {
-	unsigned int phase = TALLY_FAST_PHASE(st);
-
-	if ((phase != TALLY_FAST_OPEN && phase != TALLY_FAST_DONE) ||
-	    atomic_load_explicit(&s->key, memory_order_relaxed) != rf->key ||
-	    atomic_load_explicit(&s->iteration, memory_order_relaxed) !=
-	    rf->iteration)
+	if (!tally_fast_slot_holds(s, st, rf->key, rf->iteration))
 		return false;
 	/* the fields were those of use @st: it cannot end before we
 	 * arrive, so they stay */
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&s->state, memory_order_relaxed) != st)
 		return false;
-	return phase == TALLY_FAST_OPEN || atomic_load(&s->mismatch);
+	return TALLY_FAST_PHASE(st) == TALLY_FAST_OPEN ||
+	       atomic_load(&s->mismatch);
 }
 
 /* Put @r's row into the slot the directory gave it: 0, or the error it

@@ -190,6 +190,21 @@ tally_fast_slot_at(void *base, const struct tally_fast_layout *l, uint32_t i)
 		(uint64_t)i * l->stride);
 }
 
+/* Does @s, read in state @st, hold (key, iteration), open or done?  Its
+ * fields are the use @st's only if the state still reads @st after them
+ * (each caller checks that, behind an acquire fence). */
+static inline bool tally_fast_slot_holds(struct tally_fast_slot *s,
+					 uint64_t st, uint64_t key,
+					 uint64_t iteration)
+{
+	unsigned int phase = TALLY_FAST_PHASE(st);
+
+	return (phase == TALLY_FAST_OPEN || phase == TALLY_FAST_DONE) &&
+	       atomic_load_explicit(&s->key, memory_order_relaxed) == key &&
+	       atomic_load_explicit(&s->iteration, memory_order_relaxed) ==
+	       iteration;
+}
+
 static inline void *tally_fast_row(const struct tally_fast_layout *l,
 				   struct tally_fast_slot *s, uint32_t rank)
 {
