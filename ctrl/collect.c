@@ -365,6 +365,11 @@ static void collect_cluster(struct fill *f, struct job *j)
 	    "Packets the transport received.");
 	put(f, "tally_transport_received_packets_total",
 	    (double)s->tp.rx_pkts, "transport", tp, NULL, NULL);
+	fam(f, "tally_transport_looped_packets_total", METRICS_COUNTER,
+	    "Packets to this node itself (a co-located aggregator shard) "
+	    "handed from send to receive without the kernel (udp).");
+	put(f, "tally_transport_looped_packets_total",
+	    (double)s->tp.loop_pkts, "transport", tp, NULL, NULL);
 	fam(f, "tally_transport_drops_total", METRICS_COUNTER, "Packets the "
 	    "transport (or its link emulator) dropped, by reason.");
 	put(f, "tally_transport_drops_total", (double)s->tp.tx_drops,

@@ -111,6 +111,9 @@ struct transport_stats {
 	 * another queue's shard and passed on, and those taken from others
 	 * (counted in rx_pkts once taken) */
 	uint64_t rx_handoff_out, rx_handoff_in;
+	/* udp: frames to ourselves handed from tx to rx without the kernel
+	 * (not in tx_pkts and rx_pkts, which count the wire's) */
+	uint64_t loop_pkts, loop_bytes;
 	/* frames the emulator released after holding them (egress, and
 	 * ingress when it adds the delay there), and how late the flush or
 	 * receive that released them came after their due time (sum, max;

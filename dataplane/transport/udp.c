@@ -85,6 +85,20 @@ static void offload_setup(struct udp_priv *u)
 			strerror(errno));
 }
 
+/* frames to ourselves skip the kernel unless TALLY_UDP_SELF_LOOP=off */
+static bool self_loop_wanted(void)
+{
+	const char *v = getenv(UDP_SELF_LOOP_ENV);
+
+	if (!v || !*v || !strcmp(v, "on") || !strcmp(v, "1"))
+		return true;
+	if (!strcmp(v, "off") || !strcmp(v, "0"))
+		return false;
+	dp_warn("transport udp: %s=%s: expected off or on; using on",
+		UDP_SELF_LOOP_ENV, v);
+	return true;
+}
+
 static void udp_close(struct transport *tp)
 {
 	struct udp_priv *u = tp->priv;
@@ -228,6 +242,7 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 		return err;
 	}
 	offload_setup(u);
+	u->self_loop = self_loop_wanted();
 	u->buf_size = cfg->mtu;
 	u->rx_nbufs = u->gro ? UDP_RX_GRO_BUFS : UDP_RX_BUFS;
 	u->rx_buf_size = u->gro ? UDP_RX_GRO_BUF_SIZE : u->buf_size;

@@ -38,6 +38,18 @@
 #define UDP_RX_GRO_BUFS		64	/* power of two */
 #define UDP_RX_GRO_BUF_SIZE	65536
 
+/*
+ * Frames to ourselves (node self: a co-located aggregator shard and the
+ * worker beside it) skip the kernel: tx_send keeps them in their tx
+ * buffer, the next rx_burst hands them out from there, and rx_release
+ * frees the buffer.  TALLY_UDP_SELF_LOOP=off sends them through the
+ * kernel (loopback) as before; never with the link emulator, which
+ * carries every frame.
+ */
+#define UDP_SELF_LOOP_ENV	"TALLY_UDP_SELF_LOOP"
+/* an rx cookie with this bit is a looped tx buffer, else an rx buffer */
+#define UDP_LOOP_COOKIE		(1u << 31)
+
 /* what TALLY_UDP_OFFLOAD (off | tx | rx | on) leaves enabled */
 #define UDP_OFFLOAD_ENV		"TALLY_UDP_OFFLOAD"
 #define UDP_OFFLOAD_TX		1	/* UDP_SEGMENT on send */
@@ -81,6 +93,12 @@ struct udp_priv {
 	uint32_t txq_grouped;		/* head frames already grouped */
 	struct udp_txq_ent txq_tmp[UDP_TX_BUFS];	/* for grouping */
 	struct iovec *tx_iov;		/* [UDP_TX_BUFS]: one a queued frame */
+	/* frames to ourselves: their tx buffers in order, and lengths */
+	bool self_loop;			/* on (UDP_SELF_LOOP_ENV) */
+	uint32_t loopq[UDP_TX_BUFS];
+	uint32_t loopq_head, loopq_n;
+	uint32_t loop_len[UDP_TX_BUFS];	/* by tx buffer */
+	uint32_t loop_unflushed;	/* looped since the last tx_flush */
 	/* rx */
 	bool gro;			/* UDP_GRO in use */
 	uint32_t rx_nbufs;		/* ring size, a power of two */

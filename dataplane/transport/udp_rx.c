@@ -11,7 +11,8 @@
  * it, possibly over several rx_burst calls; it is free again once every
  * datagram in it was handed out and released.  Buffers are reused in
  * ring order, so one held frame holds the buffers after it: the callers
- * release each burst before the next.
+ * release each burst before the next.  Frames we sent ourselves come
+ * first, from their tx buffers (udp.h, UDP_SELF_LOOP_ENV).
  */
 #include <errno.h>
 #include <netinet/udp.h>
@@ -176,6 +177,25 @@ static int rx_hand_out(struct transport *tp, struct transport_rx *rx, int n)
 	return k;
 }
 
+/* hand out up to @n frames we sent ourselves, in their tx buffers */
+static int loop_hand_out(struct transport *tp, struct transport_rx *rx, int n)
+{
+	struct udp_priv *u = tp->priv;
+	int k;
+
+	for (k = 0; k < n && u->loopq_n; k++) {
+		uint32_t b = u->loopq[u->loopq_head];
+
+		u->loopq_head = (u->loopq_head + 1) % UDP_TX_BUFS;
+		u->loopq_n--;
+		rx[k].data = u->tx_slab + (size_t)b * u->buf_size;
+		rx[k].len = u->loop_len[b];
+		rx[k].cookie = (void *)(uintptr_t)(b | UDP_LOOP_COOKIE);
+		rx[k].arrival_ns = 0;
+	}
+	return k;
+}
+
 int udp_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 {
 	struct udp_priv *u = tp->priv;
@@ -185,7 +205,8 @@ int udp_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 		n = TRANSPORT_RX_BURST;
 	if (n <= 0)
 		return 0;
-	k = rx_hand_out(tp, rx, n);
+	k = loop_hand_out(tp, rx, n);
+	k += rx_hand_out(tp, rx + k, n - k);
 	/* one buffer per missing frame: a GRO buffer may bring more, kept
 	 * for the next call */
 	if (k < n && rx_fill(tp, u->fd, n - k) > 0)
@@ -201,7 +222,14 @@ void udp_rx_release(struct transport *tp, struct transport_rx *rx, int n)
 	struct udp_priv *u = tp->priv;
 	int i;
 
-	for (i = 0; i < n; i++)
-		u->rxb[(uintptr_t)rx[i].cookie].refs--;
+	for (i = 0; i < n; i++) {
+		uintptr_t c = (uintptr_t)rx[i].cookie;
+
+		if (c & UDP_LOOP_COOKIE)
+			u->tx_free[u->n_tx_free++] = (uint32_t)c &
+						     ~UDP_LOOP_COOKIE;
+		else
+			u->rxb[c].refs--;
+	}
 	rx_tail_advance(u);
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * udp_tx.c - the UDP transport's tx: buffers from a free list, a FIFO of
- * (buffer, dst) that tx_flush hands to sendmmsg.
+ * (buffer, dst) that tx_flush hands to sendmmsg, and a FIFO of frames to
+ * ourselves that rx hands out (udp.h, UDP_SELF_LOOP_ENV).
  *
  * With UDP_SEGMENT each message of a sendmmsg is a run of consecutive
  * queued frames to one peer, all of one length but the last (which may
@@ -53,6 +54,15 @@ void udp_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
 	if (dst >= tp->cfg.n_nodes) {
 		tp->stats.tx_drops++;
 		u->tx_free[u->n_tx_free++] = buf;
+		return;
+	}
+	if (dst == tp->cfg.self && u->self_loop && !tp->emu) {
+		/* never full either: a slot for every buffer */
+		u->loopq[(u->loopq_head + u->loopq_n++) % UDP_TX_BUFS] = buf;
+		u->loop_len[buf] = (uint32_t)len;
+		u->loop_unflushed++;
+		tp->stats.loop_pkts++;
+		tp->stats.loop_bytes += len;
 		return;
 	}
 	/* never full: the queue has a slot for every buffer */
@@ -185,8 +195,12 @@ int udp_tx_flush(struct transport *tp)
 	struct mmsghdr msg[UDP_MMSG_BATCH];
 	union udp_gso_cmsg ctl[UDP_MMSG_BATCH];
 	uint32_t segs[UDP_MMSG_BATCH];
-	int sent = 0, r, i, m;
+	/* looped frames count as sent: the caller's turn did work, and the
+	 * next rx_burst has them (no fd wakes a sleeper for them) */
+	int sent = (int)u->loop_unflushed, r, i, m;
 	uint32_t f, j;
+
+	u->loop_unflushed = 0;
 
 	txq_group(u);
 	while (u->txq_n) {

@@ -692,6 +692,11 @@ class TwoHosts(unittest.TestCase):
                 value(m, 'tally_peer_sent_packets_total'),
                 value(m, 'tally_engine_sent_packets_total') -
                 value(m, 'tally_engine_drops_total', reason='tx_no_buffer'))
+            # what it sends its own node (rank 0 is node 0) skips the
+            # kernel: every such frame is looped, and only those
+            self.assertEqual(
+                value(m, 'tally_transport_looped_packets_total'),
+                value(m, 'tally_peer_sent_packets_total', peer='0'))
             self.assertGreater(value(m, 'tally_operations_total',
                                      result='done'), 0)
             peers = ctl_json(ds[0].sock, 'peers')
