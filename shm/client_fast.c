@@ -264,6 +264,29 @@ static int take_slot(struct client_fast *f, const struct client_req_fast *rf)
 }
 
 /*
+ * Has this member (key, iteration) in flight, submitted by either path and
+ * not yet handed out?  Once every member has read an operation's entry it
+ * is gone, so the directory alone cannot tell: a duplicate would make a
+ * new entry that no other member reads, and wait in a slot alone.
+ */
+static bool own_in_flight(const struct tally_client *c, uint64_t key,
+			  uint64_t iteration)
+{
+	uint32_t left = c->inflight;
+
+	for (uint32_t i = 0; i < TALLY_MAX_INFLIGHT && left; i++) {
+		const struct client_req *r = &c->reqs[i];
+
+		if (r->state == REQ_FREE)
+			continue;
+		left--;
+		if (r->allreduce && r->key == key && r->iteration == iteration)
+			return true;
+	}
+	return false;
+}
+
+/*
  * Under the lock: @rf's route into *@route, this member marked as having
  * read it; the first member decides it (a slot when @table and one is
  * free, else the daemon).  -TALLY_EBADOP: this member has this (key,
@@ -287,6 +310,8 @@ static int dir_route(struct tally_client *c, const struct client_req_fast *rf,
 			dir_retire(f, e);
 		return 0;
 	}
+	if (own_in_flight(c, rf->key, rf->iteration))
+		return -TALLY_EBADOP;
 	if (!spare)
 		return -TALLY_EAGAIN;
 	slot = table ? take_slot(f, rf) : -1;
@@ -442,6 +467,9 @@ static void fast_request(struct tally_client *c, struct client_req *r,
 	r->cqe_flags = 0;
 	r->ef = (struct client_req_ef){ 0 };
 	r->fast = *rf;
+	r->allreduce = true;
+	r->key = rf->key;
+	r->iteration = rf->iteration;
 	c->inflight++;
 	atomic_fetch_add(&c->fast.pending, 1);
 	if (!res)

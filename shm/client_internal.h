@@ -60,6 +60,10 @@ struct client_req {
 	uint8_t state;
 	int32_t res;
 	uint32_t cqe_flags;	/* TALLY_CQE_F_* of its completion */
+	/* an all-reduce's (key, iteration), by either path: the fast path
+	 * finds a duplicate in flight by it (client_fast.c) */
+	bool allreduce;
+	uint64_t key, iteration;
 	struct client_req_ef ef;
 	struct client_req_fast fast;
 };

@@ -111,6 +111,9 @@ static int submit_ef(struct tally_client *c, struct tally_sqe *sqe,
 	r->state = REQ_PENDING;
 	r->cqe_flags = 0;
 	r->ef = ef ? *ef : (struct client_req_ef){ 0 };
+	r->allreduce = sqe->opcode == TALLY_OP_ALLREDUCE;
+	r->key = sqe->key;
+	r->iteration = sqe->iteration;
 	r->fast.on = false;
 	c->inflight++;
 	if (!atomic_fetch_add(&c->daemon_inflight, 1))

@@ -527,6 +527,57 @@ static void test_fast_duplicate(void **state)
 	close(d.submitted[1]);
 }
 
+/* Rank 0 comes last, so every member has read the operation's entry
+ * (gone), and submits it again before it collects the first: the
+ * duplicate still fails, it does not wait in a slot of its own. */
+static int dup_late_member(void *p)
+{
+	struct dup_arg *d = p;
+	struct tally_client *c;
+	uint64_t r1, r2;
+	float *buf;
+	int rank;
+
+	CHECK(tally_connect(dmn.sock, &c) == 0, 2);
+	rank = tally_rank(c);
+	buf = tally_alloc(c, 4096);
+	CHECK(buf, 3);
+	{
+		struct tally_allreduce_args a = {
+			.key = 2, .iteration = 6, .sendbuf = buf,
+			.recvbuf = buf, .count = 16,
+		};
+
+		buf[0] = 1.0f;
+		if (rank == 0)
+			for (int i = 0; i < NCLIENTS - 1; i++)
+				CHECK(sync_wait(d->submitted[0], 5000) == 0,
+				      4);
+		CHECK(tally_allreduce(c, &a, &r1) == 0, 5);
+		if (rank != 0) {
+			sync_signal(d->submitted[1]);
+		} else {
+			CHECK(tally_allreduce(c, &a, &r2) == 0, 6);
+			CHECK(tally_wait(c, r2, 5000) == -TALLY_EBADOP, 7);
+		}
+		CHECK(tally_wait(c, r1, 5000) == 0, 8);
+		CHECK(buf[0] == 4.0f, 9);
+	}
+	tally_disconnect(c);
+	return 0;
+}
+
+static void test_fast_duplicate_after_all_routed(void **state)
+{
+	struct dup_arg d;
+
+	(void)state;
+	assert_int_equal(pipe(d.submitted), 0);
+	run_members(dup_late_member, &d);
+	close(d.submitted[0]);
+	close(d.submitted[1]);
+}
+
 /* ---- a member dies holding the directory's lock ---- */
 
 struct death_arg {
@@ -704,6 +755,9 @@ int main(void)
 						setup_default, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_duplicate,
 						setup_default, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_fast_duplicate_after_all_routed, setup_default,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_fast_member_dies_routing,
 						setup_default, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_and_daemon_in_flight,

@@ -198,6 +198,60 @@ static void test_duplicate_in_flight(void **state)
 	assert_summed(b0);
 }
 
+/*
+ * A duplicate after every member has read the entry (it is gone): the
+ * member's own requests show it in flight, so it fails at once instead of
+ * making a new entry nobody else reads and waiting in a slot alone.
+ */
+static void test_duplicate_after_the_entry_went(void **state)
+{
+	struct pair *p = *state;
+	float b0[N], b0_again[N], b1[N];
+	uint64_t r0, r_again, r1;
+
+	assert_int_equal(route(p->c[0], 5, b0, N, &r0), CLIENT_FAST_TAKEN);
+	assert_int_equal(route(p->c[1], 5, b1, N, &r1), CLIENT_FAST_TAKEN);
+	assert_int_equal(live_entries(p), 0);
+	/* rank 0 has not collected its result: (5, 1) is in flight */
+	assert_int_equal(route(p->c[0], 5, b0_again, N, &r_again),
+			 CLIENT_FAST_TAKEN);
+	assert_ended(p->c[0], r_again, -TALLY_EBADOP);
+	assert_int_equal(live_entries(p), 0);
+	assert_ended(p->c[0], r0, 0);
+	assert_ended(p->c[1], r1, 0);
+	assert_summed(b0);
+	/* handed out, (5, 1) may come again (a new operation) */
+	assert_int_equal(route(p->c[0], 5, b0, N, &r0), CLIENT_FAST_TAKEN);
+	assert_int_equal(live_entries(p), 1);
+}
+
+/* The same when the first went to the daemon: a large call is not the
+ * table's, and its duplicate is not listed either */
+static void test_duplicate_of_a_daemon_request(void **state)
+{
+	struct pair *p = *state;
+	float big0[32], big1[32], small[N];
+	uint64_t r0, r1, r;
+
+	assert_int_equal(route(p->c[0], 7, big0, 32, &r0),
+			 CLIENT_FAST_TO_DAEMON);
+	/* what the daemon submission would have recorded (request 0: the
+	 * route took none) */
+	req_of(p->c[0], 0)->state = REQ_PENDING;
+	req_of(p->c[0], 0)->allreduce = true;
+	req_of(p->c[0], 0)->key = 7;
+	req_of(p->c[0], 0)->iteration = 1;
+	p->c[0]->inflight++;
+	assert_int_equal(route(p->c[1], 7, big1, 32, &r1),
+			 CLIENT_FAST_TO_DAEMON);
+	assert_int_equal(live_entries(p), 0);
+	assert_int_equal(route(p->c[0], 7, small, N, &r), CLIENT_FAST_TAKEN);
+	assert_ended(p->c[0], r, -TALLY_EBADOP);
+	assert_int_equal(route(p->c[0], 7, big0, 32, &r),
+			 CLIENT_FAST_TO_DAEMON_UNLISTED);
+	assert_int_equal(live_entries(p), 0);
+}
+
 /* A member whose daemon submission failed takes its mark back: the
  * entry goes, and the next member decides anew (a slot is free). */
 static void test_unroute_forgets(void **state)
@@ -342,6 +396,8 @@ int main(void)
 		T(test_no_free_slot_sends_all_to_the_daemon, setup_one_slot),
 		T(test_large_first_call_routes_the_small_one, setup_many_slots),
 		T(test_duplicate_in_flight, setup_many_slots),
+		T(test_duplicate_after_the_entry_went, setup_many_slots),
+		T(test_duplicate_of_a_daemon_request, setup_many_slots),
 		T(test_unroute_forgets, setup_one_slot),
 		T(test_directory_recycles, setup_one_slot),
 		T(test_probe_passes_retired_entries, setup_many_slots),
