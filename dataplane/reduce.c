@@ -224,11 +224,31 @@ int reduce_prepare(struct reduce_args *a, enum tally_dtype dtype,
 	return 0;
 }
 
+/*
+ * One input and no scaling: the result is the input, bit for bit.  An
+ * output that is the input (a host of one member, in place) is left
+ * alone; another gets one copy, not two through the block accumulator.
+ */
+static bool reduce_identity(const struct reduce_args *a, size_t begin,
+			    size_t end)
+{
+	size_t esz = tally_dtype_size(a->dtype);
+
+	if (a->n_in != 1 || (a->op == TALLY_AVG && a->divisor != 1))
+		return false;
+	for (unsigned int j = 0; j < a->n_out; j++)
+		if (a->out[j] != a->in[0])
+			memcpy((char *)a->out[j] + begin * esz,
+			       (const char *)a->in[0] + begin * esz,
+			       (end - begin) * esz);
+	return true;
+}
+
 void reduce_range(const struct reduce_args *a, size_t begin, size_t end)
 {
 	if (end > a->count)
 		end = a->count;
-	if (begin >= end)
+	if (begin >= end || reduce_identity(a, begin, end))
 		return;
 	switch (a->dtype) {
 	case TALLY_FLOAT32:

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -677,6 +678,53 @@ static void test_reduce_f32_avg_multiplies_by_reciprocal(void **state)
 		differ += bits_of(a[i] / 3.0f) != bits_of(want);
 	}
 	assert_true(differ > 0);	/* the test can tell the two apart */
+}
+
+/* One input in place (a host of one member): nothing is written, so a
+ * read-only buffer passes, for every dtype and both ops (AVG of one) */
+static void test_reduce_one_in_place_writes_nothing(void **state)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), count = page;
+	uint32_t *buf = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	(void)state;
+	assert_true(buf != MAP_FAILED);
+	for (size_t i = 0; i < count; i++)
+		buf[i] = (uint32_t)(i * 2654435761u);
+	assert_int_equal(mprotect(buf, 4 * page, PROT_READ), 0);
+	for (int dt = TALLY_FLOAT32; dt <= TALLY_INT32; dt++)
+		for (int op = TALLY_SUM; op < TALLY_OP_MAX; op++) {
+			const void *in[1] = { buf };
+			void *out[1] = { buf };
+
+			assert_int_equal(reduce_buffers((enum tally_dtype)dt,
+					 (enum tally_op)op, in, 1, out, 1,
+					 count, 1), 0);
+		}
+	for (size_t i = 0; i < count; i++)
+		assert_int_equal(buf[i], (uint32_t)(i * 2654435761u));
+	munmap(buf, 4 * page);
+}
+
+/* One input to other outputs (and to itself): each a copy, bit for bit,
+ * NaN payloads and subnormals included */
+static void test_reduce_one_input_copies_bits(void **state)
+{
+	uint16_t h[5] = { 0x7c01, 0xfc02, 0x7f81, 0x0001, 0x3c00 };
+	uint16_t o1[5], o2[5];
+	const void *in[1] = { h };
+	void *out[3] = { o1, h, o2 };
+
+	(void)state;
+	for (int dt = TALLY_FLOAT16; dt <= TALLY_BFLOAT16; dt++) {
+		memset(o1, 0xee, sizeof(o1));
+		memset(o2, 0xee, sizeof(o2));
+		assert_int_equal(reduce_buffers((enum tally_dtype)dt, TALLY_SUM,
+						in, 1, out, 3, 5, 1), 0);
+		assert_memory_equal(o1, h, sizeof(h));
+		assert_memory_equal(o2, h, sizeof(h));
+	}
 }
 
 static void test_reduce_f16_rounds_once(void **state)
@@ -1599,6 +1647,8 @@ int main(void)
 		cmocka_unit_test(test_reduce_i32_sum_wraps),
 		cmocka_unit_test(test_reduce_i32_avg_truncates_toward_zero),
 		cmocka_unit_test(test_reduce_f32_avg_multiplies_by_reciprocal),
+		cmocka_unit_test(test_reduce_one_in_place_writes_nothing),
+		cmocka_unit_test(test_reduce_one_input_copies_bits),
 		cmocka_unit_test(test_reduce_f16_rounds_once),
 		cmocka_unit_test(test_reduce_zero_count),
 		cmocka_unit_test(test_reduce_prepare_rejects_bad_args),
