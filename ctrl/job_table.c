@@ -2,6 +2,7 @@
 /*
  * job_table.c - the daemon's jobs (see job_table.h).
  */
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,11 @@ void job_table_retire(struct job_table *t, struct job *j)
 				 &j->st.op_latency[i]);
 	t->past_members += (uint64_t)j->ever_members;
 	job_stop(j);
+	/* a job's large buffers (transport rings, engine tables) went back
+	 * to the heap, between blocks that live on: give their pages back
+	 * to the system, or the resident size climbs with every job (about
+	 * 150 KB a job, test_hundred_jobs_no_leak) */
+	malloc_trim(0);
 	t->n_used--;
 	t->retired++;
 }
