@@ -48,6 +48,18 @@ static void log_engine(const struct cluster_shard *sh, unsigned int s)
 					 (unsigned long long)k->drops[e],
 					 tly_drop_name(e));
 	}
+	for (uint16_t n = 0; sh->worker && n < TRANSPORT_MAX_NODES; n++) {
+		struct tly_worker_path p;
+
+		if (tly_worker_path(sh->worker, n, &p) || !p.srtt_ns)
+			continue;
+		log_info("  path to node %u: window %u, srtt %llu us, base "
+			 "%llu us, decreases %llu on delay, %llu on loss", n,
+			 p.cwnd, (unsigned long long)p.srtt_ns / 1000,
+			 (unsigned long long)p.base_rtt_ns / 1000,
+			 (unsigned long long)p.delay_decreases,
+			 (unsigned long long)p.loss_decreases);
+	}
 }
 
 /* @sum += @k, field by field (all of them are uint64_t). */
@@ -156,8 +168,22 @@ static void shard_addrs(struct cluster *c, struct cluster_shard *sh)
 	}
 }
 
+/*
+ * The result group (dataplane.result_group): workers join it, and an
+ * aggregator over udp sends each RESULT to it once, in either profile
+ * (docs/transport-udp.md, "One RESULT for every worker").  Shard s uses
+ * the group's port + s, as its unicast port.
+ */
+static bool group_sender(const struct tally_config *cfg)
+{
+	return cfg->result_group.ip && cfg->role != ROLE_WORKER &&
+	       cfg->algorithm == ALGO_AGGREGATE &&
+	       !strcmp(cfg->transport, "udp");
+}
+
 static void open_transport(struct cluster *c, struct cluster_shard *sh)
 {
+	unsigned int s = (unsigned int)(sh - c->shards);
 	struct transport_config tc = {
 		.kind = c->cfg->transport,
 		.self = c->self_node,
@@ -172,10 +198,11 @@ static void open_transport(struct cluster *c, struct cluster_shard *sh)
 		.rdma_device = c->cfg->rdma_device,
 		.rdma_port = (uint8_t)c->cfg->rdma_port,
 		.rdma_gid_index = c->cfg->rdma_gid_index,
-		/* the switch profile's RESULT to every worker */
-		.group_ip = c->cfg->dp_profile == TLY_PROFILE_SWITCH ?
-			    c->cfg->result_group.ip : 0,
-		.group_port = c->cfg->result_group.port,
+		/* the RESULT to every worker */
+		.group_ip = c->cfg->result_group.ip,
+		.group_port = (uint16_t)(c->cfg->result_group.port + s),
+		.group_send = group_sender(c->cfg),
+		.group_send_only = c->cfg->role == ROLE_AGGREGATOR,
 		.emu = {
 			.rate_bps = c->cfg->emu_rate_bps,
 			.delay_ns = (uint64_t)c->cfg->emu_delay_us * 1000,
@@ -197,7 +224,7 @@ static void open_transport(struct cluster *c, struct cluster_shard *sh)
 	log_info("%s transport open: node %u of %u, port %u (shard %u)",
 		 sh->tp.ops->name, c->self_node, c->n_nodes,
 		 sh->tp.local_port ? sh->tp.local_port :
-		 sh->addrs[c->self_node].port, (unsigned int)(sh - c->shards));
+		 sh->addrs[c->self_node].port, s);
 }
 
 /* The shard's thread, its completions in the daemon's epoll. */
@@ -267,16 +294,15 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 			.confirm_ns = 200000, .confirm_batch = 64,
 			.chunk_rotate = 0,
 			.profile = (uint8_t)c->cfg->dp_profile,
-			.result_group = c->cfg->dp_profile ==
-					TLY_PROFILE_SWITCH &&
-					c->cfg->result_group.ip,
+			.result_group = !!c->cfg->result_group.ip,
 			.net = net, .ops = tx,
 			.done = dp_thread_tensor_done, .done_ctx = sh->dp,
 		};
 
 		/* full frames (dpdk): the group's RESULT names its port */
 		if (w.result_group)
-			w.net.group_port = c->cfg->result_group.port;
+			w.net.group_port = (uint16_t)(c->cfg->result_group.port +
+						      (sh - c->shards));
 		sh->worker = tly_worker_create(&w);
 		if (!sh->worker)
 			return -1;

@@ -370,6 +370,11 @@ static void collect_cluster(struct fill *f, struct job *j)
 	    "handed from send to receive without the kernel (udp).");
 	put(f, "tally_transport_looped_packets_total",
 	    (double)s->tp.loop_pkts, "transport", tp, NULL, NULL);
+	fam(f, "tally_transport_group_packets_total", METRICS_COUNTER,
+	    "Packets sent once to the result group for every worker (an "
+	    "aggregator's RESULTs over udp), in the sent packets too.");
+	put(f, "tally_transport_group_packets_total",
+	    (double)s->tp.group_pkts, "transport", tp, NULL, NULL);
 	fam(f, "tally_transport_drops_total", METRICS_COUNTER, "Packets the "
 	    "transport (or its link emulator) dropped, by reason.");
 	put(f, "tally_transport_drops_total", (double)s->tp.tx_drops,

@@ -56,7 +56,7 @@ void config_defaults(struct tally_config *cfg)
 	cfg->congestion = true;
 	cfg->cc_min_window = 8;
 	cfg->cc_init_window = 16;
-	cfg->cc_target_delay_us = 50;
+	cfg->cc_target_delay_us = 200;
 	cfg->cc_base_window_ms = 100;
 	cfg->rto_us = 10000;
 	cfg->emu_seed = 1;
@@ -580,10 +580,11 @@ int config_profile_check(const struct tally_config *cfg, char *err,
 int config_compression_check(const struct tally_config *cfg, char *err,
 			     int errlen)
 {
-	if (cfg->compression != TLY_CODEC_NONE && cfg->result_group.ip) {
-		snprintf(err, (size_t)errlen, "compression.method = %s: a job "
-			 "with dataplane.result_group has the XDP aggregator, "
-			 "whose lanes are int32 only",
+	if (cfg->compression != TLY_CODEC_NONE && cfg->result_group.ip &&
+	    cfg->dp_profile == TLY_PROFILE_SWITCH) {
+		snprintf(err, (size_t)errlen, "compression.method = %s: a "
+			 "switch profile job with dataplane.result_group has "
+			 "the XDP aggregator, whose lanes are int32 only",
 			 tly_codec((unsigned int)cfg->compression)->name);
 		return -1;
 	}

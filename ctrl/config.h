@@ -78,8 +78,9 @@ struct tally_config {
 	char dp_cpus[256];		/* their CPU list; "": unset */
 	/* [compression] (docs/compression.md): the job's float tensors */
 	int compression;		/* enum tly_codec: none | int16 | int8 */
-	/* switch profile: the multicast group every RESULT goes to once
-	 * (the XDP aggregator's RESULT to all); ip 0 = none */
+	/* the multicast group every RESULT goes to once (the XDP
+	 * aggregator's, or a udp tallyd aggregator's RESULT to all, either
+	 * profile); ip 0 = none */
 	struct config_addr result_group;
 	/* transport = xdp (an aggregator): the interface the program is
 	 * attached to; "": the one holding dataplane.address */

@@ -139,10 +139,29 @@ static void tx_send_counted(void *ctx, uint16_t dst, uint8_t *frame,
 	t->tp_tx.send(t->tp_tx.ctx, dst, frame, len);
 }
 
+/* one frame for every worker of @mask: counted as sent to each */
+static void tx_multicast_counted(void *ctx, uint64_t mask, uint8_t *frame,
+				 size_t len)
+{
+	struct dp_thread *t = ctx;
+	uint64_t m;
+
+	for (m = mask; m; m &= m - 1) {
+		unsigned int dst = (unsigned int)__builtin_ctzll(m);
+
+		t->st.peer_tx_pkts[dst]++;
+		t->st.peer_tx_bytes[dst] += len;
+	}
+	t->tp_tx.multicast(t->tp_tx.ctx, mask, frame, len);
+}
+
 struct tly_tx_ops dp_thread_tx_ops(struct dp_thread *t)
 {
-	return (struct tly_tx_ops){ .alloc = tx_alloc_counted,
-				    .send = tx_send_counted, .ctx = t };
+	return (struct tly_tx_ops){
+		.alloc = tx_alloc_counted, .send = tx_send_counted,
+		.multicast = t->tp_tx.multicast ? tx_multicast_counted : NULL,
+		.multicast_group = t->tp_tx.multicast_group, .ctx = t,
+	};
 }
 
 static void complete(struct dp_thread *t, const struct tly_tensor_desc *d,

@@ -738,7 +738,9 @@ static void agg_reply(struct tly_agg *a, const struct tly_hdr *in,
 }
 
 /*
- * The RESULT of slot @idx to @rank.  @last, when not NULL, is the
+ * The RESULT of slot @idx to @rank, or to the result group with
+ * TLY_RANK_ALL (the frame is addressed to worker 0, whose envelope is
+ * cached, and carries rank TLY_RANK_ALL).  @last, when not NULL, is the
  * contribution that completes the slot, not yet added: it is added in the
  * same pass that writes the payload, and added alone when no frame can be
  * had (the slot keeps the whole sum for later probes).
@@ -752,7 +754,7 @@ static int result_build(struct tly_agg *a, uint32_t idx, uint16_t rank,
 	struct tly_hdr h;
 	int r;
 
-	if (rank == 0)
+	if (rank == 0 || rank == TLY_RANK_ALL)
 		r = tly_out_begin_cached(o, &a->cfg.ops, &a->cfg.net, &a->c,
 					 &a->res_env, a->cfg.self, 0, s->dscp,
 					 tl);
@@ -798,8 +800,9 @@ static void result_unicast(struct tly_agg *a, uint32_t idx, uint16_t rank)
 		tly_out_send(&o, &a->cfg.ops, &a->cfg.net, &a->c);
 }
 
-/* the RESULT to every worker: one frame replicated, or one per worker
- * (@last: as in result_build()) */
+/* the RESULT to every worker: one frame replicated (the same bytes to a
+ * result group: rank TLY_RANK_ALL), or one per worker (@last: as in
+ * result_build()) */
 static void result_to_all(struct tly_agg *a, uint32_t idx,
 			  const uint8_t *last)
 {
@@ -807,7 +810,8 @@ static void result_to_all(struct tly_agg *a, uint32_t idx,
 	struct tly_out o, o2;
 	uint16_t r;
 
-	if (result_build(a, idx, 0, 0, last, &o))
+	if (result_build(a, idx, a->cfg.ops.multicast_group ? TLY_RANK_ALL :
+			 0, 0, last, &o))
 		return;
 	if (a->cfg.ops.multicast) {
 		size_t tl = o.len - tly_l2l4_off(net);

@@ -30,6 +30,9 @@ struct tly_tx_ops {
 	 */
 	void (*multicast)(void *ctx, uint64_t mask, uint8_t *frame,
 			  size_t len);
+	/* 1: multicast sends the very bytes to every worker (a result
+	 * group): the RESULT is built with rank TLY_RANK_ALL instead */
+	uint8_t multicast_group;
 	void *ctx;
 };
 

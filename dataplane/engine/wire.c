@@ -71,7 +71,7 @@ static inline enum tly_drop hdr_check(const struct tly_hdr *h,
 		return TLY_E_LEN;
 	if (h->rank >= lim->n_ranks &&
 	    !(h->rank == TLY_RANK_ALL && h->type == TLY_T_RESULT &&
-	      lim->rank_all && lim->profile == TLY_PROFILE_SWITCH))
+	      lim->rank_all))
 		return TLY_E_RANK;
 	if (h->shift) {
 		if (h->shift < -TLY_SHIFT_MAX)

@@ -192,9 +192,10 @@ struct tly_wire_limits {
 	uint8_t profile;	/* enum tly_profile: which CONFIRM and ACK
 				 * forms are accepted */
 	uint8_t rank_all;	/* 1: a RESULT of rank TLY_RANK_ALL is
-				 * accepted (switch profile only: the
-				 * aggregator's RESULT to a multicast
-				 * result group, docs/switch-profile.md) */
+				 * accepted (the aggregator's RESULT to a
+				 * multicast result group, either profile:
+				 * docs/switch-profile.md,
+				 * docs/transport-udp.md) */
 };
 
 /* the rank of a RESULT sent once to every worker (the result group) */

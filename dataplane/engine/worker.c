@@ -59,8 +59,7 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 		.n_slots = cfg->n_slots,
 		.n_hops = (uint16_t)(2 * (cfg->n_workers - 1)),
 		.profile = cfg->profile,
-		.rank_all = cfg->profile == TLY_PROFILE_SWITCH &&
-			    cfg->result_group,
+		.rank_all = cfg->result_group,
 	};
 	w->tensors = calloc(cfg->max_tensors, sizeof(*w->tensors));
 	w->order = calloc(cfg->max_tensors, sizeof(*w->order));
@@ -128,6 +127,25 @@ uint32_t tly_worker_cwnd(const struct tly_worker *w, uint16_t node)
 	return tly_cc_window(&w->dests[node].cc, &w->ccp);
 }
 
+int tly_worker_path(const struct tly_worker *w, uint16_t node,
+		    struct tly_worker_path *out)
+{
+	const struct tly_cc *cc;
+
+	if (node >= w->n_dests)
+		return -ENOENT;
+	cc = &w->dests[node].cc;
+	*out = (struct tly_worker_path){
+		.cwnd = tly_worker_cwnd(w, node),
+		.srtt_ns = cc->srtt, .base_rtt_ns = tly_cc_base_rtt(cc),
+		.delay_decreases = cc->n_delay_dec,
+		.loss_decreases = cc->n_loss_dec,
+	};
+	if (out->base_rtt_ns == UINT64_MAX)
+		out->base_rtt_ns = 0;
+	return 0;
+}
+
 /* insert into the send order: by priority, then submission order */
 static void order_insert(struct tly_worker *w, struct wtensor *t)
 {
@@ -176,9 +194,11 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 	if (d->codec != TLY_CODEC_NONE &&
 	    (tly_dtype(d->dtype)->exact || d->algo != TLY_ALGO_AGG))
 		return -EINVAL;
-	/* results by group come from the XDP aggregator, whose lanes are
-	 * int32 only (docs/xdp-aggregator.md): it would drop narrow ones */
-	if (d->codec != TLY_CODEC_NONE && w->cfg.result_group)
+	/* a switch profile's results by group come from the XDP
+	 * aggregator, whose lanes are int32 only (docs/xdp-aggregator.md):
+	 * it would drop narrow ones */
+	if (d->codec != TLY_CODEC_NONE && w->cfg.result_group &&
+	    w->cfg.profile == TLY_PROFILE_SWITCH)
 		return -EINVAL;
 	if (d->count > (size_t)TLY_MAX_CHUNKS * codec->chunk_elems(w->cfg.k))
 		return -EINVAL;

@@ -85,9 +85,9 @@ struct tly_worker_cfg {
 	 * RESULT is released by a CONFIRM of its own, re-sent until ACKed,
 	 * instead of the batched receipts (confirm_ns, confirm_batch) */
 	uint8_t profile;
-	/* switch profile: 1 when the aggregator sends each RESULT once to a
-	 * multicast group this worker's transport joined (rank TLY_RANK_ALL
-	 * is then accepted); 0: RESULTs of our rank only */
+	/* 1 when the aggregator sends each RESULT once to a multicast
+	 * group this worker's transport joined (rank TLY_RANK_ALL is then
+	 * accepted), either profile; 0: RESULTs of our rank only */
 	uint8_t result_group;
 	uint32_t release_max;		/* chunks releasing at once (0: 4 x
 					 * window, at least 256) */
@@ -132,6 +132,18 @@ const struct tly_counters *tly_worker_counters(const struct tly_worker *w);
 /* the congestion window towards @node, in packets (cfg.window when
  * cc_off or @node is no destination of this worker) */
 uint32_t tly_worker_cwnd(const struct tly_worker *w, uint16_t node);
+
+/* the path to @node as congestion control sees it: window, smoothed
+ * and base RTT (0: no sample yet), decreases on delay and on loss */
+struct tly_worker_path {
+	uint32_t cwnd;
+	uint64_t srtt_ns, base_rtt_ns;
+	uint64_t delay_decreases, loss_decreases;
+};
+
+/* 0, or -ENOENT when @node is no destination of this worker */
+int tly_worker_path(const struct tly_worker *w, uint16_t node,
+		    struct tly_worker_path *out);
 
 /* switch profile: what this worker holds at aggregator @node: chunks
  * launched and not completed now, the most at once, the bound

@@ -555,7 +555,7 @@ static struct wtensor *agg_rx(struct tly_worker *w, const struct tly_hdr *h,
 			      const uint8_t *pkt, uint64_t now)
 {
 	/* TLY_RANK_ALL: a RESULT to the result group (the parser lets it
-	 * through only with cfg.result_group in the switch profile) */
+	 * through only with cfg.result_group) */
 	if ((h->rank != w->cfg.rank && h->rank != TLY_RANK_ALL) ||
 	    !w->cfg.n_aggs) {
 		w->c.drops[TLY_E_RANK]++;

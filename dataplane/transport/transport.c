@@ -48,9 +48,17 @@ static int check_table(uint16_t self, uint16_t n_nodes,
 	return 0;
 }
 
-/* the result group, when there is one, is a multicast address and port */
-static int check_group(const struct transport_config *cfg)
+/* the result group, when there is one, is a multicast address and port;
+ * sending to it needs one and a backend that can */
+static int check_group(const struct transport_ops *ops,
+		       const struct transport_config *cfg)
 {
+	if (cfg->group_send && (!cfg->group_ip || !ops->group_tx)) {
+		dp_err("transport %s: %s", ops->name, cfg->group_ip ?
+		       "cannot send to a result group" :
+		       "sending to the result group needs its address");
+		return -EINVAL;
+	}
 	if (!cfg->group_ip || tly_group_ok(cfg->group_ip, cfg->group_port))
 		return 0;
 	dp_err("transport: the result group %u.%u.%u.%u:%u is not an IPv4 multicast address and port",
@@ -73,7 +81,7 @@ int transport_open(struct transport *tp, const struct transport_config *cfg)
 		return -EINVAL;
 	}
 	if (check_table(cfg->self, cfg->n_nodes, cfg->addrs) ||
-	    check_group(cfg))
+	    check_group(ops, cfg))
 		return -EINVAL;
 	tp->ops = ops;
 	tp->cfg = *cfg;
@@ -175,12 +183,38 @@ static void tx_send_bound(void *ctx, uint16_t dst, uint8_t *frame,
 	emu_stats_sync(tp);
 }
 
+/*
+ * One RESULT to every worker of @mask: one datagram to the result group,
+ * and our own copy (a co-located worker) as a frame to ourselves, since
+ * the group's socket does not loop it back (udp.c).  Under the emulator
+ * the group's datagram is one frame of our link: lost, late or doubled
+ * for every worker at once, as before a switch's replication.
+ */
+static void tx_multicast_bound(void *ctx, uint64_t mask, uint8_t *frame,
+			       size_t len)
+{
+	struct transport *tp = ctx;
+	uint16_t self = tp->cfg.self;
+
+	if (self < 64 && (mask >> self & 1)) {
+		uint8_t *copy = tx_alloc_bound(tp, len);
+
+		if (copy) {
+			memcpy(copy, frame, len);
+			tx_send_bound(tp, self, copy, len);
+		}
+	}
+	tx_send_bound(tp, TRANSPORT_GROUP_NODE, frame, len);
+}
+
 struct tly_tx_ops transport_tx_ops(struct transport *tp)
 {
 	struct tly_tx_ops ops = {
 		.alloc = tx_alloc_bound,
 		.send = tx_send_bound,
-		.multicast = NULL,	/* one frame per worker */
+		/* without a group one frame per worker */
+		.multicast = tp->cfg.group_send ? tx_multicast_bound : NULL,
+		.multicast_group = tp->cfg.group_send,
 		.ctx = tp,
 	};
 

@@ -28,6 +28,12 @@
 #include "dataplane/engine/wire.h"
 
 #define TRANSPORT_MAX_NODES 256
+/*
+ * tx_send's node for the result group (cfg.group_send): one datagram to
+ * group_ip:group_port, which every worker joined, instead of one frame a
+ * worker (docs/transport-udp.md, "One RESULT for every worker")
+ */
+#define TRANSPORT_GROUP_NODE TRANSPORT_MAX_NODES
 #define TRANSPORT_RX_BURST 32
 
 struct transport;
@@ -67,13 +73,18 @@ struct transport_config {
 	const char *rdma_device;
 	uint8_t rdma_port;
 	int rdma_gid_index;
-	/* udp and dpdk, switch profile: the multicast group the
+	/* udp and dpdk: the result group, the multicast group the
 	 * aggregator sends each RESULT to once (host order; 0: none).  udp
 	 * joins it on the interface of its address, dpdk (one queue pair)
 	 * takes frames to its MAC; both receive from it too
-	 * (docs/xdp-aggregator.md).  rdma: ignored. */
+	 * (docs/xdp-aggregator.md, docs/transport-udp.md).  rdma: ignored. */
 	uint32_t group_ip;
 	uint16_t group_port;
+	/* udp (ops->group_tx): we send to the group too, an aggregator's
+	 * RESULT to every worker (TRANSPORT_GROUP_NODE; transport_tx_ops()
+	 * gets a multicast); with group_send_only without joining it (an
+	 * aggregator that is no worker) */
+	bool group_send, group_send_only;
 	/*
 	 * Link emulator, applied under any transport (all 0: off).  It models
 	 * this node's NIC port on a switch: rate_bps limits egress (one
@@ -114,6 +125,9 @@ struct transport_stats {
 	/* udp: frames to ourselves handed from tx to rx without the kernel
 	 * (not in tx_pkts and rx_pkts, which count the wire's) */
 	uint64_t loop_pkts, loop_bytes;
+	/* datagrams sent to the result group (TRANSPORT_GROUP_NODE), in
+	 * tx_pkts and tx_bytes too: each reaches every worker */
+	uint64_t group_pkts, group_bytes;
 	/* frames the emulator released after holding them (egress, and
 	 * ingress when it adds the delay there), and how late the flush or
 	 * receive that released them came after their due time (sum, max;
@@ -126,6 +140,8 @@ struct transport_stats {
 
 struct transport_ops {
 	const char *name;
+	/* tx_send takes TRANSPORT_GROUP_NODE (cfg.group_send) */
+	bool group_tx;
 	int (*open)(struct transport *tp, const struct transport_config *cfg);
 	void (*close)(struct transport *tp);
 	/* a buffer for one outgoing frame of up to @len bytes, or NULL */

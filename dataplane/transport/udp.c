@@ -35,6 +35,7 @@ static void sockbuf_grow(int fd, int opt_force, int opt)
 
 static void peers_fill(struct udp_priv *u, const struct transport_config *cfg)
 {
+	struct sockaddr_in *g = &u->peers[TRANSPORT_GROUP_NODE];
 	uint32_t i;
 
 	for (i = 0; i < cfg->n_nodes; i++) {
@@ -42,6 +43,9 @@ static void peers_fill(struct udp_priv *u, const struct transport_config *cfg)
 		u->peers[i].sin_addr.s_addr = htonl(cfg->addrs[i].ip);
 		u->peers[i].sin_port = htons(cfg->addrs[i].port);
 	}
+	g->sin_family = AF_INET;
+	g->sin_addr.s_addr = htonl(cfg->group_ip);
+	g->sin_port = htons(cfg->group_port);
 }
 
 /* which offloads TALLY_UDP_OFFLOAD leaves on: off | tx | rx | on (unset) */
@@ -82,6 +86,13 @@ static void offload_setup(struct udp_priv *u)
 		u->gro = true;
 	else if (want & UDP_OFFLOAD_RX)
 		dp_warn("transport udp: no UDP_GRO (%s): one datagram per receive",
+			strerror(errno));
+	/* the group's runs too: without it the kernel cuts every GSO run
+	 * the aggregator sent into datagrams before our socket (rx takes
+	 * either: a buffer without the GRO cmsg is one datagram) */
+	if (u->gro && u->gfd >= 0 &&
+	    setsockopt(u->gfd, SOL_UDP, UDP_GRO, &one, sizeof(one)))
+		dp_warn("transport udp: no UDP_GRO on the result group's socket (%s)",
 			strerror(errno));
 }
 
@@ -220,6 +231,36 @@ static int group_join(struct transport *tp, const struct transport_config *cfg)
 	return 0;
 }
 
+/*
+ * Sending to the result group: out of the interface of our address, one
+ * hop, and not looped back to this host's members.  A co-located
+ * worker's copy goes as a frame to ourselves (transport.c); the loop
+ * would bring it twice.  So a daemon of the job in the same network
+ * namespace as the sender does not get the group's RESULTs (it gets
+ * them again, one by one, when it asks: docs/transport-udp.md).
+ */
+static int group_send_setup(struct udp_priv *u,
+			    const struct transport_config *cfg)
+{
+	unsigned char ttl = 1, loop = 0;
+	int err;
+
+	if (setsockopt(u->fd, IPPROTO_IP, IP_MULTICAST_IF,
+		       &u->bound.sin_addr, sizeof(u->bound.sin_addr)) ||
+	    setsockopt(u->fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl,
+		       sizeof(ttl)) ||
+	    setsockopt(u->fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop,
+		       sizeof(loop))) {
+		err = errno;
+		dp_err("transport udp: send to the result group %u.%u.%u.%u:%u: %s",
+		       cfg->group_ip >> 24, (cfg->group_ip >> 16) & 0xff,
+		       (cfg->group_ip >> 8) & 0xff, cfg->group_ip & 0xff,
+		       cfg->group_port, strerror(err));
+		return -err;
+	}
+	return 0;
+}
+
 static int udp_open(struct transport *tp, const struct transport_config *cfg)
 {
 	struct udp_priv *u;
@@ -235,8 +276,10 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 	u->gfd = -1;
 	u->efd = -1;
 	err = bind_socket(tp, cfg);
-	if (!err && cfg->group_ip)
+	if (!err && cfg->group_ip && !cfg->group_send_only)
 		err = group_join(tp, cfg);
+	if (!err && cfg->group_send)
+		err = group_send_setup(u, cfg);
 	if (err) {
 		udp_close(tp);
 		return err;
@@ -246,7 +289,7 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 	u->buf_size = cfg->mtu;
 	u->rx_nbufs = u->gro ? UDP_RX_GRO_BUFS : UDP_RX_BUFS;
 	u->rx_buf_size = u->gro ? UDP_RX_GRO_BUF_SIZE : u->buf_size;
-	u->peers = calloc(TRANSPORT_MAX_NODES, sizeof(*u->peers));
+	u->peers = calloc(TRANSPORT_MAX_NODES + 1, sizeof(*u->peers));
 	u->tx_slab = calloc(UDP_TX_BUFS, u->buf_size);
 	u->tx_free = calloc(UDP_TX_BUFS, sizeof(*u->tx_free));
 	u->tx_iov = calloc(UDP_TX_BUFS, sizeof(*u->tx_iov));
@@ -286,7 +329,8 @@ static int udp_set_nodes(struct transport *tp)
 		return -EADDRNOTAVAIL;
 	}
 	peers_fill(u, cfg);
-	/* port 0 for nodes gone: a frame still queued to one is dropped */
+	/* port 0 for nodes gone: a frame still queued to one is dropped
+	 * (the group's entry, after the nodes, stays) */
 	memset(u->peers + cfg->n_nodes, 0, (TRANSPORT_MAX_NODES -
 	       cfg->n_nodes) * sizeof(*u->peers));
 	return 0;
@@ -294,6 +338,7 @@ static int udp_set_nodes(struct transport *tp)
 
 const struct transport_ops transport_udp_ops = {
 	.name = "udp",
+	.group_tx = true,
 	.open = udp_open,
 	.close = udp_close,
 	.tx_alloc = udp_tx_alloc,

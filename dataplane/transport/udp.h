@@ -77,7 +77,9 @@ struct udp_priv {
 	int efd;			/* epoll of fd and gfd (wait_fd), or -1 */
 	struct sockaddr_in bound;	/* our address */
 	uint32_t buf_size;		/* tx buffers; the longest rx frame */
-	struct sockaddr_in *peers;	/* [TRANSPORT_MAX_NODES] */
+	/* [TRANSPORT_MAX_NODES + 1]: the nodes', then the result group's
+	 * (TRANSPORT_GROUP_NODE) */
+	struct sockaddr_in *peers;
 	/* tx */
 	bool gso;			/* UDP_SEGMENT in use */
 	bool gso_proven;		/* a super-datagram went out */

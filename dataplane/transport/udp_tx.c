@@ -51,7 +51,8 @@ void udp_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
 	uint32_t buf = (uint32_t)((size_t)(frame - u->tx_slab) / u->buf_size);
 	struct udp_txq_ent *e;
 
-	if (dst >= tp->cfg.n_nodes) {
+	if (dst >= tp->cfg.n_nodes &&
+	    !(dst == TRANSPORT_GROUP_NODE && tp->cfg.group_send)) {
 		tp->stats.tx_drops++;
 		u->tx_free[u->n_tx_free++] = buf;
 		return;
@@ -129,8 +130,9 @@ static uint32_t gso_run(struct udp_priv *u, uint32_t i)
  */
 static void txq_group(struct udp_priv *u)
 {
-	uint16_t count[TRANSPORT_MAX_NODES] = { 0 };
-	uint32_t start[TRANSPORT_MAX_NODES];
+	/* the nodes and the group (TRANSPORT_GROUP_NODE) */
+	uint16_t count[TRANSPORT_MAX_NODES + 1] = { 0 };
+	uint32_t start[TRANSPORT_MAX_NODES + 1];
 	uint32_t from = u->txq_grouped > u->tx_plain_n ? u->txq_grouped :
 			u->tx_plain_n, i, n = u->txq_n;
 	bool mixed = false;
@@ -145,7 +147,7 @@ static void txq_group(struct udp_priv *u)
 	}
 	if (!mixed)
 		goto done;
-	for (i = 0, start[0] = 0; i + 1 < TRANSPORT_MAX_NODES; i++)
+	for (i = 0, start[0] = 0; i < TRANSPORT_MAX_NODES; i++)
 		start[i + 1] = start[i] + count[i];
 	for (i = from; i < n; i++) {
 		const struct udp_txq_ent *e = txq_at(u, i);
@@ -195,6 +197,7 @@ int udp_tx_flush(struct transport *tp)
 	struct mmsghdr msg[UDP_MMSG_BATCH];
 	union udp_gso_cmsg ctl[UDP_MMSG_BATCH];
 	uint32_t segs[UDP_MMSG_BATCH];
+	bool group[UDP_MMSG_BATCH];
 	/* looped frames count as sent: the caller's turn did work, and the
 	 * next rx_burst has them (no fd wakes a sleeper for them) */
 	int sent = (int)u->loop_unflushed, r, i, m;
@@ -234,6 +237,7 @@ int udp_tx_flush(struct transport *tp)
 				memcpy(CMSG_DATA(c), &seg, sizeof(seg));
 			}
 			segs[m] = n;
+			group[m] = e->dst == TRANSPORT_GROUP_NODE;
 			f += n;
 		}
 		r = sendmmsg(u->fd, msg, (unsigned int)m, 0);
@@ -259,6 +263,10 @@ int udp_tx_flush(struct transport *tp)
 				u->gso_proven = true;
 			tp->stats.tx_pkts += segs[i];
 			tp->stats.tx_bytes += msg[i].msg_len;
+			if (group[i]) {
+				tp->stats.group_pkts += segs[i];
+				tp->stats.group_bytes += msg[i].msg_len;
+			}
 			txq_pop(u, segs[i]);
 			sent += (int)segs[i];
 		}

@@ -251,6 +251,13 @@ static void test_config_xdp(void **state)
 				    "block_topk10_ef", err, sizeof(err)), 0);
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "int32 only"));
+	/* the software profile's group comes from tallyd's aggregator,
+	 * which has every codec */
+	cfg.dp_profile = TLY_PROFILE_SOFTWARE;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	assert_int_equal(config_set(&cfg, "compression", "method", "int8",
+				    err, sizeof(err)), 0);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
 }
 
 static void test_config_defaults(void **state)
@@ -268,7 +275,7 @@ static void test_config_defaults(void **state)
 	assert_int_equal(cfg.log_level, LOG_INFO);
 	assert_true(cfg.congestion);
 	assert_int_equal(cfg.cc_min_window, 8);
-	assert_int_equal(cfg.cc_target_delay_us, 50);
+	assert_int_equal(cfg.cc_target_delay_us, 200);
 }
 
 static void test_config_valid_file(void **state)

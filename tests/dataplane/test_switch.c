@@ -168,8 +168,8 @@ static void test_parse_confirm_bad(void **state)
 
 /*
  * A RESULT of rank TLY_RANK_ALL (the aggregator's RESULT to a multicast
- * result group): accepted in the switch profile with rank_all only, and
- * for RESULT only.
+ * result group): accepted with rank_all only, in either profile, and for
+ * RESULT only.
  */
 static void test_parse_rank_all(void **state)
 {
@@ -187,8 +187,11 @@ static void test_parse_rank_all(void **state)
 	tly_hdr_write(f, &h);
 	assert_int_equal(tly_hdr_parse(f, sizeof(f), &sw_lim, &h),
 			 TLY_E_RANK);
-	assert_int_equal(tly_hdr_parse(f, sizeof(f), &soft_grp, &h),
+	assert_int_equal(tly_hdr_parse(f, sizeof(f), &soft_lim, &h),
 			 TLY_E_RANK);
+	memset(&h, 0, sizeof(h));
+	assert_int_equal(tly_hdr_parse(f, sizeof(f), &soft_grp, &h), TLY_OK);
+	assert_int_equal(h.rank, TLY_RANK_ALL);
 	memset(&h, 0, sizeof(h));
 	assert_int_equal(tly_hdr_parse(f, sizeof(f), &grp, &h), TLY_OK);
 	assert_int_equal(h.rank, TLY_RANK_ALL);

@@ -14,13 +14,20 @@
  *   - a route whose MTU is below the frames (veth MTU 1000, frames of
  *     1200): the kernel refuses GSO (EINVAL), the run goes out one by one
  *     (IP fragments), GSO is turned off for the socket, nothing is lost.
- *   - the result group (switch profile): a transport opened with a
- *     multicast group joins it on its interface; datagrams a plain socket
- *     of the other namespace sends to the group arrive through rx_burst
- *     next to the unicast ones, and wake its wait fd.
+ *   - the result group: a transport opened with a multicast group joins
+ *     it on its interface; datagrams a plain socket of the other
+ *     namespace sends to the group arrive through rx_burst next to the
+ *     unicast ones, and wake its wait fd;
+ *   - sending to it (group_send, an aggregator's RESULT to all): the tx
+ *     ops' multicast puts each frame once on the wire, in GSO runs, and
+ *     the member in the other namespace gets every one whole and in
+ *     order; the sender's own copy comes through its self loop, never
+ *     twice through the kernel; an aggregator that is no worker
+ *     (group_send_only) joins nothing and gets none back.
  * The namespaces are deleted in teardown, at exit and on SIGTERM/SIGINT.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -359,6 +366,130 @@ static void test_result_group(void **state)
 	close(fd);
 }
 
+/* frames to the group carry dst TLY_RANK_ALL: the same bytes for all */
+#define GROUP_DST	0xffff
+
+/* @n frames of @len through the multicast of @a's tx ops, to @mask */
+static void multicast_frames(struct transport *a, uint64_t mask, uint32_t n,
+			     uint16_t len)
+{
+	struct tly_tx_ops ops = transport_tx_ops(a);
+	uint32_t i;
+
+	assert_non_null(ops.multicast);
+	assert_int_equal(ops.multicast_group, 1);
+	for (i = 0; i < n; i++) {
+		uint8_t *f = ops.alloc(ops.ctx, len);
+
+		assert_non_null(f);
+		uf_fill(f, i, GROUP_DST, len);
+		ops.multicast(ops.ctx, mask, f, len);
+	}
+}
+
+/* receive @n frames of @len in order (seq 0..n-1) within 2 s */
+static void recv_group_frames(struct transport *tp, uint32_t n, uint16_t len)
+{
+	struct transport_rx rx[TRANSPORT_RX_BURST];
+	uint64_t t0 = transport_now_ns();
+	uint32_t got = 0;
+	int i, k;
+
+	while (got < n && transport_now_ns() - t0 < 2000 * UF_MS) {
+		k = transport_rx_burst(tp, rx, TRANSPORT_RX_BURST);
+		for (i = 0; i < k; i++) {
+			assert_int_equal(rx[i].len, len);
+			assert_int_equal(uf_check(rx[i].data, rx[i].len,
+						  GROUP_DST), got);
+			got++;
+		}
+		transport_rx_release(tp, rx, k);
+		if (!k)
+			usleep(1000);
+	}
+	assert_int_equal(got, n);
+}
+
+static void open_group_node(struct transport *tp, uint16_t self, bool send,
+			    bool send_only)
+{
+	struct transport_config c = {
+		.kind = "udp", .self = self, .n_nodes = 2, .addrs = addrs,
+		.mtu = 1500, .group_ip = GROUP_IP, .group_port = GROUP_PORT,
+		.group_send = send, .group_send_only = send_only,
+	};
+	int ret;
+
+	assert_int_equal(setns(ns_fd[self], CLONE_NEWNET), 0);
+	ret = transport_open(tp, &c);
+	assert_int_equal(setns(home_fd, CLONE_NEWNET), 0);
+	assert_int_equal(ret, 0);
+	tp_track(tp);
+}
+
+static void test_group_send(void **state)
+{
+	static struct transport a, b;
+	const uint32_t n = 300;
+
+	(void)state;
+	memset(&uf_mmsg, 0, sizeof(uf_mmsg));
+	open_group_node(&a, 0, true, false);	/* a co-located aggregator */
+	open_group_node(&b, 1, false, false);	/* a worker */
+	/* without group_send no multicast: one frame a worker */
+	assert_null(transport_tx_ops(&b).multicast);
+	multicast_frames(&a, 3, n, 1044);
+	assert_int_equal(transport_tx_flush(&a, transport_now_ns()),
+			 (int)(2 * n));
+	recv_group_frames(&b, n, 1044);
+	recv_group_frames(&a, n, 1044);
+	uf_assert_no_more(&a);
+	uf_assert_no_more(&b);
+	/* once on the wire, in runs; our own copy looped, not the kernel's */
+	assert_int_equal(a.stats.group_pkts, n);
+	assert_int_equal(a.stats.group_bytes, (uint64_t)n * 1044);
+	assert_int_equal(a.stats.tx_pkts, n);
+	assert_int_equal(a.stats.loop_pkts, n);
+	assert_int_equal(a.stats.rx_pkts, 0);
+	assert_int_equal(b.stats.rx_pkts, n);
+	assert_true(uf_mmsg.gso_msgs > 0);
+	assert_true(uf_mmsg.msgs < n / 4);
+	assert_int_equal(a.stats.tx_drops + b.stats.tx_drops, 0);
+}
+
+/* an aggregator that is no worker: sends to the group, gets nothing */
+static void test_group_send_only(void **state)
+{
+	static struct transport a, b;
+
+	(void)state;
+	open_group_node(&a, 0, true, true);
+	open_group_node(&b, 1, false, false);
+	multicast_frames(&a, 2, 50, 600);
+	assert_int_equal(transport_tx_flush(&a, transport_now_ns()), 50);
+	recv_group_frames(&b, 50, 600);
+	uf_assert_no_more(&a);
+	assert_int_equal(a.stats.loop_pkts + a.stats.rx_pkts, 0);
+	assert_int_equal(a.stats.group_pkts, 50);
+}
+
+/* group_send needs a group, and a backend that can */
+static void test_group_send_refused(void **state)
+{
+	static struct transport a;
+	struct transport_config c = {
+		.kind = "udp", .self = 0, .n_nodes = 2, .addrs = addrs,
+		.mtu = 1500, .group_send = true,
+	};
+	int ret;
+
+	(void)state;
+	assert_int_equal(setns(ns_fd[0], CLONE_NEWNET), 0);
+	ret = transport_open(&a, &c);
+	assert_int_equal(setns(home_fd, CLONE_NEWNET), 0);
+	assert_int_equal(ret, -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -368,6 +499,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_exchange_off_on, close_all),
 		cmocka_unit_test_teardown(test_small_mtu_fallback, close_all),
 		cmocka_unit_test_teardown(test_result_group, close_all),
+		cmocka_unit_test_teardown(test_group_send, close_all),
+		cmocka_unit_test_teardown(test_group_send_only, close_all),
+		cmocka_unit_test_teardown(test_group_send_refused, close_all),
 	};
 
 	return cmocka_run_group_tests(tests, ns_setup, ns_teardown);
