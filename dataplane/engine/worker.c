@@ -194,11 +194,10 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 	if (d->codec != TLY_CODEC_NONE &&
 	    (tly_dtype(d->dtype)->exact || d->algo != TLY_ALGO_AGG))
 		return -EINVAL;
-	/* a switch profile's results by group come from the XDP
-	 * aggregator, whose lanes are int32 only (docs/xdp-aggregator.md):
-	 * it would drop narrow ones */
-	if (d->codec != TLY_CODEC_NONE && w->cfg.result_group &&
-	    w->cfg.profile == TLY_PROFILE_SWITCH)
+	/* results by group: the XDP aggregator's lanes are int32 only
+	 * (docs/xdp-aggregator.md), it would drop narrow ones; tallyd's
+	 * aggregator to a group is not tested with them */
+	if (d->codec != TLY_CODEC_NONE && w->cfg.result_group)
 		return -EINVAL;
 	if (d->count > (size_t)TLY_MAX_CHUNKS * codec->chunk_elems(w->cfg.k))
 		return -EINVAL;
