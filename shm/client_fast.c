@@ -498,6 +498,12 @@ int client_fast_route(struct tally_client *c,
 		r = client_req_take(c, req);
 		if (!r)
 			return -TALLY_EAGAIN;
+		/* a duplicate is the caller's error whatever became of the
+		 * table (members gone since the first one completed) */
+		if (own_in_flight(c, a->key, a->iteration)) {
+			fast_request(c, r, &rf, -TALLY_EBADOP);
+			return CLIENT_FAST_TAKEN;
+		}
 	}
 	ret = fast_failure(c);
 	if (!ret)
