@@ -630,6 +630,13 @@ int config_check(const struct tally_config *cfg, char *err, int errlen)
 			 "metrics.allow_remote = true to serve it anyway)");
 		return -1;
 	}
+	/* thread s uses the group's port + s */
+	if (cfg->result_group.ip &&
+	    cfg->result_group.port + cfg->dp_threads - 1 > 65535) {
+		snprintf(err, (size_t)errlen, "dataplane.result_group's port "
+			 "+ dataplane.threads goes past port 65535");
+		return -1;
+	}
 	if (cfg->rendezvous_port_base + cfg->rendezvous_ports - 1 > 65535) {
 		snprintf(err, (size_t)errlen, "service.rendezvous_port_base + "
 			 "service.rendezvous_ports goes past port 65535");

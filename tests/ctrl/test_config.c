@@ -236,6 +236,14 @@ static void test_config_xdp(void **state)
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "result_group"));
 	assert_int_equal(config_set(&cfg, "dataplane", "result_group",
+				    "239.1.2.3:65534", err, sizeof(err)), 0);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	/* thread s takes the group's port + s */
+	cfg.dp_threads = 3;
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "past port 65535"));
+	cfg.dp_threads = 1;
+	assert_int_equal(config_set(&cfg, "dataplane", "result_group",
 				    "239.1.2.3:5000", err, sizeof(err)), 0);
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
 	/* the XDP aggregator's lanes are int32: no narrow lanes by group */
