@@ -367,7 +367,7 @@ static void collect_cluster(struct fill *f, struct job *j)
 	    (double)s->tp.rx_pkts, "transport", tp, NULL, NULL);
 	fam(f, "tally_transport_looped_packets_total", METRICS_COUNTER,
 	    "Packets to this node itself (a co-located aggregator shard) "
-	    "handed from send to receive without the kernel (udp).");
+	    "handed from send to receive without the wire (udp, dpdk).");
 	put(f, "tally_transport_looped_packets_total",
 	    (double)s->tp.loop_pkts, "transport", tp, NULL, NULL);
 	fam(f, "tally_transport_group_packets_total", METRICS_COUNTER,

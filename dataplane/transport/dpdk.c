@@ -879,6 +879,8 @@ static void dpdk_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
 			return;
 		}
 		d->loopq[(d->loop_head + d->loop_n++) % DPDK_TXQ] = m;
+		tp->stats.loop_pkts++;
+		tp->stats.loop_bytes += len;
 		return;
 	}
 	r = n_ports == 1 ? 0 : d->route[dst];
@@ -917,10 +919,12 @@ static int frame_queue(const struct dpdk_priv *d, const uint8_t *p,
 	return q < d->sh->n_queues ? (int)q : -1;
 }
 
-/* up to @n frames: those other queues passed us, the loop queue, then
- * our queue of every port, round-robin */
+/* up to @n frames: those other queues passed us, the loop queue (@m
+ * from *@loop_from up to *@loop_to), then our queue of every port,
+ * round-robin */
 static uint16_t rx_gather(struct transport *tp, struct dpdk_priv *d,
-			  struct rte_mbuf **m, uint16_t n)
+			  struct rte_mbuf **m, uint16_t n, uint16_t *loop_from,
+			  uint16_t *loop_to)
 {
 	struct dpdk_shared *sh = d->sh;
 	uint16_t got = 0, p = d->rx_next, k;
@@ -934,11 +938,13 @@ static uint16_t rx_gather(struct transport *tp, struct dpdk_priv *d,
 			tp->stats.rx_handoff_in++;
 		}
 	}
+	*loop_from = got;
 	for (; got < n && d->loop_n; got++) {
 		m[got] = d->loopq[d->loop_head];
 		d->loop_head = (d->loop_head + 1) % DPDK_TXQ;
 		d->loop_n--;
 	}
+	*loop_to = got;
 	for (uint16_t i = 0; i < sh->n_ports && got < n; i++) {
 		struct dpdk_port *pt = &sh->ports[p];
 
@@ -961,14 +967,14 @@ static int dpdk_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 	struct dpdk_priv *d = tp->priv;
 	struct dpdk_shared *sh = d->sh;
 	struct rte_mbuf *m[TRANSPORT_RX_BURST];
-	uint16_t got, i;
+	uint16_t got, i, loop_from, loop_to;
 	int k = 0;
 
 	if (n > TRANSPORT_RX_BURST)
 		n = TRANSPORT_RX_BURST;
 	if (sh->has_memif_clients && d->queue == 0)
 		ports_supervise(sh);
-	got = rx_gather(tp, d, m, (uint16_t)n);
+	got = rx_gather(tp, d, m, (uint16_t)n, &loop_from, &loop_to);
 	for (i = 0; i < got; i++) {
 		const uint8_t *p = rte_pktmbuf_mtod(m[i], const uint8_t *);
 		int q;
@@ -1001,8 +1007,11 @@ static int dpdk_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 		rx[k].data = p;
 		rx[k].len = m[i]->data_len;
 		rx[k].cookie = m[i];
-		tp->stats.rx_pkts++;
-		tp->stats.rx_bytes += m[i]->data_len;
+		/* looped frames are counted in loop_pkts as they are sent */
+		if (i < loop_from || i >= loop_to) {
+			tp->stats.rx_pkts++;
+			tp->stats.rx_bytes += m[i]->data_len;
+		}
 		k++;
 	}
 	return k;

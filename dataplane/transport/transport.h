@@ -122,8 +122,9 @@ struct transport_stats {
 	 * another queue's shard and passed on, and those taken from others
 	 * (counted in rx_pkts once taken) */
 	uint64_t rx_handoff_out, rx_handoff_in;
-	/* udp: frames to ourselves handed from tx to rx without the kernel
-	 * (not in tx_pkts and rx_pkts, which count the wire's) */
+	/* frames to ourselves handed from tx to rx without the wire (udp:
+	 * without the kernel; not in tx_pkts and rx_pkts, which count the
+	 * wire's) */
 	uint64_t loop_pkts, loop_bytes;
 	/* datagrams sent to the result group (TRANSPORT_GROUP_NODE), in
 	 * tx_pkts and tx_bytes too: each reaches every worker */

@@ -9,7 +9,9 @@
  * exchange tally frames both ways in lock step (batch k goes out once the
  * peer's batch k-1 is in, so no ring overflows) and check every byte; a
  * frame to another UDP port and one to another MAC go first and must be
- * filtered.  The namespaces are deleted in teardown, and at exit.
+ * filtered; then each sends frames to itself, which come back through
+ * the loop queue, counted as looped and not as the wire's.  The
+ * namespaces are deleted in teardown, and at exit.
  *
  * Two queue pairs (net_af_packet qpairs=2, then net_memif, as tallyd with
  * dataplane.threads = 2): each side opens a transport per queue, driven
@@ -141,12 +143,13 @@ static int ns_teardown(void **state)
 
 #define die(...) do { fprintf(stderr, __VA_ARGS__); _exit(1); } while (0)
 
-static void build(struct transport *tp, uint16_t self, uint32_t seq,
-		  const struct tly_addr *dst_override)
+/* frame @seq from node @self to node @to (to @dst_override's address if
+ * given) */
+static void build(struct transport *tp, uint16_t self, uint16_t to,
+		  uint32_t seq, const struct tly_addr *dst_override)
 {
 	struct tly_tx_ops ops = transport_tx_ops(tp);
-	const struct tly_addr *dst = dst_override ? dst_override :
-				     &addrs[!self];
+	const struct tly_addr *dst = dst_override ? dst_override : &addrs[to];
 	size_t len = TLY_L2L4_LEN + TALLY_LEN, i;
 	uint8_t *f = ops.alloc(ops.ctx, len), *p;
 
@@ -157,13 +160,12 @@ static void build(struct transport *tp, uint16_t self, uint32_t seq,
 	memcpy(p, &seq, 4);
 	for (i = 4; i < TALLY_LEN; i++)
 		p[i] = (uint8_t)(seq * 13 + i + self);
-	ops.send(ops.ctx, !self, f, len);
+	ops.send(ops.ctx, to, f, len);
 }
 
-static void check(uint16_t self, const uint8_t *f, size_t len,
-		  uint32_t want)
+static void check(uint16_t self, uint16_t from, const uint8_t *f,
+		  size_t len, uint32_t want)
 {
-	uint16_t from = !self;
 	size_t tl, i;
 	uint32_t seq;
 	const uint8_t *p;
@@ -180,6 +182,46 @@ static void check(uint16_t self, const uint8_t *f, size_t len,
 		if (p[i] != (uint8_t)(seq * 13 + i + from))
 			die("side %u: frame %u: byte %zu differs\n", self, seq,
 			    i);
+}
+
+/*
+ * Frames to ourselves (a co-located aggregator shard's) come back from
+ * the loop queue, not the wire: counted in loop_pkts and loop_bytes, not
+ * in tx_pkts or rx_pkts, as over udp.  Run once the peer sends no more.
+ */
+static void self_loop(struct transport *tp, uint16_t self)
+{
+	struct transport_stats before = tp->stats;
+	struct transport_rx rx[TRANSPORT_RX_BURST];
+	uint64_t end = transport_now_ns() + STALL_NS;
+	uint32_t got = 0;
+	int n;
+
+	for (uint32_t seq = 0; seq < BATCH; seq++)
+		build(tp, self, self, seq, NULL);
+	transport_tx_flush(tp, transport_now_ns());
+	while (got < BATCH && transport_now_ns() < end) {
+		n = transport_rx_burst(tp, rx, TRANSPORT_RX_BURST);
+		for (int i = 0; i < n; i++)
+			check(self, self, rx[i].data, rx[i].len, got++);
+		if (n > 0)
+			transport_rx_release(tp, rx, n);
+	}
+	if (got != BATCH)
+		die("side %u: %u of %u frames to itself came back\n", self,
+		    got, BATCH);
+	if (tp->stats.loop_pkts - before.loop_pkts != BATCH ||
+	    tp->stats.loop_bytes - before.loop_bytes !=
+	    BATCH * (uint64_t)(TLY_L2L4_LEN + TALLY_LEN) ||
+	    tp->stats.rx_pkts != before.rx_pkts ||
+	    tp->stats.tx_pkts != before.tx_pkts)
+		die("side %u: frames to itself: loop %llu, rx %llu, tx %llu "
+		    "more (want %u, 0, 0)\n", self,
+		    (unsigned long long)(tp->stats.loop_pkts -
+					 before.loop_pkts),
+		    (unsigned long long)(tp->stats.rx_pkts - before.rx_pkts),
+		    (unsigned long long)(tp->stats.tx_pkts - before.tx_pkts),
+		    BATCH);
 }
 
 static void side_run(uint16_t self, const char *vdev,
@@ -229,8 +271,8 @@ static void side_run(uint16_t self, const char *vdev,
 
 	wrong_port.port++;
 	wrong_mac.mac[5] ^= 0x40;
-	build(&tp, self, UINT32_MAX, &wrong_port);
-	build(&tp, self, UINT32_MAX - 1, &wrong_mac);
+	build(&tp, self, !self, UINT32_MAX, &wrong_port);
+	build(&tp, self, !self, UINT32_MAX - 1, &wrong_mac);
 	t0 = transport_now_ns();
 	while (got < N_FRAMES) {
 		uint64_t now = transport_now_ns();
@@ -238,12 +280,12 @@ static void side_run(uint16_t self, const char *vdev,
 		/* lock step: batch k goes once the peer's batch k-1 is in */
 		if (sent < N_FRAMES && got >= sent) {
 			for (i = 0; i < BATCH && sent < N_FRAMES; i++)
-				build(&tp, self, sent++, NULL);
+				build(&tp, self, !self, sent++, NULL);
 		}
 		transport_tx_flush(&tp, now);
 		n = transport_rx_burst(&tp, rx, TRANSPORT_RX_BURST);
 		for (i = 0; i < (uint32_t)n; i++)
-			check(self, rx[i].data, rx[i].len, got++);
+			check(self, !self, rx[i].data, rx[i].len, got++);
 		if (n > 0) {
 			transport_rx_release(&tp, rx, n);
 			last = now;
@@ -275,6 +317,8 @@ static void side_run(uint16_t self, const char *vdev,
 		(unsigned long long)tp.stats.rx_filtered);
 	if (tp.stats.rx_filtered < 2)
 		die("side %u: the two stray frames were not filtered\n", self);
+	if (!emu)
+		self_loop(&tp, self);
 	/* the emulated line rate bounds the run (full frames + 24 bytes) */
 	if (emu && emu->rate_bps &&
 	    dt < (uint64_t)(0.95 * N_FRAMES * (TLY_L2L4_LEN + TALLY_LEN +
