@@ -60,6 +60,16 @@ static void log_engine(const struct cluster_shard *sh, unsigned int s)
 			 (unsigned long long)p.delay_decreases,
 			 (unsigned long long)p.loss_decreases);
 	}
+	for (uint16_t n = 0; sh->worker && n < TRANSPORT_MAX_NODES; n++) {
+		struct tly_worker_held h;
+
+		/* the switch profile's bound (dataplane.held_max) */
+		if (tly_worker_held(sh->worker, n, &h) || !h.peak)
+			continue;
+		log_info("  held at node %u: peak %u of %u, past it %u, "
+			 "probes %llu", n, h.peak, h.max, h.escapes,
+			 (unsigned long long)h.probes);
+	}
 }
 
 /* @sum += @k, field by field (all of them are uint64_t). */
@@ -291,6 +301,7 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 			.rto_max_ns = (uint64_t)c->cfg->rto_us * 1000 * 64,
 			.acked_ns = (uint64_t)c->cfg->rto_us * 1000 * 8,
 			.busy_ns = (uint64_t)c->cfg->rto_us * 1000,
+			.held_max = (uint32_t)c->cfg->held_max,
 			.confirm_ns = 200000, .confirm_batch = 64,
 			.chunk_rotate = 0,
 			.profile = (uint8_t)c->cfg->dp_profile,

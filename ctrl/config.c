@@ -142,6 +142,7 @@ static const struct key_spec keys[] = {
 	  1000000, 0 },
 	{ "dataplane", "cc_base_window_ms", K_INT, F(cc_base_window_ms), 1,
 	  60000, 0 },
+	{ "dataplane", "held_max", K_INT, F(held_max), 0, TLY_MAX_SLOTS, 0 },
 	{ "dataplane", "threads", K_INT, F(dp_threads), 1, 16, 0 },
 	{ "dataplane", "profile", K_PROFILE, F(dp_profile), 0, 0, 0 },
 	{ "compression", "method", K_CODEC, F(compression), 0, 0, 0 },

@@ -283,6 +283,7 @@ static void test_config_defaults(void **state)
 	assert_true(cfg.congestion);
 	assert_int_equal(cfg.cc_min_window, 8);
 	assert_int_equal(cfg.cc_target_delay_us, 200);
+	assert_int_equal(cfg.held_max, 0);	/* the engine's default */
 }
 
 static void test_config_valid_file(void **state)
@@ -330,6 +331,7 @@ static void test_config_cluster_file(void **state)
 		   "k = 64\nwindow = 32\ncongestion = false\n"
 		   "cc_min_window = 4\ncc_init_window = 12\n"
 		   "cc_target_delay_us = 200\ncc_base_window_ms = 50\n"
+		   "held_max = 512\n"
 		   "[emulator]\nrate_bps = 10000000000\nloss_ppm = 10000\n"
 		   "seed = 0x10\n");
 	config_defaults(&cfg);
@@ -353,6 +355,7 @@ static void test_config_cluster_file(void **state)
 	assert_int_equal(cfg.cc_init_window, 12);
 	assert_int_equal(cfg.cc_target_delay_us, 200);
 	assert_int_equal(cfg.cc_base_window_ms, 50);
+	assert_int_equal(cfg.held_max, 512);
 	assert_true(cfg.emu_rate_bps == 10000000000ull);
 	assert_int_equal(cfg.emu_loss_ppm, 10000);
 	assert_true(cfg.emu_seed == 16);
@@ -386,6 +389,10 @@ static void test_config_cluster_bad_values(void **state)
 		     "dataplane.cc_min_window");
 	expect_error(*state, "[dataplane]\ncc_target_delay_us = 0\n", 2,
 		     "dataplane.cc_target_delay_us");
+	expect_error(*state, "[dataplane]\nheld_max = -1\n", 2,
+		     "dataplane.held_max");
+	expect_error(*state, "[dataplane]\nheld_max = 65537\n", 2,
+		     "dataplane.held_max");
 	expect_error(*state, "[emulator]\nloss_ppm = 2000000\n", 2,
 		     "emulator.loss_ppm");
 	expect_error(*state, "[emulator]\nbogus = 1\n", 2,
