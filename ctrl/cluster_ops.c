@@ -30,7 +30,7 @@
 
 static size_t part_elems(const struct cluster *c)
 {
-	return (size_t)TLY_MAX_CHUNKS * (size_t)c->cfg->k;
+	return (size_t)TLY_MAX_CHUNKS * (size_t)config_k(c->cfg);
 }
 
 /* the job checked the dtype at submission (job.c): it is in the table */

@@ -107,7 +107,7 @@ int cluster_xdp_epoch(struct cluster *c)
 		.cookie = auth_cookie(&c->mb.cfg.keys, cfg->job_key, c->epoch),
 		.job = tly_wire_job(cfg->job_key, c->epoch),
 		.n_workers = c->n_workers,
-		.k = (uint16_t)cfg->k,
+		.k = (uint16_t)config_k(cfg),
 		.port = c->addrs[c->self_node].port,
 		.n_slots = (uint32_t)cfg->pool_slots,
 		.group_ip = cfg->result_group.ip,

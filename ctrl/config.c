@@ -50,7 +50,7 @@ void config_defaults(struct tally_config *cfg)
 	cfg->dp_threads = 1;
 	cfg->rdma_port = 1;
 	cfg->rdma_gid_index = 1;
-	cfg->k = 256;
+	cfg->k = 0;		/* the profile's (config_k) */
 	cfg->pool_slots = 4096;
 	cfg->window = 64;
 	cfg->congestion = true;
@@ -549,6 +549,17 @@ static int xdp_check(const struct tally_config *cfg, char *err, int errlen)
 	return -1;
 }
 
+int config_k(const struct tally_config *cfg)
+{
+	if (cfg->k)
+		return cfg->k;
+	if (cfg->dp_profile == TLY_PROFILE_SWITCH)
+		return CONFIG_K_SWITCH;
+	if (cfg->compression != TLY_CODEC_NONE)
+		return CONFIG_K_COMPRESSED;
+	return CONFIG_K_SOFTWARE;
+}
+
 int config_profile_check(const struct tally_config *cfg, char *err,
 			 int errlen)
 {
@@ -562,10 +573,10 @@ int config_profile_check(const struct tally_config *cfg, char *err,
 	}
 	if (cfg->dp_profile != TLY_PROFILE_SWITCH)
 		return 0;
-	if (!tly_switch_k_ok((uint32_t)cfg->k)) {
+	if (!tly_switch_k_ok((uint32_t)config_k(cfg))) {
 		snprintf(err, (size_t)errlen, "dataplane.profile = switch needs "
 			 "dataplane.k = 64, 128 or 256 (a switch adds 64 lanes "
-			 "a pass), not %d", cfg->k);
+			 "a pass), not %d", config_k(cfg));
 		return -1;
 	}
 	if (cfg->algorithm != ALGO_AGGREGATE) {

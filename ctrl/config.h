@@ -65,7 +65,7 @@ struct tally_config {
 	char rdma_device[64];		/* "": the first verbs device */
 	int rdma_port;
 	int rdma_gid_index;		/* the port's RoCEv2 IPv4 GID */
-	int k;
+	int k;				/* 0: config_k() chooses */
 	int pool_slots;
 	int window;
 	int rto_us;
@@ -139,6 +139,23 @@ int config_set(struct tally_config *cfg, const char *section,
 /* config_check - cross-key rules (e.g. a cluster needs a coordinator).
  * 0 or -1 with @err set. */
 int config_check(const struct tally_config *cfg, char *err, int errlen);
+
+/*
+ * dataplane.k when the configuration does not set it.  The software
+ * profile's int32 lanes: 360, the most a 1500-byte IP MTU carries (363)
+ * rounded down to whole 8-lane vectors, 1440 bytes of payload a packet,
+ * 40 % more than 256 for the same per-packet cost (docs/performance.md,
+ * "Lanes a packet").  The switch profile: 256, whole 64-lane passes
+ * (docs/switch-profile.md).  A compressed job (compression.method other
+ * than none) keeps 256, the K its codecs were measured with
+ * (docs/compression.md).
+ */
+#define CONFIG_K_SOFTWARE 360
+#define CONFIG_K_SWITCH 256
+#define CONFIG_K_COMPRESSED 256
+
+/* config_k - the job's K: dataplane.k, or the profile's default */
+int config_k(const struct tally_config *cfg);
 
 /* config_profile_check - what dataplane.profile = switch cannot do, for
  * the keys known before the job's roster (K, the algorithm); the worker

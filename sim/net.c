@@ -117,7 +117,7 @@ void sim_unit_time(const struct sim_net *net, enum sim_algo algo,
 int sim_net_preset(const char *name, struct sim_net *net)
 {
 	memset(net, 0, sizeof(*net));
-	net->k = 256;			/* docs/protocol.md: K = 256 */
+	net->k = 256;			/* tools/experiment's dataplane.k */
 	net->window = 64;		/* ctrl/config.c: dataplane.window */
 	/* docs/performance.md §10: the aggregator's per-packet path,
 	 * 7.0-9.6 Mpps on one core: 1 / 8.3 Mpps */

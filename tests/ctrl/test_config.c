@@ -95,9 +95,20 @@ static void test_config_profile(void **state)
 				    err, sizeof(err)), 0);
 	assert_int_equal(cfg.dp_profile, TLY_PROFILE_SOFTWARE);
 	expect_error(*state, "[dataplane]\nprofile = p4\n", 2, "profile");
-	/* K: one pass of 64 lanes and recirculations */
+	/* K unset: each profile's own (config.h), and the switch's passes */
 	config_defaults(&cfg);
+	assert_int_equal(config_k(&cfg), CONFIG_K_SOFTWARE);
+	assert_true(CONFIG_K_SOFTWARE <= TLY_K_MTU1500 &&
+		    CONFIG_K_SOFTWARE % 8 == 0);
+	cfg.compression = TLY_CODEC_INT8;
+	assert_int_equal(config_k(&cfg), CONFIG_K_COMPRESSED);
+	cfg.compression = TLY_CODEC_NONE;
 	cfg.dp_profile = TLY_PROFILE_SWITCH;
+	assert_int_equal(config_k(&cfg), CONFIG_K_SWITCH);
+	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
+	cfg.k = 128;		/* set, it wins */
+	assert_int_equal(config_k(&cfg), 128);
+	/* K: one pass of 64 lanes and recirculations */
 	for (int k = 8; k <= 363; k++) {
 		cfg.k = k;
 		assert_int_equal(config_check(&cfg, err, sizeof(err)),
