@@ -41,7 +41,8 @@
 #include "shm/client_internal.h"
 
 #define N EF_N
-#define K 256			/* the daemons' dataplane.k (default) */
+#define K 256			/* the daemons' dataplane.k (a job with
+				 * compression.method, or ef_lossy's) */
 #define BLOCKS ((N + K - 1) / K)
 #define TOPK ((BLOCKS + 9) / 10)
 #define METHOD TALLY_COMPRESS_BLOCK_TOPK10_EF
