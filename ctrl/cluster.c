@@ -199,7 +199,8 @@ static void open_transport(struct cluster *c, struct cluster_shard *sh)
 		.self = c->self_node,
 		.n_nodes = c->n_nodes,
 		.addrs = sh->addrs,
-		.mtu = (uint32_t)(TLY_L2L4_LEN + TLY_HDR_LEN + 4 * config_k(c->cfg)),
+		.mtu = (uint32_t)(TLY_L2L4_LEN + TLY_HDR_LEN +
+				  4 * config_k(c->cfg)),
 		.eal_args = c->cfg->eal_args,
 		.mbufs = (uint32_t)c->cfg->mbufs,
 		/* dpdk: one queue pair per thread (udp: one socket each) */
@@ -284,7 +285,8 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 		agg_here |= c->agg_nodes[i] == c->self_node;
 	if (me->role != ROLE_AGGREGATOR && c->cfg->local_size > 0) {
 		struct tly_worker_cfg w = {
-			.job = job, .cookie = cookie, .k = (uint16_t)config_k(c->cfg),
+			.job = job, .cookie = cookie,
+			.k = (uint16_t)config_k(c->cfg),
 			.n_workers = c->n_workers, .rank = c->self_node,
 			.n_slots = (uint32_t)c->cfg->pool_slots,
 			.n_aggs = c->n_aggs, .agg_nodes = c->agg_nodes,
@@ -320,7 +322,8 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 	}
 	if (agg_here && c->cfg->algorithm == ALGO_AGGREGATE) {
 		struct tly_agg_cfg a = {
-			.job = job, .cookie = cookie, .k = (uint16_t)config_k(c->cfg),
+			.job = job, .cookie = cookie,
+			.k = (uint16_t)config_k(c->cfg),
 			.n_workers = c->n_workers, .self = c->self_node,
 			.n_slots = (uint32_t)c->cfg->pool_slots,
 			.n_fallback = c->cfg->dp_profile == TLY_PROFILE_SWITCH ?

@@ -71,8 +71,8 @@ struct tally_config {
 	int rto_us;
 	bool congestion;		/* adapt the window (cc.c) */
 	int cc_min_window, cc_init_window;	/* packets */
-	int held_max;		/* switch profile: chunks held an aggregator
-				 * (0: the engine's default) */
+	int held_max;		/* switch profile: chunks held at one
+				 * aggregator (0: the engine's default) */
 	int cc_target_delay_us, cc_base_window_ms;
 	int dp_threads;			/* dataplane threads per job */
 	int dp_profile;			/* enum tly_profile: software |
