@@ -14,6 +14,7 @@
 
 #include "ctrl/config.h"
 #include "ctrl/log.h"
+#include "dataplane/engine/wire.h"
 
 static int load(struct tally_config *cfg, const uint8_t *data, size_t size)
 {
@@ -54,7 +55,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_string(a.rdma_device, sizeof(a.rdma_device));
 	check_string(a.cpus, sizeof(a.cpus));
 	if (a.local_size < 1 || a.local_size > CONFIG_MAX_LOCAL_SIZE ||
-	    a.world < 1 || a.rank < 0 || a.k < 1 || a.pool_slots < 1 ||
+	    a.world < 1 || a.rank < 0 || a.k < 0 ||
+	    config_k(&a) < TLY_K_MIN || config_k(&a) > TLY_K_MTU1500 ||
+	    a.pool_slots < 1 ||
 	    a.window < 1 || a.log_level < LOG_ERR || a.log_level > LOG_DEBUG)
 		abort();
 	if (ret == 0 && a.world > 1 && a.rank >= a.world)
