@@ -190,6 +190,8 @@ int kill_mid_run(struct test_cluster *tc, int hosts, int run_ms,
 	for (int i = 0; i < n; i++)
 		failed += child_wait(pid[i], 30000) != 0;
 	*took_ms = test_now_ms() - t0;
+	fprintf(stderr, "the clients saw the kill in %llu ms\n",
+		(unsigned long long)*took_ms);
 	daemon_stop(&tc->d[hosts - 1]);
 	tc->d[hosts - 1].pid = 0;
 	if (!failed)	/* the survivors serve a new job */

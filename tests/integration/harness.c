@@ -193,8 +193,18 @@ int child_wait(pid_t pid, int timeout_ms)
 	for (;;) {
 		pid_t r = waitpid(pid, &status, WNOHANG);
 
-		if (r == pid)
-			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		if (r == pid && WIFEXITED(status)) {
+			if (WEXITSTATUS(status))
+				fprintf(stderr, "child %d exited with %d\n",
+					pid, WEXITSTATUS(status));
+			return WEXITSTATUS(status);
+		}
+		if (r == pid) {
+			fprintf(stderr, "child %d killed by signal %d%s\n", pid,
+				WTERMSIG(status),
+				WCOREDUMP(status) ? " (core dumped)" : "");
+			return -1;
+		}
 		if (r < 0 || test_now_ms() > end)
 			break;
 		usleep(2000);
