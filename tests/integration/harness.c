@@ -139,9 +139,20 @@ int daemon_terminate(struct test_daemon *d, int wait_ms)
 			goto reaped;
 		usleep(10000);
 	}
+	fprintf(stderr, "daemon %d did not exit within %d ms: killed\n",
+		d->pid, wait_ms);
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, &status, 0);
+	d->pid = 0;
+	return -1;
 reaped:
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "daemon %d died of signal %d%s\n", d->pid,
+			WTERMSIG(status),
+			WCOREDUMP(status) ? " (core dumped)" : "");
+	else if (WEXITSTATUS(status))
+		fprintf(stderr, "daemon %d exited with %d\n", d->pid,
+			WEXITSTATUS(status));
 	d->pid = 0;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
