@@ -276,19 +276,27 @@ static int check_thread_counters(const struct test_daemon *d, int index,
 	return -1;
 }
 
-int cluster_stop_check_threads(struct test_cluster *tc, unsigned int threads,
-			       unsigned long long *passed_out,
-			       unsigned long long *passed_in)
+int cluster_terminate(struct test_cluster *tc)
 {
 	int bad = 0;
 
-	*passed_out = *passed_in = 0;
-	usleep(100000);		/* the threads' counters published */
 	for (int d = tc->n - 1; d >= 0; d--)
 		if (daemon_terminate(&tc->d[d], 5000)) {
 			fprintf(stderr, "daemon %d did not exit cleanly\n", d);
 			bad++;
 		}
+	return bad;
+}
+
+int cluster_stop_check_threads(struct test_cluster *tc, unsigned int threads,
+			       unsigned long long *passed_out,
+			       unsigned long long *passed_in)
+{
+	int bad;
+
+	*passed_out = *passed_in = 0;
+	usleep(100000);		/* the threads' counters published */
+	bad = cluster_terminate(tc);
 	/* the daemons are gone (killed if one hung): cluster_down()
 	 * removes what they left */
 	for (int d = 0; d < tc->n; d++)

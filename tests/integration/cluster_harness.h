@@ -65,8 +65,13 @@ int cluster_down(struct test_cluster *tc);
  * failure */
 double cluster_sent_bytes(const char *sock);
 
+/* Stop every daemon (SIGTERM, then wait up to 5 s), the last first, and
+ * keep their files (logs) for cluster_down(); returns the number that did
+ * not exit cleanly (each said on stderr). */
+int cluster_terminate(struct test_cluster *tc);
+
 /*
- * Stop every daemon (SIGTERM, then wait up to 5 s) and read the closing
+ * cluster_terminate(), then read the closing
  * counters each logged per dataplane thread.  Every daemon must have
  * exited cleanly, and each of its @threads threads must have received
  * and sent frames: returns the number of daemons for which either fails

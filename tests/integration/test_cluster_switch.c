@@ -111,8 +111,7 @@ static void test_switch_held_max(void **state)
 	if (failed)
 		cluster_show_warnings(&tc);
 	/* the report comes as the engine goes: stop, then read the logs */
-	for (int r = tc.n - 1; r >= 0; r--)
-		failed += daemon_terminate(&tc.d[r], 5000) != 0;
+	failed += cluster_terminate(&tc);
 	for (int r = 0; r < HOSTS; r++)
 		lines[r] = held_lines(&tc.d[r], 96);
 	cluster_down(&tc);
