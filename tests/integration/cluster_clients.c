@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <tally/tally.h>
@@ -98,8 +100,13 @@ int client_job_main(void *arg)
 		if (!ret)
 			ret = tally_wait(c, req, 30000);
 		if (j->expect_error) {
-			if (ret == j->expect_error)
-				goto out;	/* the error we wait for */
+			if (ret == j->expect_error) {	/* the one we wait for */
+				if (j->error_seen_ms)
+					atomic_store(&j->error_seen_ms[
+						tally_rank(c) % CL_LOCAL],
+						test_now_ms());
+				goto out;
+			}
 			if (ret) {
 				fprintf(stderr, "proc %d: %s, not %s\n", proc,
 					tally_strerror(ret),
@@ -172,13 +179,20 @@ int kill_mid_run(struct test_cluster *tc, int hosts, int run_ms,
 				    .first_iteration = 1u << 30, .go_fd = -1 };
 	struct client_job jobs[CL_MAX_DAEMONS];
 	pid_t pid[CL_MAX_DAEMONS * CL_LOCAL];
-	int n = 0, failed = 0;
+	int n = 0, failed = 0, gone, status;
+	size_t seen_size = sizeof(_Atomic uint64_t) * CL_MAX_DAEMONS * CL_LOCAL;
+	_Atomic uint64_t *seen = mmap(NULL, seen_size, PROT_READ | PROT_WRITE,
+				      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	char per_host[CL_MAX_DAEMONS * 24] = "";
 	uint64_t t0;
 
+	if (seen == MAP_FAILED)
+		return -1;
 	for (int h = 0; h < hosts; h++) {
 		jobs[h] = job;
 		jobs[h].sock = tc->d[h].sock;
 		jobs[h].host = h;
+		jobs[h].error_seen_ms = seen + h * CL_LOCAL;
 		if (h == hosts - 1)	/* they see their daemon die instead */
 			jobs[h].expect_error = -TALLY_EDAEMONLOST;
 		for (int l = 0; l < CL_LOCAL; l++)
@@ -187,11 +201,44 @@ int kill_mid_run(struct test_cluster *tc, int hosts, int run_ms,
 	usleep((useconds_t)run_ms * 1000);
 	kill(tc->d[hosts - 1].pid, SIGKILL);
 	t0 = test_now_ms();
+	/* the clock starts when the process is gone: its sockets close
+	 * only after the kernel has torn down its memory, which on a
+	 * starved machine has taken seconds (daemon_reap()) */
+	gone = daemon_reap(tc->d[hosts - 1].pid, &status, 2000);
+	if (gone < 0) {
+		fprintf(stderr, "the killed daemon was not reaped\n");
+		failed++;
+		gone = 0;
+	} else {
+		tc->d[hosts - 1].pid = 0;
+	}
+	t0 += (uint64_t)gone;
 	for (int i = 0; i < n; i++)
 		failed += child_wait(pid[i], 30000) != 0;
-	*took_ms = test_now_ms() - t0;
-	fprintf(stderr, "the clients saw the kill in %llu ms\n",
-		(unsigned long long)*took_ms);
+	/* the last error seen, in ms after the process was gone (a client
+	 * may have been first: its socket closed before the reaping) */
+	*took_ms = 0;
+	for (int h = 0; h < hosts; h++) {
+		long long last = 0;
+
+		for (int l = 0; l < CL_LOCAL; l++) {
+			uint64_t at = atomic_load(&seen[h * CL_LOCAL + l]);
+			long long d = at ? (long long)at - (long long)t0 : -1;
+
+			if (!at)
+				failed++;	/* (the client said why) */
+			if (l == 0 || d > last)
+				last = d;
+		}
+		if (last > 0 && (uint64_t)last > *took_ms)
+			*took_ms = (uint64_t)last;
+		snprintf(per_host + strlen(per_host),
+			 sizeof(per_host) - strlen(per_host), "%s%lld",
+			 h ? ", " : "", last);
+	}
+	munmap(seen, seen_size);
+	fprintf(stderr, "the killed daemon was gone in %d ms; the clients had their errors %llu ms after (by host, the last client: %s; host %d's daemon was killed)\n",
+		gone, (unsigned long long)*took_ms, per_host, hosts - 1);
 	daemon_stop(&tc->d[hosts - 1]);
 	tc->d[hosts - 1].pid = 0;
 	if (!failed)	/* the survivors serve a new job */

@@ -23,6 +23,10 @@ struct client_job {
 	uint64_t first_iteration;
 	int expect_error;	/* 0, or the error every op must end with */
 	int go_fd;		/* -1, or read one byte before starting */
+	/* NULL, or (shared with the parent) when the expected error came,
+	 * test_now_ms(), one slot per local rank: a client's exit may be
+	 * slow in the kernel, so its reaping is no measure of it */
+	_Atomic uint64_t *error_seen_ms;
 };
 
 /* Fork one client per local rank of every worker host; wait for all.
@@ -50,8 +54,8 @@ int run_checked_job(const struct cluster_spec *spec, int rounds,
  * has work in flight.  The other hosts' clients must end with
  * TALLY_EPEERLOST and the victim's with TALLY_EDAEMONLOST, nothing may
  * hang; then the survivors run a new job, checked.  Returns the number of
- * clients that failed (0: all good); *took_ms is how long after the kill
- * the last client returned.
+ * clients that failed (0: all good); *took_ms is how long after the
+ * killed process was gone the last client had its error.
  */
 int kill_mid_run(struct test_cluster *tc, int hosts, int run_ms,
 		 uint64_t *took_ms);

@@ -91,7 +91,9 @@ int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	for (int i = 0; i < 500; i++) {	/* up to 5 s */
+	/* up to 10 s: on the starved machine a DPDK daemon's start (its
+	 * memory mapped) has stalled in the kernel for over 5 s */
+	for (int i = 0; i < 1000; i++) {
 		if (can_connect(d->sock))
 			return 0;
 		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
@@ -127,20 +129,105 @@ int daemon_alive(const struct test_daemon *d)
 	return d->pid > 0 && waitpid(d->pid, NULL, WNOHANG) == 0;
 }
 
+/* where a hung process's threads are: each one's kernel stack, every
+ * other task of the machine blocked in the kernel (D) or running (R), and
+ * kdamond (who holds what it waits for), then (while the process can still be traced)
+ * gdb's backtraces */
+static void threads_show(pid_t pid)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd),
+		 "cd /proc/%d/task 2>/dev/null && for t in *; do "
+		 "echo \"thread $t: $(cat $t/comm) $(cut -d' ' -f3 $t/stat) "
+		 "$(cat $t/wchan)\"; cat $t/stack; done >&2", (int)pid);
+	(void)!system(cmd);
+	snprintf(cmd, sizeof(cmd),
+		 "for t in /proc/[0-9]*/task/[0-9]*; do "
+		 "case $t in /proc/%d/*) continue;; esac; "
+		 "c=$(cat $t/comm 2>/dev/null); "
+		 "s=$(cut -d' ' -f3 $t/stat 2>/dev/null); "
+		 "case \"$s $c\" in 'D '*|'R '*|*kdamond*) "
+		 "echo \"other task $t: $c $s\"; cat $t/stack;; esac; "
+		 "done 2>/dev/null >&2", (int)pid);
+	(void)!system(cmd);
+	snprintf(cmd, sizeof(cmd),
+		 "timeout 30 gdb -batch -nx -p %d -ex 'thread apply all bt' "
+		 "2>&1 | grep -E '^(Thread|#)' >&2", (int)pid);
+	(void)!system(cmd);
+}
+
+#define TASK_PF_EXITING 0x4u	/* include/linux/sched.h */
+
+/* Has @pid's exit begun (its main thread a zombie, or exiting: killed, or
+ * past exit())?  Then what is left is the kernel's: tearing down its
+ * memory. */
+static bool exit_begun(pid_t pid)
+{
+	char path[64], st[512], state;
+	unsigned int flags;
+	const char *p;
+	FILE *f;
+	bool begun = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	/* "pid (comm) state ppid pgrp session tty tpgid flags ..."; the
+	 * name may hold anything */
+	if (fgets(st, sizeof(st), f) && (p = strrchr(st, ')')) &&
+	    sscanf(p + 1, " %c %*d %*d %*d %*d %*d %u", &state, &flags) == 2)
+		begun = state == 'Z' || state == 'X' ||
+			(flags & TASK_PF_EXITING);
+	fclose(f);
+	return begun;
+}
+
+int daemon_reap(pid_t pid, int *status, int wait_ms)
+{
+	uint64_t t0 = test_now_ms(), end = t0 + (uint64_t)wait_ms;
+	bool told = false;
+
+	for (;;) {
+		if (waitpid(pid, status, WNOHANG) == pid)
+			return (int)(test_now_ms() - t0);
+		if (test_now_ms() >= end) {
+			if (!exit_begun(pid))
+				return -1;
+			/* tally's code has ended: give the kernel its time,
+			 * and say where it spends it */
+			if (!told) {
+				fprintf(stderr, "daemon %d: exit begun, still in the kernel after %d ms:\n",
+					(int)pid, wait_ms);
+				threads_show(pid);
+				told = true;
+				end = test_now_ms() + 60000;
+				continue;
+			}
+			return -1;
+		}
+		usleep(2000);
+	}
+}
+
 int daemon_terminate(struct test_daemon *d, int wait_ms)
 {
-	int status = 0;
+	int status = 0, took;
 
 	if (d->pid <= 0)
 		return 0;
 	kill(d->pid, SIGTERM);
-	for (int i = 0; i < wait_ms / 10; i++) {
-		if (waitpid(d->pid, &status, WNOHANG) == d->pid)
-			goto reaped;
-		usleep(10000);
+	took = daemon_reap(d->pid, &status, wait_ms);
+	if (took >= 0) {
+		if (took > wait_ms)
+			fprintf(stderr, "daemon %d: gone after %d ms\n",
+				d->pid, took);
+		goto reaped;
 	}
-	fprintf(stderr, "daemon %d did not exit within %d ms: killed\n",
+	fprintf(stderr, "daemon %d did not exit within %d ms: its threads, then killed\n",
 		d->pid, wait_ms);
+	threads_show(d->pid);
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, &status, 0);
 	d->pid = 0;

@@ -23,10 +23,16 @@ int daemon_start(struct test_daemon *d, int n, const char *const *extra);
 /* The same, run inside network namespace @netns when it is not NULL. */
 int daemon_start_in(struct test_daemon *d, int n, const char *const *extra,
 		    const char *netns);
-/* SIGTERM, and reap it within @wait_ms (SIGKILL past that).  Returns its
+/* SIGTERM, and reap it within @wait_ms (SIGKILL past that, unless its
+ * exit has begun: see daemon_reap()).  Returns its
  * exit status, or -1 if it died of a signal (a crash) or had to be
  * killed.  Its directory (the log) stays; d->pid is 0 after. */
 int daemon_terminate(struct test_daemon *d, int wait_ms);
+/* Reap @pid within @wait_ms, or, if its exit has begun by then (the
+ * kernel tearing down its memory, slow on a starved machine), within 60 s
+ * more, showing where its threads are.  Returns the ms it took, or -1
+ * (not reaped). */
+int daemon_reap(pid_t pid, int *status, int wait_ms);
 /* daemon_terminate() within 3 s, the log's tail shown when it did not
  * exit cleanly, then remove the directory.  Returns as
  * daemon_terminate(). */
