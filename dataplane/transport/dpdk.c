@@ -95,9 +95,15 @@ static char *eal_argv[DPDK_MAX_ARGS + 1];
 struct dpdk_port {
 	uint16_t id;
 	_Atomic bool started;	/* written by queue 0 only */
-	/* a memif client's server socket ("": not one), next check */
+	/* a net_memif port: left open at exit (see shared_stop()) */
+	bool memif;
+	/* a memif client: supervised by queue 0 (see memif_supervise()) */
+	bool memif_client;
+	/* its socket file (socket-abstract=no; "": none), next check, and
+	 * whether the last check saw its link down */
 	char memif_socket[108];
 	uint64_t check_ns;
+	bool seen_down;
 	/* queue q is in a burst on this port (see port_enter()) */
 	_Atomic uint32_t busy[DPDK_MAX_QUEUES];
 	/* queue pairs configured: the threads', or fewer if the port has
@@ -297,15 +303,21 @@ static void port_down(struct dpdk_shared *sh, struct dpdk_port *pt)
  * disconnected and never connects again by itself.  So a client port is
  * supervised from the poll loop (of queue 0), every DPDK_MEMIF_CHECK_NS:
  * not started while the socket file is missing, and stopped and started
- * again (a new connection) when its link has been down for a check
- * interval, or, just after a start, for DPDK_MEMIF_CONNECT_NS (the
+ * again (a new connection) when its link has been down at two checks in
+ * a row, or, just after a start, for DPDK_MEMIF_CONNECT_NS (the
  * handshake runs in both processes' EAL interrupt threads, slow on a busy
- * machine).  Its link is down meanwhile, like a switch port whose peer is
- * unplugged: frames to it are dropped and counted.  An abstract socket
- * (socket-abstract=yes, memif's default) cannot be looked for: use
- * socket-abstract=no.
+ * machine).  Two checks, not one: the PMD marks the link down first when
+ * its interrupt thread disconnects (a peer's DISCONNECT or hang-up) and
+ * frees the connection's regions after, and a stop meanwhile would run
+ * the same disconnect at once and free them twice.  Its link is down
+ * meanwhile, like a switch port whose peer is unplugged: frames to it
+ * are dropped and counted.  An abstract socket (socket-abstract=yes,
+ * memif's default) cannot be looked for: use socket-abstract=no.
  */
-static bool memif_client_socket(uint16_t port, char *path, size_t cap)
+
+/* Is @port a net_memif port?  Its role, and its socket file if it has one
+ * (socket-abstract=no) in @path ("" if not). */
+static bool memif_port(uint16_t port, bool *client, char *path, size_t cap)
 {
 	struct rte_eth_dev_info info;
 	const struct rte_devargs *da;
@@ -317,18 +329,19 @@ static bool memif_client_socket(uint16_t port, char *path, size_t cap)
 		return false;
 	da = rte_dev_devargs(info.device);
 	args = da ? da->args : NULL;
-	if (!args || !strstr(args, "role=client") ||
-	    !strstr(args, "socket-abstract=no"))
-		return false;
+	*client = args && strstr(args, "role=client");
+	path[0] = '\0';
+	if (!args || !strstr(args, "socket-abstract=no"))
+		return true;
 	sock = strstr(args, "socket=");
 	if (!sock)
-		return false;
+		return true;
 	sock += strlen("socket=");
 	n = strcspn(sock, ",");
-	if (n >= cap)
-		return false;
-	memcpy(path, sock, n);
-	path[n] = '\0';
+	if (n < cap) {
+		memcpy(path, sock, n);
+		path[n] = '\0';
+	}
 	return true;
 }
 
@@ -347,8 +360,15 @@ static void memif_supervise(struct dpdk_shared *sh, struct dpdk_port *pt,
 		return;
 	pt->check_ns = now + DPDK_MEMIF_CHECK_NS;
 	if (atomic_load_explicit(&pt->started, memory_order_relaxed)) {
-		if (!link_down(pt->id))
+		bool down = link_down(pt->id);
+
+		/* the first sight of it down: the PMD may still be
+		 * disconnecting in its interrupt thread */
+		if (!down || !pt->seen_down) {
+			pt->seen_down = down;
 			return;
+		}
+		pt->seen_down = false;
 		dp_info("transport dpdk: port %u: memif link down, connecting again",
 			pt->id);
 		port_down(sh, pt);
@@ -367,7 +387,7 @@ static void ports_supervise(struct dpdk_shared *sh)
 	uint64_t now = transport_now_ns();
 
 	for (uint16_t p = 0; p < sh->n_ports; p++)
-		if (sh->ports[p].memif_socket[0])
+		if (sh->ports[p].memif_client)
 			memif_supervise(sh, &sh->ports[p], now);
 }
 
@@ -453,14 +473,44 @@ static void ring_drain(struct dp_ring *r)
 		rte_pktmbuf_free(m);
 }
 
+/*
+ * A memif port is not stopped or closed at exit: DPDK 22.11's PMD runs
+ * its disconnect (which frees the connection's regions) from
+ * rte_eth_dev_stop() and _close() and, unlocked, from the EAL's interrupt
+ * thread when the peer says DISCONNECT or hangs up, which at the end of a
+ * job it does at the same moment; and closing its last server port frees
+ * the listener's interrupt handle while that thread still polls it.  Both
+ * have crashed daemons at exit here (docs/transports.md).  The process's
+ * exit closes the control channel instead, which the peer sees as a
+ * hang-up, as when the daemon is killed.  A server's socket file goes
+ * with it, as the PMD's close would have removed it: a server started
+ * again on the same path could not bind it.
+ */
+static void memif_leave(struct dpdk_port *pt)
+{
+	atomic_store_explicit(&pt->started, false, memory_order_seq_cst);
+	if (!pt->memif_client && pt->memif_socket[0] &&
+	    unlink(pt->memif_socket) && errno != ENOENT)
+		dp_warn("transport dpdk: port %u: remove %s: %s", pt->id,
+			pt->memif_socket, strerror(errno));
+}
+
 static void shared_stop(void)
 {
 	struct dpdk_shared *sh = shared;
+	bool memif_left = false;
 
 	if (sh) {
 		for (uint16_t p = 0; p < sh->n_ports; p++) {
-			port_down(sh, &sh->ports[p]);
-			rte_eth_dev_close(sh->ports[p].id);
+			struct dpdk_port *pt = &sh->ports[p];
+
+			if (pt->memif) {
+				memif_leave(pt);
+				memif_left = true;
+				continue;
+			}
+			port_down(sh, pt);
+			rte_eth_dev_close(pt->id);
 		}
 		for (uint16_t a = 0; a < sh->n_queues; a++)
 			for (uint16_t b = 0; b < sh->n_queues; b++)
@@ -468,11 +518,16 @@ static void shared_stop(void)
 					ring_drain(&sh->handoff[a][b]);
 					dp_ring_fini(&sh->handoff[a][b]);
 				}
-		rte_mempool_free(sh->pool);
+		/* a memif port left open may still reach its mbufs */
+		if (!memif_left)
+			rte_mempool_free(sh->pool);
 		free(sh);
 		shared = NULL;
 	}
-	rte_eal_cleanup();
+	/* the EAL's interrupt thread outlives the cleanup (22.11), which
+	 * unmaps the memory memif's handlers walk */
+	if (!memif_left)
+		rte_eal_cleanup();
 	eal_state = EAL_GONE;
 }
 
@@ -621,8 +676,14 @@ static int shared_start(const struct transport_config *cfg, uint16_t nq)
 		struct dpdk_port *pt = &sh->ports[p];
 
 		ret = port_start(sh, pt);
-		if (!ret && memif_client_socket(pt->id, pt->memif_socket,
-						sizeof(pt->memif_socket))) {
+		pt->memif = memif_port(pt->id, &pt->memif_client,
+				       pt->memif_socket,
+				       sizeof(pt->memif_socket));
+		/* a memif client without a socket file cannot be supervised:
+		 * started once, as memif starts it */
+		if (pt->memif_client && !pt->memif_socket[0])
+			pt->memif_client = false;
+		if (!ret && pt->memif_client) {
 			/* started (and restarted) by ports_supervise */
 			sh->has_memif_clients = true;
 		} else if (!ret) {
