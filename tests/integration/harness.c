@@ -129,32 +129,33 @@ int daemon_alive(const struct test_daemon *d)
 	return d->pid > 0 && waitpid(d->pid, NULL, WNOHANG) == 0;
 }
 
-/* where a hung process's threads are: each one's kernel stack, every
- * other task of the machine blocked in the kernel (D) or running (R), and
- * kdamond (who holds what it waits for), then (while the process can still be traced)
- * gdb's backtraces */
-static void threads_show(pid_t pid)
+/* run the shell command @fmt, whose one %d is @pid */
+static void sh_pid(const char *fmt, pid_t pid)
 {
 	char cmd[512];
 
-	snprintf(cmd, sizeof(cmd),
-		 "cd /proc/%d/task 2>/dev/null && for t in *; do "
-		 "echo \"thread $t: $(cat $t/comm) $(cut -d' ' -f3 $t/stat) "
-		 "$(cat $t/wchan)\"; cat $t/stack; done >&2", (int)pid);
+	snprintf(cmd, sizeof(cmd), fmt, (int)pid);
 	(void)!system(cmd);
-	snprintf(cmd, sizeof(cmd),
-		 "for t in /proc/[0-9]*/task/[0-9]*; do "
-		 "case $t in /proc/%d/*) continue;; esac; "
-		 "c=$(cat $t/comm 2>/dev/null); "
-		 "s=$(cut -d' ' -f3 $t/stat 2>/dev/null); "
-		 "case \"$s $c\" in 'D '*|'R '*|*kdamond*) "
-		 "echo \"other task $t: $c $s\"; cat $t/stack;; esac; "
-		 "done 2>/dev/null >&2", (int)pid);
-	(void)!system(cmd);
-	snprintf(cmd, sizeof(cmd),
-		 "timeout 30 gdb -batch -nx -p %d -ex 'thread apply all bt' "
-		 "2>&1 | grep -E '^(Thread|#)' >&2", (int)pid);
-	(void)!system(cmd);
+}
+
+/* where a hung process's threads are: each one's kernel stack, every
+ * other task of the machine blocked in the kernel (D) or running (R),
+ * and kdamond (who holds what it waits for), then (while the process
+ * can still be traced) gdb's backtraces */
+static void threads_show(pid_t pid)
+{
+	sh_pid("cd /proc/%d/task 2>/dev/null && for t in *; do "
+	       "echo \"thread $t: $(cat $t/comm) $(cut -d' ' -f3 $t/stat) "
+	       "$(cat $t/wchan)\"; cat $t/stack; done >&2", pid);
+	sh_pid("for t in /proc/[0-9]*/task/[0-9]*; do "
+	       "case $t in /proc/%d/*) continue;; esac; "
+	       "c=$(cat $t/comm 2>/dev/null); "
+	       "s=$(cut -d' ' -f3 $t/stat 2>/dev/null); "
+	       "case \"$s $c\" in 'D '*|'R '*|*kdamond*) "
+	       "echo \"other task $t: $c $s\"; cat $t/stack;; esac; "
+	       "done 2>/dev/null >&2", pid);
+	sh_pid("timeout 30 gdb -batch -nx -p %d -ex 'thread apply all bt' "
+	       "2>&1 | grep -E '^(Thread|#)' >&2", pid);
 }
 
 #define TASK_PF_EXITING 0x4u	/* include/linux/sched.h */
@@ -225,9 +226,10 @@ int daemon_terminate(struct test_daemon *d, int wait_ms)
 				d->pid, took);
 		goto reaped;
 	}
-	fprintf(stderr, "daemon %d did not exit within %d ms: its threads, then killed\n",
+	fprintf(stderr, "daemon %d did not exit within %d ms: killed\n",
 		d->pid, wait_ms);
-	threads_show(d->pid);
+	if (!exit_begun(d->pid))	/* else daemon_reap() showed them */
+		threads_show(d->pid);
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, &status, 0);
 	d->pid = 0;
