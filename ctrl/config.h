@@ -73,6 +73,7 @@ struct tally_config {
 	int cc_min_window, cc_init_window;	/* packets */
 	int held_max;		/* switch profile: chunks held at one
 				 * aggregator (0: the engine's default) */
+	int release_batch;	/* switch profile: chunks a CONFIRM names */
 	int cc_target_delay_us, cc_base_window_ms;
 	int dp_threads;			/* dataplane threads per job */
 	int dp_profile;			/* enum tly_profile: software |

@@ -1067,29 +1067,58 @@ static void agg_confirm(struct tly_agg *a, const struct tly_hdr *h,
 	}
 }
 
-/*
- * The switch profile's CONFIRM: one chunk, at the slot its header names
- * (the parser checked it is the chunk's hashed slot).  Only a DONE slot
- * of that chunk takes the receipt; anywhere else the chunk was freed
- * before (all receipts in) and the sender only needs the ACK.
- */
-static void agg_confirm_switch(struct tly_agg *a, const struct tly_hdr *h,
-			       uint8_t dscp, uint64_t now)
+/* one receipt of the switch profile's CONFIRM: only a DONE slot of that
+ * chunk takes it; anywhere else the chunk was freed before (all receipts
+ * in) and the sender only needs the ACK */
+static void agg_receipt_switch(struct tly_agg *a, uint16_t slot,
+			       uint64_t key, uint16_t rank, uint64_t now)
 {
-	struct agg_slot *s = &a->slots[h->slot];
-	uint64_t key = tly_chunk_key(h->tensor, h->chunk,
-				     h->flags & TLY_F_EXP);
+	struct agg_slot *s = &a->slots[slot];
 
 	if (s->state == SLOT_DONE && s->key == key) {
-		s->confirmed |= 1ull << h->rank;
+		s->confirmed |= 1ull << rank;
 		a->c.confirms++;
 		if ((s->confirmed & a->all) == a->all)
 			slot_release(a, s, now);
 	} else {
 		a->c.dups++;
 	}
-	if (h->flags & TLY_F_ACK_REQ)
-		agg_reply(a, h, TLY_T_ACK, dscp, TLY_F_RELEASED);
+}
+
+/*
+ * The switch profile's CONFIRM: the header's chunk and aux more, each at
+ * the slot it names (the parser checked they are the chunks' hashed
+ * slots), one look-up each.  The ACK with RELEASED echoes them all.
+ */
+static void agg_confirm_switch(struct tly_agg *a, const struct tly_hdr *h,
+			       const uint8_t *pkt, uint8_t dscp, uint64_t now)
+{
+	uint8_t exp = h->flags & TLY_F_EXP;
+	const uint8_t *r = pkt + TLY_HDR_LEN;
+	size_t rl = (size_t)h->aux * TLY_RECEIPT_LEN;
+	struct tly_out o;
+	struct tly_hdr ack;
+	unsigned int i;
+
+	agg_receipt_switch(a, h->slot, tly_chunk_key(h->tensor, h->chunk, exp),
+			   h->rank, now);
+	for (i = 0; i < h->aux; i++, r += TLY_RECEIPT_LEN)
+		agg_receipt_switch(a, tly_get16(r + 6),
+				   tly_chunk_key(tly_get32(r), tly_get16(r + 4),
+						 exp),
+				   h->rank, now);
+	if (!(h->flags & TLY_F_ACK_REQ))
+		return;
+	if (tly_out_begin(&o, &a->cfg.ops, &a->cfg.net, &a->c, a->cfg.self,
+			  h->rank, dscp, TLY_HDR_LEN + rl))
+		return;
+	ack = *h;
+	ack.type = TLY_T_ACK;
+	ack.flags = exp | TLY_F_RELEASED;
+	tly_hdr_write(o.pkt, &ack);
+	memcpy(o.pkt + TLY_HDR_LEN, pkt + TLY_HDR_LEN, rl);
+	tly_out_send(&o, &a->cfg.ops, &a->cfg.net, &a->c);
+	a->c.acks++;
 }
 
 /* any frame: not DATA of this job, or a DATA the fast check refused */
@@ -1111,7 +1140,7 @@ static void agg_rx_general(struct tly_agg *a, const uint8_t *frame,
 		break;
 	case TLY_T_CONFIRM:
 		if (a->cfg.profile == TLY_PROFILE_SWITCH)
-			agg_confirm_switch(a, &h, dscp, now);
+			agg_confirm_switch(a, &h, pkt, dscp, now);
 		else
 			agg_confirm(a, &h, pkt, now);
 		break;

@@ -20,21 +20,42 @@ void tly_hdr_write(uint8_t *p, const struct tly_hdr *h)
 	tly_put32(p + TLY_COOKIE_OFF, h->cookie);
 }
 
+/* the switch profile's receipts after the header (CONFIRM, and the ACK
+ * with RELEASED that echoes it): each chunk at its hashed slot */
+static enum tly_drop receipts_check(const uint8_t *p, const struct tly_hdr *h,
+				    const struct tly_wire_limits *lim)
+{
+	const uint8_t *r = p + TLY_HDR_LEN;
+	unsigned int i;
+
+	for (i = 0; i < h->aux; i++, r += TLY_RECEIPT_LEN) {
+		uint16_t slot = tly_get16(r + 6);
+
+		if (slot >= lim->n_slots ||
+		    slot != tly_slot_of(tly_get32(r), tly_get16(r + 4),
+					!!(h->flags & TLY_F_EXP),
+					lim->n_slots))
+			return TLY_E_SLOT;
+	}
+	return TLY_OK;
+}
+
 static enum tly_drop confirm_check(const uint8_t *p, const struct tly_hdr *h,
 				   const struct tly_wire_limits *lim)
 {
 	unsigned int i;
 
 	if (lim->profile == TLY_PROFILE_SWITCH) {
-		/* aux = 0, the chunk in the header, its hashed slot */
-		if (h->aux)
+		/* the chunk in the header, aux more after it, each at its
+		 * hashed slot */
+		if (h->aux >= TLY_SWITCH_RECEIPTS)
 			return TLY_E_CONFIRM;
 		if (h->slot >= lim->n_slots ||
 		    h->slot != tly_slot_of(h->tensor, h->chunk,
 					   !!(h->flags & TLY_F_EXP),
 					   lim->n_slots))
 			return TLY_E_SLOT;
-		return TLY_OK;
+		return receipts_check(p, h, lim);
 	}
 	if (h->aux == 0 || h->slot || h->tensor || h->chunk)
 		return TLY_E_CONFIRM;
@@ -64,9 +85,15 @@ static inline enum tly_drop hdr_check(const struct tly_hdr *h,
 	if ((h->type == TLY_T_DATA || h->type == TLY_T_RESULT) &&
 	    !tly_lanes_ok(h->flags))
 		return TLY_E_FLAGS;
-	if (h->type != TLY_T_CONFIRM && h->type != TLY_T_RING_ACK &&
-	    !tly_aux_ok(h->type, h->flags, h->aux, lim->n_ranks))
+	if (h->type == TLY_T_ACK && (h->flags & TLY_F_RELEASED)) {
+		/* the switch profile's (the flags table): aux echoes the
+		 * CONFIRM's receipts */
+		if (h->aux >= TLY_SWITCH_RECEIPTS)
+			return TLY_E_LEN;
+	} else if (h->type != TLY_T_CONFIRM && h->type != TLY_T_RING_ACK &&
+		   !tly_aux_ok(h->type, h->flags, h->aux, lim->n_ranks)) {
 		return TLY_E_LEN;
+	}
 	if (len != TLY_HDR_LEN + tly_payload_len(h->type, lim->k, h->aux))
 		return TLY_E_LEN;
 	if (h->rank >= lim->n_ranks &&
@@ -90,6 +117,8 @@ static inline enum tly_drop hdr_check(const struct tly_hdr *h,
 					   !!(h->flags & TLY_F_EXP),
 					   lim->n_slots))
 			return TLY_E_SLOT;
+		if (h->type == TLY_T_ACK && h->aux)
+			return receipts_check(p, h, lim);
 		break;
 	case TLY_T_RING:
 	case TLY_T_RING_ACK:

@@ -45,6 +45,14 @@
 /* the switch profile (docs/switch-profile.md): every bitmap one 32-bit
  * register, K one pipeline pass of 64 lanes plus recirculations */
 #define TLY_SWITCH_MAX_WORKERS	32
+/*
+ * The switch profile's CONFIRM names up to this many chunks: the header's
+ * and aux (at most 7) more, 8 bytes each (tensor, chunk, slot), one slot
+ * look-up each: a pipeline pass plus a recirculation per extra chunk.  Its
+ * ACK with RELEASED echoes them.
+ */
+#define TLY_SWITCH_RECEIPTS	8
+#define TLY_RECEIPT_LEN		8
 
 /* what the aggregator's per-packet work may be (tly_wire_limits.profile) */
 enum tly_profile {
@@ -174,9 +182,10 @@ struct tly_hdr {
 	uint32_t tensor;
 	uint16_t chunk;
 	int8_t shift;		/* block scale: value = int * 2^-shift */
-	uint8_t aux;		/* CONFIRM: number of ranges (0: the switch
-				 * profile's CONFIRM of the one chunk the
-				 * header names); RING_ACK: chunks
+	uint8_t aux;		/* CONFIRM: number of ranges (the switch
+				 * profile: of chunks after the one the
+				 * header names; its ACK with RELEASED
+				 * echoes them); RING_ACK: chunks
 				 * chunk .. chunk + aux are acknowledged */
 	uint32_t cookie;	/* the epoch's, from the job secret */
 };
@@ -299,7 +308,7 @@ static inline uint8_t tly_type_flags(uint8_t type, uint8_t profile)
 			return TLY_F_EXP | TLY_F_INT;
 		return TLY_F_EXP | TLY_F_INT | TLY_F_FALLBACK;
 	case TLY_T_CONFIRM:
-		/* the switch profile's: one chunk, named as DATA names it */
+		/* the switch profile's: chunks named as DATA names them */
 		if (profile == TLY_PROFILE_SWITCH)
 			return TLY_F_EXP | TLY_F_ACK_REQ | TLY_F_RETX;
 		return 0;
@@ -320,10 +329,21 @@ static inline size_t tly_payload_len(uint8_t type, uint16_t k, uint8_t aux)
 	case TLY_T_RING:
 		return (size_t)k * 4;
 	case TLY_T_CONFIRM:
+	case TLY_T_ACK:		/* aux > 0 only with RELEASED */
 		return (size_t)aux * 8;
 	default:
 		return 0;
 	}
+}
+
+/* the switch profile's receipt after a CONFIRM's header (and in its
+ * ACK): tensor, chunk, the chunk's hashed slot; EXP is the header's */
+static inline void tly_receipt_put(uint8_t *p, uint32_t tensor,
+				   uint16_t chunk, uint16_t slot)
+{
+	tly_put32(p, tensor);
+	tly_put16(p + 4, chunk);
+	tly_put16(p + 6, slot);
 }
 
 void tly_hdr_write(uint8_t *p, const struct tly_hdr *h);

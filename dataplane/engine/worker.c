@@ -40,6 +40,9 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 		w->cfg.confirm_batch = 256;
 	if (!w->cfg.rto_max_ns)
 		w->cfg.rto_max_ns = 64 * cfg->rto_ns;
+	if (!w->cfg.release_batch ||
+	    w->cfg.release_batch > TLY_SWITCH_RECEIPTS)
+		w->cfg.release_batch = TLY_SWITCH_RECEIPTS;
 	if (!w->cfg.release_max)
 		w->cfg.release_max = cfg->window < 64 ? 256 : 4 * cfg->window;
 	if (!w->cfg.held_max) {

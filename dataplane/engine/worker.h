@@ -91,6 +91,8 @@ struct tly_worker_cfg {
 	uint8_t result_group;
 	uint32_t release_max;		/* chunks releasing at once (0: 4 x
 					 * window, at least 256) */
+	uint32_t release_batch;		/* chunks a CONFIRM names, 1 ..
+					 * TLY_SWITCH_RECEIPTS (0: the most) */
 	/* switch profile: chunks launched and not completed (in flight,
 	 * held in a partial sum, refused) per aggregator, beyond which no
 	 * fresh chunk goes there (0: n_slots / n_workers, at most 4 x

@@ -166,6 +166,7 @@ static void agg_flush_late(struct tly_worker *w, uint64_t now)
 
 	if (w->cfg.profile == TLY_PROFILE_SWITCH) {
 		release_poll(w, now);
+		release_flush_all(w);
 		return;
 	}
 	for (a = 0; a < w->cfg.n_aggs; a++)
@@ -565,8 +566,7 @@ static struct wtensor *agg_rx(struct tly_worker *w, const struct tly_hdr *h,
 		return agg_rx_result(w, h, pkt, now);
 	if (h->type == TLY_T_ACK && (h->flags & TLY_F_RELEASED)) {
 		/* the parser lets it through in the switch profile only */
-		release_acked(w, h->tensor, h->chunk,
-			      !!(h->flags & TLY_F_EXP));
+		release_acked(w, h, pkt);
 		return NULL;
 	}
 	agg_rx_ack(w, h, now);

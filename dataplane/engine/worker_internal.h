@@ -148,6 +148,15 @@ struct wrelease {
 	uint8_t used;
 };
 
+/* switch profile: receipts queued for one aggregator's next CONFIRM */
+struct release_batch {
+	uint32_t tensor[TLY_SWITCH_RECEIPTS];
+	uint16_t chunk[TLY_SWITCH_RECEIPTS];
+	uint8_t n;
+	uint8_t exp;
+	uint8_t flags;		/* ACK_REQ, RETX */
+};
+
 /* ring: acknowledgements not sent yet (consecutive chunks, one hop) */
 struct ring_ack_range {
 	uint32_t tensor;
@@ -199,6 +208,8 @@ struct tly_worker {
 	uint32_t rel_mask;		/* table size - 1 */
 	uint32_t rel_n;			/* entries used */
 	uint64_t rel_deadline;		/* earliest timer (may be early) */
+	struct release_batch *rb;	/* one per node (n_dests) */
+	uint8_t rb_pending;		/* some batch is not empty */
 	uint32_t defer_turn;		/* switch profile: the tensor whose
 					 * refused chunks go first */
 };
@@ -312,12 +323,15 @@ void release_start(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
 /* a RESULT of a chunk released or releasing: CONFIRM it again */
 void release_again(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
 		   uint8_t exp, uint16_t dst, uint64_t now);
-/* an ACK with TLY_F_RELEASED */
-void release_acked(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
-		   uint8_t exp);
+/* an ACK with TLY_F_RELEASED (the chunks it names after the header) */
+void release_acked(struct tly_worker *w, const struct tly_hdr *h,
+		   const uint8_t *pkt);
 /* re-send the CONFIRMs whose timer is due */
 void release_poll(struct tly_worker *w, uint64_t now);
+/* queue a receipt for the next CONFIRM to @dst */
 void release_confirm(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
 		     uint8_t exp, uint16_t dst, uint8_t flags);
+/* send the CONFIRMs queued (end of a poll) */
+void release_flush_all(struct tly_worker *w);
 
 #endif /* TALLY_DATAPLANE_ENGINE_WORKER_INTERNAL_H */

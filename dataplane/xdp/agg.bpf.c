@@ -266,13 +266,14 @@ INLINE void swap_addrs(__u8 *f, __u16 tally_len)
 }
 
 /* ACK or BUSY: a 20-byte header echoing the key, EXP and INT, plus
- * @extra (RELEASED on the ACK that answers a CONFIRM) */
-INLINE int reply_hdr(struct xdp_md *ctx, __u8 type, __u8 extra)
+ * @extra (RELEASED on the ACK that answers a CONFIRM), and @plen bytes of
+ * the packet after it (that ACK echoes the CONFIRM's receipts and aux) */
+INLINE int reply_hdr(struct xdp_md *ctx, __u8 type, __u8 extra, __u32 plen)
 {
 	void *data, *end;
 	__u8 *f, *h;
 
-	if (trim(ctx, TLY_L2L4_LEN + TLY_HDR_LEN))
+	if (trim(ctx, TLY_L2L4_LEN + TLY_HDR_LEN + plen))
 		return drop(TLY_XDP_C_TX_ERR);
 	data = (void *)(long)ctx->data;
 	end = (void *)(long)ctx->data_end;
@@ -283,8 +284,9 @@ INLINE int reply_hdr(struct xdp_md *ctx, __u8 type, __u8 extra)
 	h[0] = TLY_VERSION << 4 | type;
 	h[1] = (h[1] & (TLY_F_EXP | TLY_F_INT)) | extra;
 	h[14] = 0;
-	h[15] = 0;
-	swap_addrs(f, TLY_HDR_LEN);
+	if (!plen)
+		h[15] = 0;
+	swap_addrs(f, (__u16)(TLY_HDR_LEN + plen));
 	count(type == TLY_T_ACK ? TLY_XDP_C_ACK : TLY_XDP_C_BUSY);
 	return XDP_TX;
 }
@@ -347,6 +349,75 @@ INLINE __u32 get32(const __u8 *p)
 {
 	return (__u32)p[0] << 24 | (__u32)p[1] << 16 | (__u32)p[2] << 8 |
 	       p[3];
+}
+
+/* one receipt of a CONFIRM: a DONE slot of that chunk takes it, its n-th
+ * frees it; elsewhere the chunk was freed before */
+INLINE void receipt(__u32 slot, __u32 tensor, __u32 chunk_exp, __u32 bit,
+		    __u32 all)
+{
+	struct tly_xdp_slot *s = bpf_map_lookup_elem(&tly_slots, &slot);
+	int freed = 0, held = 0;
+
+	if (!s) {
+		count(TLY_E_SLOT);	/* below n_slots: cannot happen */
+		return;
+	}
+	bpf_spin_lock(&s->lock);
+	if (s->state == TLY_XDP_DONE && s->tensor == tensor &&
+	    s->chunk_exp == chunk_exp) {
+		held = 1;
+		s->confirmed |= bit;
+		if ((s->confirmed & all) == all) {
+			s->state = TLY_XDP_FREE;
+			freed = 1;
+		}
+	}
+	bpf_spin_unlock(&s->lock);
+	if (freed)
+		count(TLY_XDP_C_FREED);
+	if (!held)
+		count(TLY_XDP_C_CONFIRM_NONE);
+}
+
+/* the receipts after a CONFIRM's header: each chunk at its hashed slot
+ * (1), else 0; each is checked before any is taken, as the parser does */
+INLINE int receipts_ok(const __u8 *h, const void *end, __u8 aux, __u8 exp,
+		       __u32 n_slots)
+{
+	int i;
+
+	for (i = 0; i < TLY_SWITCH_RECEIPTS - 1; i++) {
+		const __u8 *r = h + TLY_HDR_LEN + TLY_RECEIPT_LEN * i;
+		__u16 slot;
+
+		if (i >= aux)
+			break;
+		if ((const void *)(r + TLY_RECEIPT_LEN) > end)
+			return 0;
+		slot = get16(r + 6);
+		if (slot >= n_slots ||
+		    slot != tly_slot_of(get32(r), get16(r + 4), exp, n_slots))
+			return 0;
+	}
+	return 1;
+}
+
+INLINE void receipts_take(const __u8 *h, const void *end, __u8 aux,
+			  __u8 exp, __u32 bit, __u32 all)
+{
+	int i;
+
+	for (i = 0; i < TLY_SWITCH_RECEIPTS - 1; i++) {
+		const __u8 *r = h + TLY_HDR_LEN + TLY_RECEIPT_LEN * i;
+
+		if (i >= aux)
+			break;
+		if ((const void *)(r + TLY_RECEIPT_LEN) > end)
+			return;
+		receipt(get16(r + 6), get32(r), (__u32)get16(r + 4) << 1 | exp,
+			bit, all);
+	}
 }
 
 SEC("xdp")
@@ -433,12 +504,14 @@ int tly_xdp_agg(struct xdp_md *ctx)
 		return drop(TLY_E_FLAGS);
 	if (type != TLY_T_CONFIRM && type != TLY_T_RING_ACK && aux)
 		return drop(TLY_E_LEN);
-	/* the switch profile's CONFIRM names one chunk: aux = 0 */
-	if (type == TLY_T_CONFIRM && aux)
+	/* the switch profile's CONFIRM names at most 8 chunks */
+	if (type == TLY_T_CONFIRM && aux >= TLY_SWITCH_RECEIPTS)
 		return drop(TLY_E_CONFIRM);
 	want_len = TLY_HDR_LEN;
 	if (type == TLY_T_DATA || type == TLY_T_RESULT || type == TLY_T_RING)
 		want_len += 4 * (__u32)cfg->k;
+	if (type == TLY_T_CONFIRM)
+		want_len += TLY_RECEIPT_LEN * (__u32)aux;
 	if (tally_len != want_len)
 		return drop(TLY_E_LEN);
 	if (rank >= cfg->n_workers)
@@ -465,26 +538,16 @@ int tly_xdp_agg(struct xdp_md *ctx)
 	if (type == TLY_T_CONFIRM) {
 		__u32 all = cfg->n_workers >= 32 ? ~0u :
 						   (1u << cfg->n_workers) - 1;
-		int freed = 0, held = 0;
 
+		if (!receipts_ok(h, end, aux, exp, cfg->n_slots))
+			return drop(TLY_E_SLOT);
 		count(TLY_XDP_C_CONFIRM);
-		bpf_spin_lock(&s->lock);
-		if (s->state == TLY_XDP_DONE && s->tensor == tensor &&
-		    s->chunk_exp == ((__u32)chunk << 1 | exp)) {
-			held = 1;
-			s->confirmed |= 1u << rank;
-			if ((s->confirmed & all) == all) {
-				s->state = TLY_XDP_FREE;
-				freed = 1;
-			}
-		}
-		bpf_spin_unlock(&s->lock);
-		if (freed)
-			count(TLY_XDP_C_FREED);
-		if (!held)
-			count(TLY_XDP_C_CONFIRM_NONE);
+		receipt(slot, tensor, (__u32)chunk << 1 | exp, 1u << rank,
+			all);
+		receipts_take(h, end, aux, exp, 1u << rank, all);
 		if (flags & TLY_F_ACK_REQ)
-			return reply_hdr(ctx, TLY_T_ACK, TLY_F_RELEASED);
+			return reply_hdr(ctx, TLY_T_ACK, TLY_F_RELEASED,
+					 TLY_RECEIPT_LEN * (__u32)aux);
 		return XDP_DROP;
 	}
 
@@ -514,9 +577,9 @@ int tly_xdp_agg(struct xdp_md *ctx)
 	case ACT_NONE:
 		return XDP_DROP;
 	case ACT_ACK:
-		return reply_hdr(ctx, TLY_T_ACK, 0);
+		return reply_hdr(ctx, TLY_T_ACK, 0, 0);
 	case ACT_BUSY:
-		return reply_hdr(ctx, TLY_T_BUSY, 0);
+		return reply_hdr(ctx, TLY_T_BUSY, 0, 0);
 	case ACT_RESULT_ALL:
 		return result_out(ctx, cfg, out_mode, out_shift, 1);
 	case ACT_RESULT_ONE:

@@ -82,8 +82,8 @@ enum tly_xdp_counter {
 	TLY_XDP_C_ACK,
 	TLY_XDP_C_BUSY,
 	TLY_XDP_C_DUPS,		/* duplicate DATA without ACK_REQ/RETX */
-	TLY_XDP_C_FREED,	/* slots freed by the last CONFIRM */
-	TLY_XDP_C_CONFIRM_NONE,	/* CONFIRM of a chunk already freed */
+	TLY_XDP_C_FREED,	/* slots freed by a receipt of a CONFIRM */
+	TLY_XDP_C_CONFIRM_NONE,	/* a receipt of a chunk already freed */
 	TLY_XDP_C_EVICTIONS,	/* partials freed by the sweep */
 	TLY_XDP_C_TX_ERR,	/* a reply could not be built */
 	TLY_XDP_C_COUNT

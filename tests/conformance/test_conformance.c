@@ -541,6 +541,78 @@ static void ob_busy_on_collision(void **state)
 	cf_raw_close(r);
 }
 
+/* switch profile: a CONFIRM of several chunks (section 13, rule 9): every
+ * receipt in it is taken, so all its slots are freed, and its ACK with
+ * RELEASED echoes them */
+static void ob_confirm_receipts(void **state)
+{
+	struct cf_job j;
+	struct cf_run *r = raw_open(&j);
+	const struct cf_reply *x;
+	uint16_t c[4] = { 40 }, i, b, rank;
+	int32_t rl[6];
+	unsigned int n;
+
+	(void)state;
+	if (j.profile != TLY_PROFILE_SWITCH) {
+		cf_raw_close(r);
+		skip();		/* software: ranges (ob_confirm_freed) */
+	}
+	/* four chunks in four slots */
+	for (i = 1; i < 4; i++) {
+		uint16_t k;
+
+		c[i] = (uint16_t)(c[i - 1] + 1);
+		for (k = 0; k < i; k++)
+			if (tly_slot_of(T_ID, c[i], 0, j.slots) ==
+			    tly_slot_of(T_ID, c[k], 0, j.slots)) {
+				c[i]++;
+				k = (uint16_t)-1;
+			}
+	}
+	for (i = 0; i < 4; i++) {
+		send_data(r, &j, 0, c[i], TLY_F_INT, 0, 0);
+		send_data(r, &j, 1, c[i], TLY_F_INT, 0, 0);
+	}
+	n = cf_raw_collect(r, rep, MAXR, 200000);
+	assert_true(count(n, TLY_T_RESULT, 0) >= 4);
+	for (i = 0; i < 3; i++) {
+		rl[2 * i] = (int32_t)T_ID;
+		rl[2 * i + 1] = (int32_t)((uint32_t)c[i + 1] << 16 |
+			tly_slot_of(T_ID, c[i + 1], 0, j.slots));
+	}
+	for (rank = 0; rank < 2; rank++) {
+		struct tly_hdr h = {
+			.type = TLY_T_CONFIRM, .flags = TLY_F_ACK_REQ,
+			.rank = rank, .tensor = T_ID, .chunk = c[0], .aux = 3,
+			.slot = (uint16_t)tly_slot_of(T_ID, c[0], 0, j.slots),
+		};
+
+		cf_raw_send(r, &h, rl, 6);
+		n = cf_raw_collect(r, rep, MAXR, 50000);
+		x = find_flag(n, TLY_T_ACK, rank, TLY_F_RELEASED);
+		assert_non_null(x);
+		assert_int_equal(x->h.chunk, c[0]);
+		assert_int_equal(x->h.aux, 3);
+		assert_memory_equal(x->lanes, rl, sizeof(rl));
+	}
+	/* every slot is free: a chunk hashed to each is taken, not BUSY */
+	for (i = 0; i < 4; i++) {
+		for (b = (uint16_t)(c[3] + 1);
+		     tly_slot_of(T_ID, b, 0, j.slots) !=
+		     tly_slot_of(T_ID, c[i], 0, j.slots); b++)
+			;
+		send_data(r, &j, 0, b, TLY_F_INT | TLY_F_ACK_REQ, 0, 0);
+		n = cf_raw_collect(r, rep, MAXR, 20000);
+		assert_int_equal(count(n, TLY_T_BUSY, -1), 0);
+		assert_int_equal(count(n, TLY_T_ACK, 0), 1);
+		send_data(r, &j, 1, b, TLY_F_INT, 0, 0);
+		n = cf_raw_collect(r, rep, MAXR, 200000);
+		check_sum(find(n, TLY_T_RESULT, 1), &j, b);
+	}
+	cf_raw_close(r);
+}
+
 static int name_matches(const char *name, const char *filter)
 {
 	return !filter || strstr(name, filter);
@@ -562,7 +634,7 @@ int main(int argc, char **argv)
 		T(ob_duplicate_once), T(ob_mismatch_dropped),
 		T(ob_foreign_cookie), T(ob_done_answers_data),
 		T(ob_resend_until_confirmed), T(ob_confirm_freed),
-		T(ob_busy_on_collision),
+		T(ob_busy_on_collision), T(ob_confirm_receipts),
 	};
 	struct CMUnitTest sel[sizeof(all) / sizeof(all[0])];
 	const char *filter = argc > 2 ? argv[2] : NULL;

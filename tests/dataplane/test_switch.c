@@ -145,11 +145,16 @@ static void test_parse_confirm_bad(void **state)
 	tly_put16(f + 6, SLOTS + s);
 	assert_int_equal(tly_hdr_parse(f, TLY_HDR_LEN, &sw_lim, &h),
 			 TLY_E_SLOT);
-	/* ranges: not in this profile; a length that is not the header's */
+	/* a receipt that is not a chunk's slot; a length that is not the
+	 * header's and aux's */
 	confirm_pkt(f, 1, 42, 9, 0);
 	f[15] = 1;
+	tly_receipt_put(f + TLY_HDR_LEN, 42, 10,
+			(uint16_t)((slot_of(42, 10, 0) + 1) % SLOTS));
 	assert_int_equal(tly_hdr_parse(f, TLY_HDR_LEN + 8, &sw_lim, &h),
-			 TLY_E_CONFIRM);
+			 TLY_E_SLOT);
+	assert_int_equal(tly_hdr_parse(f, TLY_HDR_LEN, &sw_lim, &h),
+			 TLY_E_LEN);
 	f[15] = 0;
 	assert_int_equal(tly_hdr_parse(f, TLY_HDR_LEN + 1, &sw_lim, &h),
 			 TLY_E_LEN);
@@ -262,8 +267,87 @@ static void test_parse_ranges_by_profile(void **state)
 	f[TLY_HDR_LEN + 7] = 4;
 	assert_int_equal(tly_hdr_parse(f, sizeof(f), &soft_lim, &h), TLY_OK);
 	assert_int_equal(h.aux, 1);
-	assert_int_equal(tly_hdr_parse(f, sizeof(f), &sw_lim, &h),
+	/* read as the switch profile's receipts it names no chunk's slot
+	 * (range words are not receipts) */
+	assert_int_not_equal(tly_hdr_parse(f, sizeof(f), &sw_lim, &h),
+			     TLY_OK);
+}
+
+/* a packet of the switch profile: @type with the header's chunk and
+ * @n receipts (chunks @first + 1 ..), at their slots; its length */
+static size_t receipts_pkt(uint8_t *f, uint8_t type, uint8_t flags,
+			   uint16_t rank, uint32_t tensor, uint16_t first,
+			   unsigned int n)
+{
+	uint8_t exp = !!(flags & TLY_F_EXP);
+	struct tly_hdr h = {
+		.type = type, .flags = flags, .job = JOB, .rank = rank,
+		.tensor = tensor, .chunk = first,
+		.slot = slot_of(tensor, first, exp), .aux = (uint8_t)n,
+		.cookie = COOKIE,
+	};
+	unsigned int i;
+
+	tly_hdr_write(f, &h);
+	for (i = 0; i < n; i++)
+		tly_receipt_put(f + TLY_HDR_LEN + TLY_RECEIPT_LEN * i, tensor,
+				(uint16_t)(first + 1 + i),
+				slot_of(tensor, (uint16_t)(first + 1 + i),
+					exp));
+	return TLY_HDR_LEN + TLY_RECEIPT_LEN * n;
+}
+
+/* CONFIRM of up to 8 chunks, and the ACK with RELEASED echoing them */
+static void test_parse_receipts(void **state)
+{
+	uint8_t f[TLY_HDR_LEN + TLY_RECEIPT_LEN * TLY_SWITCH_RECEIPTS];
+	struct tly_hdr h;
+	size_t len;
+
+	(void)state;
+	len = receipts_pkt(f, TLY_T_CONFIRM, TLY_F_ACK_REQ, 3, 42, 9, 7);
+	assert_int_equal(tly_hdr_parse(f, len, &sw_lim, &h), TLY_OK);
+	assert_int_equal(h.aux, 7);
+	assert_int_equal(h.chunk, 9);
+	assert_int_equal(tly_get16(f + TLY_HDR_LEN + 6 * TLY_RECEIPT_LEN + 4),
+			 16);
+	/* every receipt's slot is checked, the last one too */
+	tly_put16(f + TLY_HDR_LEN + 6 * TLY_RECEIPT_LEN + 6,
+		  (uint16_t)((slot_of(42, 16, 0) + 1) % SLOTS));
+	assert_int_equal(tly_hdr_parse(f, len, &sw_lim, &h), TLY_E_SLOT);
+	tly_put16(f + TLY_HDR_LEN + 6 * TLY_RECEIPT_LEN + 6, SLOTS);
+	assert_int_equal(tly_hdr_parse(f, len, &sw_lim, &h), TLY_E_SLOT);
+	/* EXP: every receipt is an exponent chunk, at that chunk's slot */
+	len = receipts_pkt(f, TLY_T_CONFIRM, TLY_F_EXP, 3, 42, 9, 3);
+	assert_int_equal(tly_hdr_parse(f, len, &sw_lim, &h), TLY_OK);
+	if (slot_of(42, 10, 1) != slot_of(42, 10, 0)) {
+		tly_put16(f + TLY_HDR_LEN + 6, slot_of(42, 10, 0));
+		assert_int_equal(tly_hdr_parse(f, len, &sw_lim, &h),
+				 TLY_E_SLOT);
+	}
+	/* 9 chunks is one too many; aux and length must agree */
+	len = receipts_pkt(f, TLY_T_CONFIRM, 0, 3, 42, 9, 7);
+	f[15] = 8;
+	assert_int_equal(tly_hdr_parse(f, len + 8, &sw_lim, &h),
 			 TLY_E_CONFIRM);
+	f[15] = 7;
+	assert_int_equal(tly_hdr_parse(f, len - 8, &sw_lim, &h), TLY_E_LEN);
+	/* the ACK with RELEASED echoes them; any other ACK has no aux */
+	len = receipts_pkt(f, TLY_T_ACK, TLY_F_RELEASED, 3, 42, 9, 7);
+	assert_int_equal(tly_hdr_parse(f, len, &sw_lim, &h), TLY_OK);
+	assert_int_equal(h.aux, 7);
+	tly_put16(f + TLY_HDR_LEN + 6, SLOTS);
+	assert_int_equal(tly_hdr_parse(f, len, &sw_lim, &h), TLY_E_SLOT);
+	len = receipts_pkt(f, TLY_T_ACK, 0, 3, 42, 9, 2);
+	assert_int_equal(tly_hdr_parse(f, len, &sw_lim, &h), TLY_E_LEN);
+	len = receipts_pkt(f, TLY_T_ACK, TLY_F_RELEASED, 3, 42, 9, 7);
+	f[15] = 8;
+	assert_int_equal(tly_hdr_parse(f, len + 8, &sw_lim, &h), TLY_E_LEN);
+	/* the software profile has neither */
+	len = receipts_pkt(f, TLY_T_ACK, TLY_F_RELEASED, 3, 42, 9, 2);
+	assert_int_equal(tly_hdr_parse(f, len, &soft_lim, &h), TLY_E_FLAGS);
+	len = receipts_pkt(f, TLY_T_BUSY, 0, 3, 42, 9, 2);
+	assert_int_equal(tly_hdr_parse(f, len, &sw_lim, &h), TLY_E_LEN);
 }
 
 static void test_parse_ack_busy_flags(void **state)
@@ -582,6 +666,81 @@ static void test_row_done_confirm(void **state)
 	tly_agg_destroy(a);
 }
 
+/* a tensor whose chunks 0 .. n-1 sit in n different slots */
+static uint32_t tensor_apart(uint32_t from, unsigned int n)
+{
+	uint32_t t;
+	unsigned int i, j;
+
+	for (t = from; t < from + 10000; t++) {
+		for (i = 1; i < n; i++)
+			for (j = 0; j < i; j++)
+				if (slot_of(t, (uint16_t)i, 0) ==
+				    slot_of(t, (uint16_t)j, 0))
+					goto next;
+		return t;
+next:;
+	}
+	fail();
+	return 0;
+}
+
+/*
+ * A CONFIRM of several chunks: each receipt is taken at its slot, a slot
+ * is freed by its n-th receipt whichever CONFIRM carried it, and the ACK
+ * with RELEASED echoes every receipt (and is sent whatever the slots'
+ * state, only if asked).
+ */
+static void test_row_confirm_receipts(void **state)
+{
+	struct tly_agg *a = make_agg(3, 0);
+	uint8_t f[TLY_HDR_LEN + TLY_RECEIPT_LEN * TLY_SWITCH_RECEIPTS];
+	uint32_t t = tensor_apart(30, TLY_SWITCH_RECEIPTS);
+	uint16_t c, r;
+	size_t len;
+
+	(void)state;
+	for (c = 0; c < TLY_SWITCH_RECEIPTS; c++)
+		for (r = 0; r < 3; r++)
+			data(a, r, t, c, 0, 1, 0);
+	assert_int_equal(tly_agg_slots_busy(a), TLY_SWITCH_RECEIPTS);
+	n_out = 0;
+	len = receipts_pkt(f, TLY_T_CONFIRM, TLY_F_ACK_REQ, 0, t, 0, 7);
+	tly_agg_rx(a, f, len, 1);
+	assert_int_equal(n_out, 1);
+	assert_int_equal(out[0].h.type, TLY_T_ACK);
+	assert_int_equal(out[0].h.flags, TLY_F_RELEASED);
+	assert_int_equal(out[0].dst, 0);
+	assert_int_equal(out[0].h.chunk, 0);
+	assert_int_equal(out[0].h.aux, 7);
+	for (c = 1; c < TLY_SWITCH_RECEIPTS; c++) {
+		assert_int_equal((uint32_t)out[0].v[2 * (c - 1)], t);
+		assert_int_equal((uint32_t)out[0].v[2 * (c - 1) + 1],
+				 (uint32_t)c << 16 | slot_of(t, c, 0));
+	}
+	len = receipts_pkt(f, TLY_T_CONFIRM, 0, 1, t, 0, 7);
+	tly_agg_rx(a, f, len, 2);
+	assert_int_equal(n_out, 1);
+	assert_int_equal(tly_agg_slots_busy(a), TLY_SWITCH_RECEIPTS);
+	/* the third worker's receipts, in two CONFIRMs of other sizes */
+	len = receipts_pkt(f, TLY_T_CONFIRM, 0, 2, t, 0, 2);
+	tly_agg_rx(a, f, len, 3);
+	assert_int_equal(tly_agg_slots_busy(a), TLY_SWITCH_RECEIPTS - 3);
+	len = receipts_pkt(f, TLY_T_CONFIRM, TLY_F_ACK_REQ | TLY_F_RETX, 2,
+			   t, 3, 4);
+	tly_agg_rx(a, f, len, 4);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	assert_int_equal(n_out, 2);
+	assert_int_equal(out[1].h.aux, 4);
+	assert_int_equal(out[1].h.chunk, 3);
+	/* all freed: asked again, ACKed again, nothing else */
+	tly_agg_rx(a, f, len, 5);
+	assert_int_equal(n_out, 3);
+	assert_int_equal(out[2].h.flags, TLY_F_RELEASED);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	tly_agg_destroy(a);
+}
+
 /* FREE, AGG(Y), DONE(Y) (and a stray AGG(X)) + CONFIRM of X: ACK only */
 static void test_row_confirm_freed(void **state)
 {
@@ -692,6 +851,7 @@ static void test_sweep(void **state)
 static struct wsent {
 	uint16_t dst;
 	struct tly_hdr h;
+	uint16_t rc[TLY_SWITCH_RECEIPTS];	/* CONFIRM: receipts' chunks */
 } ws[MAX_OUT];
 static unsigned int n_ws, n_done;
 static uint8_t wbuf[4][TLY_HDR_LEN + 4 * K];
@@ -711,6 +871,17 @@ static void w_send(void *ctx, uint16_t dst, uint8_t *f, size_t len)
 	assert_true(n_ws < MAX_OUT);
 	ws[n_ws].dst = dst;
 	assert_int_equal(tly_hdr_parse(f, len, &sw_lim, &ws[n_ws].h), TLY_OK);
+	if (ws[n_ws].h.type == TLY_T_CONFIRM) {
+		unsigned int i;
+
+		for (i = 0; i < ws[n_ws].h.aux; i++) {
+			const uint8_t *r = f + TLY_HDR_LEN +
+					   TLY_RECEIPT_LEN * i;
+
+			assert_int_equal(tly_get32(r), ws[n_ws].h.tensor);
+			ws[n_ws].rc[i] = tly_get16(r + 4);
+		}
+	}
 	n_ws++;
 }
 
@@ -724,6 +895,9 @@ static void w_done(void *ctx, const struct tly_tensor_desc *d)
 #define AGG_NODE 40
 
 static uint8_t mk_group;	/* make_worker's cfg.result_group */
+/* make_worker's cfg.release_batch: one chunk a CONFIRM unless a test
+ * batches (0: the default, TLY_SWITCH_RECEIPTS) */
+static uint32_t mk_batch = 1;
 
 static struct tly_worker *make_worker(uint32_t release_max)
 {
@@ -735,6 +909,7 @@ static struct tly_worker *make_worker(uint32_t release_max)
 		.rto_max_ns = 800, .acked_ns = 1000, .busy_ns = 50,
 		.cc_off = 1, .profile = TLY_PROFILE_SWITCH,
 		.release_max = release_max, .result_group = mk_group,
+		.release_batch = mk_batch,
 		.ops = { .alloc = w_alloc, .send = w_send }, .done = w_done,
 	};
 
@@ -908,6 +1083,79 @@ static void test_worker_release(void **state)
 	for (t = 4104; t < 10000; t += 50)
 		tly_worker_poll(w, t);
 	assert_int_equal(n_ws, mark);
+	tly_worker_destroy(w);
+}
+
+/*
+ * Receipts batched: a CONFIRM leaves when cfg.release_batch chunks are
+ * queued for its aggregator or at the end of the poll, naming each at its
+ * slot; one ACK with RELEASED releases every chunk it echoes, and the
+ * re-sends of the rest are batched too.
+ */
+static void test_worker_release_batch(void **state)
+{
+	struct tly_worker *w;
+	uint32_t t = tensor_apart(600, 10);
+	int32_t in[10 * K], res[10 * K];
+	struct tly_tensor_desc d = {
+		.id = t, .dtype = TLY_DT_I32, .src = in, .dst = res,
+		.count = 10 * K,
+	};
+	uint8_t f[TLY_HDR_LEN + TLY_RECEIPT_LEN * TLY_SWITCH_RECEIPTS];
+	unsigned int mark, i, c;
+	size_t len;
+
+	(void)state;
+	memset(in, 0, sizeof(in));
+	mk_batch = 0;
+	w = make_worker(0);
+	mk_batch = 1;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	assert_int_equal(n_ws, 8);			/* the window */
+	mark = n_ws;
+	for (c = 0; c < 7; c++)
+		to_worker(w, TLY_T_RESULT, TLY_F_INT, t, (uint16_t)c, 1, 10);
+	assert_int_equal(n_ws, mark);			/* queued */
+	to_worker(w, TLY_T_RESULT, TLY_F_INT, t, 7, 1, 10);
+	assert_int_equal(n_ws, mark + 1);		/* the eighth: sent */
+	assert_int_equal(ws[mark].h.type, TLY_T_CONFIRM);
+	assert_int_equal(ws[mark].dst, AGG_NODE);
+	assert_int_equal(ws[mark].h.flags, TLY_F_ACK_REQ);
+	assert_int_equal(ws[mark].h.chunk, 0);
+	assert_int_equal(ws[mark].h.aux, 7);
+	for (i = 0; i < 7; i++)
+		assert_int_equal(ws[mark].rc[i], i + 1);
+	assert_int_equal(tly_worker_releasing(w), 8);
+	/* the last two chunks: their CONFIRM leaves at the end of a poll */
+	tly_worker_poll(w, 11);
+	mark = n_ws;
+	to_worker(w, TLY_T_RESULT, TLY_F_INT, t, 8, 1, 12);
+	to_worker(w, TLY_T_RESULT, TLY_F_INT, t, 9, 1, 12);
+	assert_int_equal(n_ws, mark);
+	assert_int_equal(n_done, 1);
+	tly_worker_poll(w, 12);
+	assert_int_equal(n_ws, mark + 1);
+	assert_int_equal(ws[mark].h.chunk, 8);
+	assert_int_equal(ws[mark].h.aux, 1);
+	assert_int_equal(ws[mark].rc[0], 9);
+	assert_int_equal(tly_worker_releasing(w), 10);
+	/* one ACK releases the first eight; chunks 8 and 9 are re-sent
+	 * together on their timer */
+	len = receipts_pkt(f, TLY_T_ACK, TLY_F_RELEASED, 1, t, 0, 7);
+	tly_worker_rx(w, f, len, 13);
+	assert_int_equal(tly_worker_releasing(w), 2);
+	mark = n_ws;
+	tly_worker_poll(w, 200);
+	assert_int_equal(n_ws, mark + 1);
+	assert_int_equal(ws[mark].h.flags, TLY_F_ACK_REQ | TLY_F_RETX);
+	assert_int_equal(ws[mark].h.aux, 1);		/* in table order */
+	assert_int_equal(ws[mark].h.chunk + ws[mark].rc[0], 8 + 9);
+	assert_int_not_equal(ws[mark].h.chunk, ws[mark].rc[0]);
+	len = receipts_pkt(f, TLY_T_ACK, TLY_F_RELEASED, 1, t, 8, 1);
+	tly_worker_rx(w, f, len, 201);
+	assert_int_equal(tly_worker_releasing(w), 0);
+	assert_int_equal(tly_worker_counters(w)->confirms, 12);
 	tly_worker_destroy(w);
 }
 
@@ -1090,6 +1338,7 @@ int main(void)
 		cmocka_unit_test(test_parse_rank_all),
 		cmocka_unit_test(test_frame_rx_group_port),
 		cmocka_unit_test(test_parse_ranges_by_profile),
+		cmocka_unit_test(test_parse_receipts),
 		cmocka_unit_test(test_parse_ack_busy_flags),
 		cmocka_unit_test(test_agg_create_limits),
 		cmocka_unit_test(test_row_free_data),
@@ -1100,10 +1349,12 @@ int main(void)
 		cmocka_unit_test(test_row_done_data),
 		cmocka_unit_test(test_row_done_confirm),
 		cmocka_unit_test(test_row_confirm_freed),
+		cmocka_unit_test(test_row_confirm_receipts),
 		cmocka_unit_test(test_row_malformed),
 		cmocka_unit_test(test_sweep),
 		cmocka_unit_test(test_worker_create_limits),
 		cmocka_unit_test(test_worker_release),
+		cmocka_unit_test(test_worker_release_batch),
 		cmocka_unit_test(test_worker_result_group),
 		cmocka_unit_test(test_worker_release_bound),
 		cmocka_unit_test(test_worker_release_exp),

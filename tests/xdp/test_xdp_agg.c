@@ -471,10 +471,70 @@ static void test_collision_busy(void **state)
 	assert_int_equal(delta(TLY_XDP_C_BUSY), 1);
 }
 
+/*
+ * A CONFIRM of three chunks: each receipt is taken at its slot, the n-th
+ * frees it, and the ACK with RELEASED echoes the receipts (aux and the
+ * bytes after the header) to the sender alone.
+ */
+static void test_confirm_receipts(void **state)
+{
+	uint32_t tensor = 90;
+	int32_t l[TLY_XDP_K_MAX], rl[4];
+	uint8_t f[FRAME_MAX];
+	struct tly_hdr h;
+	struct out o;
+	uint16_t c, r;
+
+	(void)state;
+	set_job(2, 64, 512);
+	while (tly_slot_of(tensor, 0, 0, 512) == tly_slot_of(tensor, 1, 0, 512) ||
+	       tly_slot_of(tensor, 0, 0, 512) == tly_slot_of(tensor, 2, 0, 512) ||
+	       tly_slot_of(tensor, 1, 0, 512) == tly_slot_of(tensor, 2, 0, 512))
+		tensor++;
+	fill(l, 3);
+	for (c = 0; c < 3; c++)
+		for (r = 0; r < 2; r++) {
+			h = data_hdr(tensor, c, 0, r, 0);
+			send_data(&h, l, &o);
+		}
+	assert_int_equal(delta(TLY_XDP_C_COMPLETIONS), 3);
+	for (c = 1; c < 3; c++) {
+		rl[2 * (c - 1)] = (int32_t)tensor;
+		rl[2 * (c - 1) + 1] = c << 16 |
+			(int32_t)tly_slot_of(tensor, c, 0, job.n_slots);
+	}
+	for (r = 0; r < 2; r++) {
+		struct tly_addr w = worker_addr(r);
+
+		h = data_hdr(tensor, 0, TLY_F_ACK_REQ, r, 0);
+		h.type = TLY_T_CONFIRM;
+		h.aux = 2;
+		run(f, build(f, &h, rl, 4), &o);
+		h = check_out(&o, w.mac, w.ip, w.port, TLY_HDR_LEN + 16);
+		assert_int_equal(h.type, TLY_T_ACK);
+		assert_int_equal(h.flags, TLY_F_RELEASED);
+		assert_int_equal(h.rank, r);
+		assert_int_equal(h.chunk, 0);
+		assert_int_equal(h.aux, 2);
+		assert_memory_equal(o.f + TLY_L2L4_LEN + TLY_HDR_LEN,
+				    f + TLY_L2L4_LEN + TLY_HDR_LEN, 16);
+		assert_int_equal(delta(TLY_XDP_C_FREED), r ? 3 : 0);
+	}
+	assert_int_equal(delta(TLY_XDP_C_CONFIRM), 2);
+	assert_int_equal(delta(TLY_XDP_C_CONFIRM_NONE), 0);
+	/* freed: the three slots take new chunks */
+	for (c = 0; c < 3; c++) {
+		h = data_hdr(tensor, c, 0, 0, 0);
+		send_data(&h, l, &o);
+	}
+	assert_int_equal(delta(TLY_XDP_C_CLAIMS), 3 + 3);
+	assert_int_equal(delta(TLY_XDP_C_BUSY), 0);
+}
+
 /* malformed or foreign frames: dropped with their counter, or passed */
 static void test_drops(void **state)
 {
-	int32_t l[TLY_XDP_K_MAX];
+	int32_t l[TLY_XDP_K_MAX], rl[4];
 	uint8_t f[FRAME_MAX];
 	struct tly_hdr h, g;
 	uint32_t len;
@@ -493,6 +553,8 @@ static void test_drops(void **state)
 		{ "slot", TLY_E_SLOT }, { "slot range", TLY_E_SLOT },
 		{ "shift", TLY_E_SHIFT }, { "shift exp", TLY_E_SHIFT },
 		{ "role", TLY_E_ROLE }, { "confirm aux", TLY_E_CONFIRM },
+		{ "receipt slot", TLY_E_SLOT },
+		{ "receipt length", TLY_E_LEN },
 		{ "ip checksum", TLY_E_L3 }, { "fragment", TLY_E_L3 },
 		{ "udp length", TLY_E_L4 }, { "short", TLY_E_SHORT },
 	};
@@ -501,9 +563,18 @@ static void test_drops(void **state)
 	(void)state;
 	set_job(4, 64, 512);
 	fill(l, 1);
+	/* two receipts after a CONFIRM's header: the second not at its
+	 * chunk's slot */
+	rl[0] = 1234;
+	rl[1] = 6 << 16 | (int32_t)tly_slot_of(1234, 6, 0, job.n_slots);
+	rl[2] = 1234;
+	rl[3] = 7 << 16 |
+		(int32_t)((tly_slot_of(1234, 7, 0, job.n_slots) + 1) %
+			  job.n_slots);
 	for (c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		const char *w = cases[c].what;
 		size_t n_lanes = job.k;
+		const int32_t *lanes = l;
 
 		g = data_hdr(1234, 5, 0, 2, 0);
 		h = g;
@@ -542,9 +613,13 @@ static void test_drops(void **state)
 			h = data_hdr(1234, 5, TLY_F_EXP, 2, 3);
 		else if (!strcmp(w, "role"))
 			h.type = TLY_T_RESULT;
-		else if (!strcmp(w, "confirm aux"))
-			h.type = TLY_T_CONFIRM, h.aux = 1, n_lanes = 2;
-		len = build(f, &h, l, n_lanes);
+		else if (!strcmp(w, "confirm aux"))	/* 9 chunks */
+			h.type = TLY_T_CONFIRM, h.aux = 8, n_lanes = 16;
+		else if (!strcmp(w, "receipt slot") ||
+			 !strcmp(w, "receipt length"))
+			h.type = TLY_T_CONFIRM, h.aux = 2, lanes = rl,
+			n_lanes = !strcmp(w, "receipt slot") ? 4 : 3;
+		len = build(f, &h, lanes, n_lanes);
 		if (!strcmp(w, "version"))
 			f[TLY_L2L4_LEN] = (uint8_t)(3 << 4 | TLY_T_DATA);
 		else if (!strcmp(w, "ip checksum"))
@@ -571,6 +646,7 @@ static void test_drops(void **state)
 	}
 	/* nothing of these reached a slot */
 	assert_int_equal(delta(TLY_XDP_C_CLAIMS), 0);
+	assert_int_equal(delta(TLY_XDP_C_CONFIRM_NONE), 0);
 	assert_int_equal(delta(TLY_XDP_C_RX), c);
 	/* not ours: another UDP port, not IPv4: to the kernel */
 	h = data_hdr(1234, 5, 0, 2, 0);
@@ -799,6 +875,7 @@ int main(void)
 		cmocka_unit_test(test_single_worker),
 		cmocka_unit_test(test_chunk_life),
 		cmocka_unit_test(test_collision_busy),
+		cmocka_unit_test(test_confirm_receipts),
 		cmocka_unit_test(test_drops),
 		cmocka_unit_test(test_sweep),
 		cmocka_unit_test(test_slot_hash_matches),
