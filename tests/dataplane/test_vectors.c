@@ -29,12 +29,12 @@ static const char *path;
 
 enum kind { V_KDF, V_COOKIE, V_MAC, V_WIRE_JOB, V_TENSOR_ID, V_CHUNK_HASH,
 	    V_SLOT, V_FALLBACK, V_SHARD, V_THREAD, V_HEADER, V_ENVELOPE,
-	    V_CONFIRM, V_BOOT, V_SIGN_COIN, V_KINDS };
+	    V_CONFIRM, V_BOOT, V_SIGN_COIN, V_CONFIRM_SWITCH, V_KINDS };
 
 static const char *const kinds[V_KINDS] = {
 	"kdf", "cookie", "mac", "wire_job", "tensor_id", "chunk_hash",
 	"slot", "fallback", "shard", "thread", "header", "envelope",
-	"confirm", "boot", "sign_coin",
+	"confirm", "boot", "sign_coin", "confirm_switch",
 };
 
 /* the line being checked, for the failure message */
@@ -266,6 +266,25 @@ static void v_confirm(const struct vec_line *l)
 	check_bytes(l, "bytes", out, len);
 }
 
+static void v_confirm_switch(const struct vec_line *l)
+{
+	uint64_t list[VEC_MAX_CHUNKS];
+	uint16_t chunks[VEC_MAX_CHUNKS];
+	uint8_t out[VEC_CONFIRM_MAX];
+	long n = vec_list(l, "chunks", list, VEC_MAX_CHUNKS);
+	size_t len;
+	int ok = 1;
+
+	CHECK(n > 0);
+	for (long i = 0; i < n; i++)
+		chunks[i] = (uint16_t)list[i];
+	len = vec_confirm_switch((uint16_t)U("rank"), (uint32_t)U("tensor"),
+				 (uint32_t)U("n_chunks"), chunks,
+				 (unsigned int)n, out);
+	CHECK(ok && len > 0);
+	check_bytes(l, "bytes", out, len);
+}
+
 /* rank/role/local/mac/ip/port[/mac1+mac2...: threads 1 .. T-1] */
 static void member_of(const char *s, struct boot_member *e)
 {
@@ -392,6 +411,7 @@ static void test_every_vector(void **state)
 		case V_HEADER: v_header(&l); break;
 		case V_ENVELOPE: v_envelope(&l); break;
 		case V_CONFIRM: v_confirm(&l); break;
+		case V_CONFIRM_SWITCH: v_confirm_switch(&l); break;
 		case V_BOOT: v_boot(&l); break;
 		case V_SIGN_COIN: v_sign_coin(&l); break;
 		default: v_ids(&l, (enum kind)k); break;

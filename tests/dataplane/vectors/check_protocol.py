@@ -115,6 +115,19 @@ def envelope(src_mac, src_ip, src_port, dst_mac, dst_ip, dst_port, dscp,
 
 # ---- section 4: a worker's receipts --------------------------------------
 
+def confirm_switch(rank, tensor, chunks):
+    """The switch profile's first CONFIRM after the RESULTs of @chunks
+    (one aggregator, 4096 slots): at most 8 chunks in the order placed, the
+    first in the header (ACK_REQ, its slot), aux = the rest, each as
+    tensor u32, chunk u16, slot u16."""
+    c = chunks[:8]
+    out = header(5, 0x04, 0x1234, rank, slot_of(tensor, c[0], 0, 4096),
+                 tensor, c[0], 0, len(c) - 1, 0xc001d00d)
+    for x in c[1:]:
+        out += struct.pack(">IHH", tensor, x, slot_of(tensor, x, 0, 4096))
+    return out
+
+
 def confirm(rank, n_aggs, to, receipts):
     """The CONFIRM for aggregator @to after the RESULTs @receipts
     ((tensor, chunk, EXP), in order): a receipt goes to the chunk's
@@ -245,6 +258,10 @@ def check(kind, f):
                    zip(f["chunks2"].split(","), f["exps2"].split(","))]
         return confirm(num(f["rank"]), num(f["n_aggs"]), num(f["to"]),
                        rc).hex() == f["bytes"]
+    if kind == "confirm_switch":
+        return confirm_switch(num(f["rank"]), num(f["tensor"]),
+                              [num(c) for c in f["chunks"].split(",")]
+                              ).hex() == f["bytes"]
     if kind == "boot":
         return boot(f).hex() == f["bytes"]
     raise ValueError("unknown kind " + kind)
@@ -252,7 +269,7 @@ def check(kind, f):
 
 KINDS = ("kdf", "cookie", "mac", "wire_job", "tensor_id", "chunk_hash",
          "slot", "fallback", "shard", "thread", "header", "envelope",
-         "confirm", "boot", "sign_coin")
+         "confirm", "boot", "sign_coin", "confirm_switch")
 
 
 def main(path):

@@ -286,6 +286,35 @@ static void headers(void)
 	}
 }
 
+static void confirms_switch(void)
+{
+	static const struct {
+		uint16_t rank;
+		uint32_t n_chunks;
+		uint16_t chunks[16];
+		unsigned int n;
+	} v[] = {
+		{ 1, 20, { 7 }, 1 },
+		{ 2, 20, { 3, 0, 7, 19, 5 }, 5 },
+		{ 0, 40, { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 39 }, 11 },
+	};
+	uint32_t t = tly_tensor_id(99, 5, 1);
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		uint8_t out[VEC_CONFIRM_MAX];
+		size_t len = vec_confirm_switch(v[i].rank, t, v[i].n_chunks,
+						v[i].chunks, v[i].n, out);
+
+		printf("confirm_switch rank=%u tensor=0x%08x n_chunks=%u "
+		       "chunks=", v[i].rank, t, v[i].n_chunks);
+		for (unsigned int j = 0; j < v[i].n; j++)
+			printf("%s%u", j ? "," : "", v[i].chunks[j]);
+		printf(" bytes=");
+		hex(out, len);
+		printf("\n");
+	}
+}
+
 static void confirms(void)
 {
 	static const struct {
@@ -480,6 +509,7 @@ int main(void)
 	hashes();
 	headers();
 	confirms();
+	confirms_switch();
 	boot();
 	return 0;
 }

@@ -108,6 +108,56 @@ size_t vec_confirm(uint16_t rank, uint16_t n_aggs, uint16_t to,
 	return cap.len;
 }
 
+size_t vec_confirm_switch(uint16_t rank, uint32_t tensor, uint32_t n_chunks,
+			  const uint16_t *chunks, unsigned int n,
+			  uint8_t *out)
+{
+	static const uint16_t aggs[1] = { 4 };
+	static int32_t x[64 * VEC_MAX_CHUNKS];
+	struct tly_worker_cfg c = {
+		.job = VJOB, .cookie = VCOOKIE, .k = 64, .n_workers = 4,
+		.rank = rank, .n_slots = 4096, .n_aggs = 1,
+		.agg_nodes = aggs, .window = 1024, .max_tensors = 1,
+		.rto_ns = 1000000, .acked_ns = 1000000, .busy_ns = 1000000,
+		.cc_off = 1, .profile = TLY_PROFILE_SWITCH,
+		.ops = { .alloc = v_alloc, .send = v_send },
+	};
+	struct tly_tensor_desc d = {
+		.id = tensor, .dtype = TLY_DT_I32, .src = x, .dst = x,
+		.count = (size_t)n_chunks * 64,
+	};
+	struct tly_worker *w;
+	unsigned int i;
+
+	if (n_chunks > VEC_MAX_CHUNKS)
+		return 0;
+	w = tly_worker_create(&c);
+	if (!w)
+		return 0;
+	memset(&cap, 0, sizeof(cap));
+	cap.out = out;
+	if (tly_worker_submit(w, &d, 0)) {
+		tly_worker_destroy(w);
+		return 0;
+	}
+	tly_worker_poll(w, 1);		/* every chunk sent */
+	for (i = 0; i < n; i++) {
+		uint8_t f[TLY_HDR_LEN + 4 * 64] = { 0 };
+		struct tly_hdr h = {
+			.type = TLY_T_RESULT, .flags = TLY_F_INT, .job = VJOB,
+			.rank = rank, .tensor = tensor, .chunk = chunks[i],
+			.cookie = VCOOKIE,
+		};
+
+		h.slot = (uint16_t)tly_slot_of(tensor, chunks[i], 0, 4096);
+		tly_hdr_write(f, &h);
+		tly_worker_rx(w, f, sizeof(f), 2);
+	}
+	tly_worker_poll(w, 3);		/* the end of a poll: sent */
+	tly_worker_destroy(w);
+	return cap.len;
+}
+
 int vec_parse(const char *text, struct vec_line *l)
 {
 	char *p, *tok, *save = NULL;

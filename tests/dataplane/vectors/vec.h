@@ -39,6 +39,17 @@ size_t vec_confirm(uint16_t rank, uint16_t n_aggs, uint16_t to,
 		   unsigned int n, const struct vec_foreign *fo,
 		   uint8_t *out);
 
+/*
+ * The switch profile's first CONFIRM (docs/switch-profile.md) a worker of
+ * rank @rank (of 4, one aggregator on node 4, 4096 slots, K = 64, the
+ * default release_batch) sends after it placed the RESULTs of @chunks (in
+ * that order) of an int32 tensor @tensor of @n_chunks chunks.  Returns
+ * its length in @out (0: none was sent).
+ */
+size_t vec_confirm_switch(uint16_t rank, uint32_t tensor, uint32_t n_chunks,
+			  const uint16_t *chunks, unsigned int n,
+			  uint8_t *out);
+
 /* one parsed line */
 #define VEC_MAX_FIELDS 24
 struct vec_line {
