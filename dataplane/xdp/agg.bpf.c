@@ -8,13 +8,15 @@
  * tly_hdr_parse() (the cookie first; the slot hash is wire.h's own
  * tly_slot_of(), compiled for BPF), one slot look-up at the slot the
  * header names, one row of the slot table under the slot's spin lock, at
- * most K lane operations, and at most one frame out (XDP_TX): ACK, BUSY
- * or a re-sent RESULT to the sender with the addresses swapped, or the
- * RESULT to every worker as one frame to the job's multicast group.
+ * most K lane operations (a CONFIRM: the same for each of its at most 7
+ * receipts), and at most one frame out (XDP_TX): ACK, BUSY or a re-sent
+ * RESULT to the sender with the addresses swapped, or the RESULT to every
+ * worker as one frame to the job's multicast group.
  * Frames that are not IPv4/UDP to the job's port go to the kernel.
  *
- * No floating point, no timers; the only loops are the K lanes (and the
- * sweep program's bounded batch, run by the control plane).
+ * No floating point, no timers; the only loops are the K lanes, a
+ * CONFIRM's receipts (and the sweep program's bounded batch, run by the
+ * control plane).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
