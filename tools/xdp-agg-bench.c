@@ -5,8 +5,8 @@
  *
  * The program runs through BPF_PROG_TEST_RUN, one frame a call, on the
  * stream a job sends it: per chunk n DATA (the last completes the slot
- * and becomes the RESULT to the group) and n CONFIRM (the last frees it),
- * chunk after chunk.  The time is the kernel's own measure of the program
+ * and becomes the RESULT to the group), and per 8 chunks n CONFIRM of the
+ * 8 (the default release_batch; the last frees them), chunk after chunk.  The time is the kernel's own measure of the program
  * (the run's duration, without the system call); the packet count is the
  * program's counter (rx).  Each run's duration includes the test run's
  * own cost (printed: a run of a frame the program passes at once), so
@@ -29,28 +29,54 @@
 #define PORT	47700
 #define N	4
 #define CHUNKS	20000
+#define RECEIPTS TLY_SWITCH_RECEIPTS
 
 static struct tly_xdp_ctl *ctl;
 
+/* chunk @c of the stream: its tensor and index */
+static uint32_t tensor_of(uint32_t c)
+{
+	return 1000 + c / 1024;
+}
+
+static uint16_t index_of(uint32_t c)
+{
+	return (uint16_t)(c % 1024);
+}
+
+/*
+ * A frame from worker @rank as tally's worker sends them: an int32 DATA
+ * of chunk @cs[0], or a CONFIRM of the @n chunks @cs that asks for its ACK
+ * (docs/switch-profile.md: a CONFIRM with any other flag, INT included,
+ * is dropped).
+ */
 static uint32_t frame(uint8_t *f, const struct tly_xdp_job *j, uint8_t type,
-		      uint32_t tensor, uint16_t chunk, uint16_t rank)
+		      const uint32_t *cs, unsigned int n, uint16_t rank)
 {
 	struct tly_addr w = { { 2, 0, 0, 0, 1, (uint8_t)rank },
 			      0x0a640100u + rank, 47800 };
 	struct tly_addr a = { { 2, 0, 0, 0, 0, 1 }, 0x0a640001, PORT };
-	/* as tally's worker sends them: an int32 DATA, and a CONFIRM of
-	 * one chunk that asks for its ACK (docs/switch-profile.md: a
-	 * CONFIRM with any other flag, INT included, is dropped) */
 	struct tly_hdr h = {
 		.type = type,
 		.flags = type == TLY_T_DATA ? TLY_F_INT : TLY_F_ACK_REQ,
-		.job = j->job, .rank = rank,
-		.tensor = tensor, .chunk = chunk, .cookie = j->cookie,
+		.job = j->job, .rank = rank, .tensor = tensor_of(cs[0]),
+		.chunk = index_of(cs[0]), .cookie = j->cookie,
 	};
 	size_t i, lanes = type == TLY_T_DATA ? j->k : 0;
 	size_t tl = TLY_HDR_LEN + 4 * lanes;
 
-	h.slot = (uint16_t)tly_slot_of(tensor, chunk, 0, j->n_slots);
+	h.slot = (uint16_t)tly_slot_of(h.tensor, h.chunk, 0, j->n_slots);
+	if (type == TLY_T_CONFIRM) {
+		h.aux = (uint8_t)(n - 1);
+		tl += TLY_RECEIPT_LEN * h.aux;
+		for (i = 1; i < n; i++)
+			tly_receipt_put(f + TLY_L2L4_LEN + TLY_HDR_LEN +
+						TLY_RECEIPT_LEN * (i - 1),
+					tensor_of(cs[i]), index_of(cs[i]),
+					(uint16_t)tly_slot_of(tensor_of(cs[i]),
+							      index_of(cs[i]),
+							      0, j->n_slots));
+	}
 	tly_hdr_write(f + TLY_L2L4_LEN, &h);
 	for (i = 0; i < lanes; i++)
 		tly_put32(f + TLY_L2L4_LEN + TLY_HDR_LEN + 4 * i,
@@ -59,8 +85,9 @@ static uint32_t frame(uint8_t *f, const struct tly_xdp_job *j, uint8_t type,
 	return (uint32_t)(TLY_L2L4_LEN + tl);
 }
 
-/* one run; adds its duration (ns) to *ns; the program's verdict */
-static uint32_t run(const uint8_t *f, uint32_t len, uint64_t *ns)
+/* one run; adds its duration (ns) to *ns; the program's verdict, and in
+ * *busy (if not NULL) whether its answer was a BUSY */
+static uint32_t run(const uint8_t *f, uint32_t len, uint64_t *ns, int *busy)
 {
 	uint8_t out[2048];
 	LIBBPF_OPTS(bpf_test_run_opts, t, .data_in = f, .data_size_in = len,
@@ -72,6 +99,10 @@ static uint32_t run(const uint8_t *f, uint32_t len, uint64_t *ns)
 		exit(1);
 	}
 	*ns += t.duration;
+	if (busy)
+		*busy = t.retval == XDP_TX &&
+			t.data_size_out > TLY_L2L4_LEN &&
+			(out[TLY_L2L4_LEN] & 0x0f) == TLY_T_BUSY;
 	return t.retval;
 }
 
@@ -84,9 +115,11 @@ static double bench(uint16_t k, double *data_ns)
 		.group_port = PORT + 1,
 	};
 	uint64_t before[TLY_XDP_C_COUNT], after[TLY_XDP_C_COUNT];
-	uint64_t ns = 0, ns_data = 0, n_data = 0, pkts;
+	uint64_t ns = 0, ns_data = 0, n_data = 0, ns_conf = 0, n_conf = 0;
+	uint64_t pkts;
+	uint32_t retry[RECEIPTS], next = 0, len;
+	unsigned int n_retry = 0;
 	uint8_t f[2048];
-	uint32_t c, len;
 	uint16_t r;
 
 	tly_group_mac(j.group_ip, j.group_mac);
@@ -94,24 +127,43 @@ static double bench(uint16_t k, double *data_ns)
 		fprintf(stderr, "xdp-agg-bench: job\n");
 		exit(1);
 	}
-	for (c = 0; c < CHUNKS; c++) {
-		uint32_t tensor = 1000 + c / 1024;
-		uint16_t chunk = (uint16_t)(c % 1024);
+	/* groups of RECEIPTS chunks, refused ones (BUSY: their slot is
+	 * still held by a chunk of the group) first in the next group, as
+	 * the worker offers them again */
+	while (next < CHUNKS || n_retry) {
+		uint32_t group[RECEIPTS], taken[RECEIPTS];
+		unsigned int n_group = 0, n_taken = 0, i;
 
-		for (r = 0; r < N; r++) {
-			uint64_t t = 0;
+		while (n_group < RECEIPTS && n_retry)
+			group[n_group++] = retry[--n_retry];
+		while (n_group < RECEIPTS && next < CHUNKS)
+			group[n_group++] = next++;
+		for (i = 0; i < n_group; i++) {
+			int busy = 0, b;
 
-			len = frame(f, &j, TLY_T_DATA, tensor, chunk, r);
-			run(f, len, &t);
-			ns_data += t;
-			n_data++;
+			for (r = 0; r < N; r++) {
+				uint64_t t = 0;
+
+				len = frame(f, &j, TLY_T_DATA, &group[i], 1, r);
+				run(f, len, &t, &b);
+				busy |= b;
+				ns_data += t;
+				n_data++;
+			}
+			if (busy)
+				retry[n_retry++] = group[i];
+			else
+				taken[n_taken++] = group[i];
 		}
+		if (!n_taken)
+			continue;
 		for (r = 0; r < N; r++) {
-			len = frame(f, &j, TLY_T_CONFIRM, tensor, chunk, r);
-			run(f, len, &ns);
+			len = frame(f, &j, TLY_T_CONFIRM, taken, n_taken, r);
+			run(f, len, &ns_conf, NULL);
+			n_conf++;
 		}
 	}
-	ns += ns_data;
+	ns = ns_data + ns_conf;
 	if (tly_xdp_counters(ctl, after)) {
 		fprintf(stderr, "xdp-agg-bench: counters\n");
 		exit(1);
@@ -134,8 +186,9 @@ static double bench(uint16_t k, double *data_ns)
 	}
 	*data_ns = (double)ns_data / (double)n_data;
 	printf("K %3u  n %d  packets %llu  %.1f ns/packet  DATA %.1f ns  "
-	       "%.2f Mpps\n", k, N, (unsigned long long)pkts,
-	       (double)ns / (double)pkts, *data_ns,
+	       "CONFIRM of %d %.1f ns  %.2f Mpps\n", k, N,
+	       (unsigned long long)pkts, (double)ns / (double)pkts, *data_ns,
+	       RECEIPTS, (double)ns_conf / (double)n_conf,
 	       (double)pkts * 1e3 / (double)ns);
 	return (double)pkts * 1e3 / (double)ns;
 }
@@ -147,12 +200,12 @@ static double baseline(void)
 	struct tly_xdp_job j = { .k = 64, .n_slots = 1 };
 	uint64_t ns = 0;
 	uint8_t f[2048];
-	uint32_t len, i;
+	uint32_t len, i, c = 1025;
 
-	len = frame(f, &j, TLY_T_DATA, 1, 1, 0);
+	len = frame(f, &j, TLY_T_DATA, &c, 1, 0);
 	tly_put16(f + TLY_ETH_LEN + TLY_IP_LEN + 2, PORT + 2);
 	for (i = 0; i < 100000; i++)
-		if (run(f, len, &ns) != XDP_PASS)
+		if (run(f, len, &ns, NULL) != XDP_PASS)
 			exit(1);
 	return (double)ns / 100000;
 }
