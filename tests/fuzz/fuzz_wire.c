@@ -7,7 +7,8 @@
  * docs/compression.md; and an int32 tensor through the ring) fed the
  * same packets, bare or in full Ethernet/IPv4/UDP frames, in the software
  * profile or the switch profile (docs/switch-profile.md: K = 64, no ring,
- * its CONFIRM of one chunk, the aggregator's sweep).
+ * its CONFIRM of 1 to 8 chunks and the ACK echoing them, the aggregator's
+ * sweep).
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -149,15 +149,27 @@ with open(os.path.join(out, "sequence-sign"), "wb") as f:
                                 "result-sign")))
 
 # the switch profile (mode bit 1: K 64, docs/switch-profile.md): DATA,
-# RESULT, the CONFIRM of one chunk (aux 0, its slot) and its ACK (RELEASED)
+# RESULT, the CONFIRM of one chunk (aux 0, its slot) and its ACK (RELEASED),
+# a CONFIRM of three chunks (aux 2: two receipts, each at its slot) and
+# its ACK echoing them
 K_SW = 64
 payload_sw = b"".join(struct.pack(">i", i * 7 - 200) for i in range(K_SW))
+
+
+def receipt(tensor, chunk, exp=0):
+    slot = ((chunk_hash(tensor, chunk, exp) & 0xffffffff) * SLOTS) >> 32
+    return struct.pack(">IHH", tensor, chunk, slot)
+
+
+receipts_9 = receipt(9, 2) + receipt(9, 3)
 sw_seeds = {
     "sw-data": hdr(1, 0x06, 1, 9, 0) + payload_sw,
     "sw-result": hdr(2, 0x02, 0, 9, 1) + payload_sw,
     "sw-result-exp": hdr(2, 0x01, 0, 7, 0) + payload_sw,
     "sw-confirm": hdr(5, 0x04, 2, 9, 1),
     "sw-confirm-exp": hdr(5, 0x0d, 1, 7, 0),
+    "sw-confirm-3": hdr(5, 0x04, 2, 9, 1, aux=2) + receipts_9,
+    "sw-ack-released-3": hdr(3, 0x40, 0, 9, 1, aux=2) + receipts_9,
     "sw-ack-released": hdr(3, 0x40, 0, 9, 1),
     "sw-busy": hdr(4, 0x02, 0, 9, 0),
     "sw-data-lane8": hdr(1, 0x84, 1, 11, 0, shift=2) + payload_sw,
@@ -172,6 +184,7 @@ with open(os.path.join(out, "sw-sequence"), "wb") as f:
     f.write(b"\x02" + b"".join(record(sw_seeds[n]) for n in
                                ("sw-result-exp", "sw-data", "sw-result",
                                 "sw-confirm", "sw-ack-released",
+                                "sw-confirm-3", "sw-ack-released-3",
                                 "sw-result", "sw-busy")))
 
 
