@@ -179,6 +179,7 @@ int kill_mid_run(struct test_cluster *tc, int hosts, int run_ms,
 				    .first_iteration = 1u << 30, .go_fd = -1 };
 	struct client_job jobs[CL_MAX_DAEMONS];
 	pid_t pid[CL_MAX_DAEMONS * CL_LOCAL];
+	bool exited_ok[CL_MAX_DAEMONS * CL_LOCAL];
 	int n = 0, failed = 0, gone, status;
 	size_t seen_size = sizeof(_Atomic uint64_t) * CL_MAX_DAEMONS * CL_LOCAL;
 	_Atomic uint64_t *seen = mmap(NULL, seen_size, PROT_READ | PROT_WRITE,
@@ -213,8 +214,10 @@ int kill_mid_run(struct test_cluster *tc, int hosts, int run_ms,
 		tc->d[hosts - 1].pid = 0;
 	}
 	t0 += (uint64_t)gone;
-	for (int i = 0; i < n; i++)
-		failed += child_wait(pid[i], 30000) != 0;
+	for (int i = 0; i < n; i++) {
+		exited_ok[i] = child_wait(pid[i], 30000) == 0;
+		failed += !exited_ok[i];
+	}
 	/* the last error seen, in ms after the process was gone (a client
 	 * may have been first: its socket closed before the reaping) */
 	*took_ms = 0;
@@ -225,8 +228,10 @@ int kill_mid_run(struct test_cluster *tc, int hosts, int run_ms,
 			uint64_t at = atomic_load(&seen[h * CL_LOCAL + l]);
 			long long d = at ? (long long)at - (long long)t0 : -1;
 
-			if (!at)
-				failed++;	/* (the client said why) */
+			/* a client that failed is counted once, above
+			 * (it said why) */
+			if (!at && exited_ok[h * CL_LOCAL + l])
+				failed++;
 			if (l == 0 || d > last)
 				last = d;
 		}
