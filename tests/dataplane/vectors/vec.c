@@ -42,6 +42,44 @@ static void v_send(void *ctx, uint16_t dst, uint8_t *f, size_t len)
 	}
 }
 
+/* a worker of @c with tensor @d submitted and every chunk sent, its
+ * CONFIRMs to aggregator @to captured into @out; NULL if it cannot be */
+static struct tly_worker *worker_start(const struct tly_worker_cfg *c,
+				       const struct tly_tensor_desc *d,
+				       uint16_t to, uint8_t *out)
+{
+	struct tly_worker *w = tly_worker_create(c);
+
+	if (!w)
+		return NULL;
+	memset(&cap, 0, sizeof(cap));
+	cap.to = to;
+	cap.out = out;
+	if (tly_worker_submit(w, d, 0)) {
+		tly_worker_destroy(w);
+		return NULL;
+	}
+	tly_worker_poll(w, 1);		/* every chunk sent */
+	return w;
+}
+
+/* the RESULT of @chunk (K = @k words of zeros, 4096 slots) to @w */
+static void result_in(struct tly_worker *w, uint16_t k, uint16_t rank,
+		      uint32_t tensor, uint16_t chunk, uint8_t flags,
+		      uint64_t now)
+{
+	uint8_t f[TLY_HDR_LEN + 4 * 64] = { 0 };
+	struct tly_hdr h = {
+		.type = TLY_T_RESULT, .flags = flags, .job = VJOB,
+		.rank = rank, .tensor = tensor, .chunk = chunk,
+		.cookie = VCOOKIE,
+	};
+
+	h.slot = (uint16_t)tly_slot_of(tensor, chunk, flags & TLY_F_EXP, 4096);
+	tly_hdr_write(f, &h);
+	tly_worker_rx(w, f, TLY_HDR_LEN + 4u * k, now);
+}
+
 size_t vec_confirm(uint16_t rank, uint16_t n_aggs, uint16_t to,
 		   uint32_t tensor, uint32_t n_chunks, const uint16_t *chunks,
 		   unsigned int n, const struct vec_foreign *fo,
@@ -66,43 +104,14 @@ size_t vec_confirm(uint16_t rank, uint16_t n_aggs, uint16_t to,
 
 	if (n_aggs > 4 || to >= n_aggs || n_chunks > VEC_MAX_CHUNKS)
 		return 0;
-	w = tly_worker_create(&c);
+	w = worker_start(&c, &d, to, out);
 	if (!w)
 		return 0;
-	memset(&cap, 0, sizeof(cap));
-	cap.to = to;
-	cap.out = out;
-	if (tly_worker_submit(w, &d, 0)) {
-		tly_worker_destroy(w);
-		return 0;
-	}
-	tly_worker_poll(w, 1);		/* every chunk sent */
-	for (i = 0; i < n; i++) {
-		uint8_t f[TLY_HDR_LEN + 4 * VK] = { 0 };
-		struct tly_hdr h = {
-			.type = TLY_T_RESULT, .flags = TLY_F_INT, .job = VJOB,
-			.rank = rank, .tensor = tensor, .chunk = chunks[i],
-			.cookie = VCOOKIE,
-		};
-
-		h.slot = (uint16_t)tly_slot_of(tensor, chunks[i], 0, 4096);
-		tly_hdr_write(f, &h);
-		tly_worker_rx(w, f, sizeof(f), 2);
-	}
-	for (i = 0; i < fo->n2; i++) {
-		uint8_t f[TLY_HDR_LEN + 4 * VK] = { 0 };
-		uint8_t e = fo->exps2[i];
-		struct tly_hdr h = {
-			.type = TLY_T_RESULT, .flags = e ? TLY_F_EXP : 0,
-			.job = VJOB, .rank = rank, .tensor = fo->tensor2,
-			.chunk = fo->chunks2[i], .cookie = VCOOKIE,
-		};
-
-		h.slot = (uint16_t)tly_slot_of(fo->tensor2, fo->chunks2[i], e,
-					       4096);
-		tly_hdr_write(f, &h);
-		tly_worker_rx(w, f, sizeof(f), 3);
-	}
+	for (i = 0; i < n; i++)
+		result_in(w, VK, rank, tensor, chunks[i], TLY_F_INT, 2);
+	for (i = 0; i < fo->n2; i++)
+		result_in(w, VK, rank, fo->tensor2, fo->chunks2[i],
+			  fo->exps2[i] ? TLY_F_EXP : 0, 3);
 	tly_worker_poll(w, 100);	/* confirm_ns has passed */
 	tly_worker_destroy(w);
 	return cap.len;
@@ -131,28 +140,11 @@ size_t vec_confirm_switch(uint16_t rank, uint32_t tensor, uint32_t n_chunks,
 
 	if (n_chunks > VEC_MAX_CHUNKS)
 		return 0;
-	w = tly_worker_create(&c);
+	w = worker_start(&c, &d, 0, out);
 	if (!w)
 		return 0;
-	memset(&cap, 0, sizeof(cap));
-	cap.out = out;
-	if (tly_worker_submit(w, &d, 0)) {
-		tly_worker_destroy(w);
-		return 0;
-	}
-	tly_worker_poll(w, 1);		/* every chunk sent */
-	for (i = 0; i < n; i++) {
-		uint8_t f[TLY_HDR_LEN + 4 * 64] = { 0 };
-		struct tly_hdr h = {
-			.type = TLY_T_RESULT, .flags = TLY_F_INT, .job = VJOB,
-			.rank = rank, .tensor = tensor, .chunk = chunks[i],
-			.cookie = VCOOKIE,
-		};
-
-		h.slot = (uint16_t)tly_slot_of(tensor, chunks[i], 0, 4096);
-		tly_hdr_write(f, &h);
-		tly_worker_rx(w, f, sizeof(f), 2);
-	}
+	for (i = 0; i < n; i++)
+		result_in(w, 64, rank, tensor, chunks[i], TLY_F_INT, 2);
 	tly_worker_poll(w, 3);		/* the end of a poll: sent */
 	tly_worker_destroy(w);
 	return cap.len;
