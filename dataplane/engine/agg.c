@@ -712,29 +712,40 @@ static void hdr_for_slot(struct tly_hdr *h, const struct agg_slot *s,
 		h->flags |= TLY_F_FALLBACK;
 }
 
-/* header-only reply (ACK or BUSY) echoing the packet's key; @extra:
- * TLY_F_FALLBACK or TLY_F_RELEASED */
-static void agg_reply(struct tly_agg *a, const struct tly_hdr *in,
-		      uint8_t type, uint8_t dscp, uint8_t extra)
+/* a reply (ACK or BUSY) echoing the packet's key; @extra: TLY_F_FALLBACK
+ * or TLY_F_RELEASED; @n_rc receipts @rc after the header (the switch
+ * profile's ACK of a CONFIRM echoes them), else header-only */
+static void agg_reply_echo(struct tly_agg *a, const struct tly_hdr *in,
+			   uint8_t type, uint8_t dscp, uint8_t extra,
+			   const uint8_t *rc, uint8_t n_rc)
 {
+	size_t rl = (size_t)n_rc * TLY_RECEIPT_LEN;
 	struct tly_out o;
 	struct tly_hdr h = *in;
 
 	if (tly_out_begin(&o, &a->cfg.ops, &a->cfg.net, &a->c, a->cfg.self,
-			  in->rank, dscp, TLY_HDR_LEN))
+			  in->rank, dscp, TLY_HDR_LEN + rl))
 		return;
 	h.type = type;
 	h.flags = (in->flags & (TLY_F_EXP | TLY_F_INT)) | extra;
 	h.shift = 0;
-	h.aux = 0;		/* a DATA's m(b) or PULL is not echoed */
+	h.aux = n_rc;		/* a DATA's m(b) or PULL is not echoed */
 	h.job = a->cfg.job;
 	h.cookie = a->cfg.cookie;
 	tly_hdr_write(o.pkt, &h);
+	if (rl)
+		memcpy(o.pkt + TLY_HDR_LEN, rc, rl);
 	tly_out_send(&o, &a->cfg.ops, &a->cfg.net, &a->c);
 	if (type == TLY_T_ACK)
 		a->c.acks++;
 	else
 		a->c.busy++;
+}
+
+static void agg_reply(struct tly_agg *a, const struct tly_hdr *in,
+		      uint8_t type, uint8_t dscp, uint8_t extra)
+{
+	agg_reply_echo(a, in, type, dscp, extra, NULL, 0);
 }
 
 /*
@@ -1095,9 +1106,6 @@ static void agg_confirm_switch(struct tly_agg *a, const struct tly_hdr *h,
 {
 	uint8_t exp = h->flags & TLY_F_EXP;
 	const uint8_t *r = pkt + TLY_HDR_LEN;
-	size_t rl = (size_t)h->aux * TLY_RECEIPT_LEN;
-	struct tly_out o;
-	struct tly_hdr ack;
 	unsigned int i;
 
 	agg_receipt_switch(a, h->slot, tly_chunk_key(h->tensor, h->chunk, exp),
@@ -1107,18 +1115,9 @@ static void agg_confirm_switch(struct tly_agg *a, const struct tly_hdr *h,
 				   tly_chunk_key(tly_get32(r), tly_get16(r + 4),
 						 exp),
 				   h->rank, now);
-	if (!(h->flags & TLY_F_ACK_REQ))
-		return;
-	if (tly_out_begin(&o, &a->cfg.ops, &a->cfg.net, &a->c, a->cfg.self,
-			  h->rank, dscp, TLY_HDR_LEN + rl))
-		return;
-	ack = *h;
-	ack.type = TLY_T_ACK;
-	ack.flags = exp | TLY_F_RELEASED;
-	tly_hdr_write(o.pkt, &ack);
-	memcpy(o.pkt + TLY_HDR_LEN, pkt + TLY_HDR_LEN, rl);
-	tly_out_send(&o, &a->cfg.ops, &a->cfg.net, &a->c);
-	a->c.acks++;
+	if (h->flags & TLY_F_ACK_REQ)
+		agg_reply_echo(a, h, TLY_T_ACK, dscp, TLY_F_RELEASED,
+			       pkt + TLY_HDR_LEN, h->aux);
 }
 
 /* any frame: not DATA of this job, or a DATA the fast check refused */
