@@ -93,8 +93,9 @@ int cluster_xdp_open(struct cluster *c)
 	x->evict_ns = (uint64_t)cfg->rto_us * 1000 * 256;
 	tly_xdp_info(x->ctl, &info);
 	log_info("xdp aggregator attached to %s: %u instructions (%u "
-		 "verified), %d slots, evict %llu ms", x->ifname,
-		 info.xlated_insns, info.verified_insns, cfg->pool_slots,
+		 "verified, %s), %d slots, evict %llu ms", x->ifname,
+		 info.xlated_insns, info.verified_insns,
+		 tly_xdp_lock_name(info.lock), cfg->pool_slots,
 		 (unsigned long long)(x->evict_ns / 1000000));
 	return 0;
 }

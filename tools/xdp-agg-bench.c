@@ -220,8 +220,9 @@ int main(void)
 		return 1;
 	}
 	if (!tly_xdp_info(ctl, &info))
-		printf("program: %u instructions, %u verified\n",
-		       info.xlated_insns, info.verified_insns);
+		printf("program: %u instructions, %u verified, %s\n",
+		       info.xlated_insns, info.verified_insns,
+		       tly_xdp_lock_name(info.lock));
 	m64 = bench(64, &d);
 	m128 = bench(128, &d);
 	m256 = bench(256, &d);

@@ -50,6 +50,33 @@ struct {
 
 #define INLINE static __always_inline
 
+/*
+ * The slot's lock (xdp_agg.h).  slot_lock() is 0 when taken; the
+ * resilient lock can also fail (a deadlock or a timeout the kernel
+ * detected), and then the packet is dropped unanswered, as a lost one
+ * is, and counted (TLY_XDP_C_LOCK): its sender sends it again.
+ */
+#ifdef TLY_XDP_RQLOCK
+extern int bpf_res_spin_lock(struct bpf_res_spin_lock *lock) __ksym;
+extern void bpf_res_spin_unlock(struct bpf_res_spin_lock *lock) __ksym;
+extern int bpf_res_spin_lock_irqsave(struct bpf_res_spin_lock *lock,
+				     unsigned long *flags__irq_flag) __ksym;
+extern void bpf_res_spin_unlock_irqrestore(struct bpf_res_spin_lock *lock,
+					   unsigned long *flags__irq_flag)
+	__ksym;
+#define slot_lock(s)		bpf_res_spin_lock(&(s)->lock)
+#define slot_unlock(s)		bpf_res_spin_unlock(&(s)->lock)
+/* the sweep runs in process context, where the packet path can interrupt
+ * it on its CPU: it keeps interrupts off while it holds a slot */
+#define sweep_lock(s, f)	bpf_res_spin_lock_irqsave(&(s)->lock, (f))
+#define sweep_unlock(s, f)	bpf_res_spin_unlock_irqrestore(&(s)->lock, (f))
+#else
+#define slot_lock(s)		(bpf_spin_lock(&(s)->lock), 0)
+#define slot_unlock(s)		bpf_spin_unlock(&(s)->lock)
+#define sweep_lock(s, f)	((void)(f), slot_lock(s))
+#define sweep_unlock(s, f)	((void)(f), slot_unlock(s))
+#endif
+
 INLINE void count(__u32 idx)
 {
 	__u64 *c = bpf_map_lookup_elem(&tly_counters, &idx);
@@ -97,6 +124,7 @@ enum act {
 	ACT_RESULT_ONE,		/* payload written under the lock */
 	ACT_MISMATCH,
 	ACT_ERR,		/* cannot happen: the length was checked */
+	ACT_LOCK,		/* the slot's lock was not taken */
 };
 
 /*
@@ -218,10 +246,11 @@ INLINE enum act data_k(struct xdp_md *ctx, struct tly_xdp_slot *s, int k,
 
 	if ((void *)(pl + k) > end)
 		return ACT_ERR;
-	bpf_spin_lock(&s->lock);
+	if (slot_lock(s))
+		return ACT_LOCK;
 	a = slot_data(s, pl, k, tensor, chunk_exp, flags, shift, bit, n, now,
 		      out_shift, out_mode, ctr);
-	bpf_spin_unlock(&s->lock);
+	slot_unlock(s);
 	return a;
 }
 
@@ -354,18 +383,20 @@ INLINE __u32 get32(const __u8 *p)
 }
 
 /* one receipt of a CONFIRM: a DONE slot of that chunk takes it, its n-th
- * frees it; elsewhere the chunk was freed before */
-INLINE void receipt(__u32 slot, __u32 tensor, __u32 chunk_exp, __u32 bit,
-		    __u32 all)
+ * frees it; elsewhere the chunk was freed before.  0, or -1 when the
+ * slot's lock was not taken (the CONFIRM must then go unanswered) */
+INLINE int receipt(__u32 slot, __u32 tensor, __u32 chunk_exp, __u32 bit,
+		   __u32 all)
 {
 	struct tly_xdp_slot *s = bpf_map_lookup_elem(&tly_slots, &slot);
 	int freed = 0, held = 0;
 
 	if (!s) {
 		count(TLY_E_SLOT);	/* below n_slots: cannot happen */
-		return;
+		return 0;
 	}
-	bpf_spin_lock(&s->lock);
+	if (slot_lock(s))
+		return -1;
 	if (s->state == TLY_XDP_DONE && s->tensor == tensor &&
 	    s->chunk_exp == chunk_exp) {
 		held = 1;
@@ -375,11 +406,12 @@ INLINE void receipt(__u32 slot, __u32 tensor, __u32 chunk_exp, __u32 bit,
 			freed = 1;
 		}
 	}
-	bpf_spin_unlock(&s->lock);
+	slot_unlock(s);
 	if (freed)
 		count(TLY_XDP_C_FREED);
 	if (!held)
 		count(TLY_XDP_C_CONFIRM_NONE);
+	return 0;
 }
 
 /* the receipts after a CONFIRM's header: each chunk at its hashed slot
@@ -405,10 +437,12 @@ INLINE int receipts_ok(const __u8 *h, const void *end, __u8 aux, __u8 exp,
 	return 1;
 }
 
-INLINE void receipts_take(const __u8 *h, const void *end, __u8 aux,
-			  __u8 exp, __u32 bit, __u32 all)
+/* 0, or -1 when a receipt's lock was not taken (the others are taken:
+ * a receipt again is harmless, so the CONFIRM's re-send repeats them) */
+INLINE int receipts_take(const __u8 *h, const void *end, __u8 aux,
+			 __u8 exp, __u32 bit, __u32 all)
 {
-	int i;
+	int i, err = 0;
 
 	for (i = 0; i < TLY_SWITCH_RECEIPTS - 1; i++) {
 		const __u8 *r = h + TLY_HDR_LEN + TLY_RECEIPT_LEN * i;
@@ -416,10 +450,12 @@ INLINE void receipts_take(const __u8 *h, const void *end, __u8 aux,
 		if (i >= aux)
 			break;
 		if ((const void *)(r + TLY_RECEIPT_LEN) > end)
-			return;
-		receipt(get16(r + 6), get32(r), (__u32)get16(r + 4) << 1 | exp,
-			bit, all);
+			break;
+		if (receipt(get16(r + 6), get32(r),
+			    (__u32)get16(r + 4) << 1 | exp, bit, all))
+			err = -1;
 	}
+	return err;
 }
 
 SEC("xdp")
@@ -544,9 +580,14 @@ int tly_xdp_agg(struct xdp_md *ctx)
 		if (!receipts_ok(h, end, aux, exp, cfg->n_slots))
 			return drop(TLY_E_SLOT);
 		count(TLY_XDP_C_CONFIRM);
-		receipt(slot, tensor, (__u32)chunk << 1 | exp, 1u << rank,
-			all);
-		receipts_take(h, end, aux, exp, 1u << rank, all);
+		/* an ACK would release every chunk it echoes: none if a
+		 * receipt was not taken (the worker sends them all again) */
+		if (receipt(slot, tensor, (__u32)chunk << 1 | exp,
+			    1u << rank, all) |
+		    receipts_take(h, end, aux, exp, 1u << rank, all)) {
+			count(TLY_XDP_C_LOCK);
+			return XDP_DROP;
+		}
 		if (flags & TLY_F_ACK_REQ)
 			return reply_hdr(ctx, TLY_T_ACK, TLY_F_RELEASED,
 					 TLY_RECEIPT_LEN * (__u32)aux);
@@ -588,6 +629,9 @@ int tly_xdp_agg(struct xdp_md *ctx)
 		return result_out(ctx, cfg, out_mode, out_shift, 0);
 	case ACT_MISMATCH:
 		return drop(TLY_E_MISMATCH);
+	case ACT_LOCK:
+		count(TLY_XDP_C_LOCK);
+		return XDP_DROP;
 	default:
 		return drop(TLY_E_LEN);
 	}
@@ -607,12 +651,14 @@ static long sweep_one(__u32 i, void *arg)
 	struct sweep_ctx *c = arg;
 	__u32 idx = c->start + i;
 	struct tly_xdp_slot *s = bpf_map_lookup_elem(&tly_slots, &idx);
+	unsigned long irq = 0;
 	__u64 now;
 
 	if (!s)
 		return 1;	/* past the pool: stop */
 	now = bpf_ktime_get_ns();
-	bpf_spin_lock(&s->lock);
+	if (sweep_lock(s, &irq))
+		return 0;	/* the next sweep looks again */
 	/* signed: a claim after now was read is younger than now */
 	if (s->state == TLY_XDP_AGG &&
 	    (__s64)(now - s->claim_ns) >= (__s64)c->evict_ns) {
@@ -623,7 +669,7 @@ static long sweep_one(__u32 i, void *arg)
 	} else if (s->state == TLY_XDP_DONE) {
 		c->n_done++;
 	}
-	bpf_spin_unlock(&s->lock);
+	sweep_unlock(s, &irq);
 	return 0;
 }
 

@@ -269,8 +269,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (!tly_xdp_info(c, &info))
-		printf("attached to %s: %u instructions, %u verified\n",
-		       o.ifname, info.xlated_insns, info.verified_insns);
+		printf("attached to %s: %u instructions, %u verified, %s\n",
+		       o.ifname, info.xlated_insns, info.verified_insns,
+		       tly_xdp_lock_name(info.lock));
 	fflush(stdout);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);

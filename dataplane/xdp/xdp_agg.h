@@ -48,12 +48,33 @@ struct tly_xdp_cfg {
 };
 
 /*
+ * The slot's lock.  Two builds of agg.bpf.c (docs/xdp-aggregator.md,
+ * "The slot lock"): TLY_XDP_RQLOCK takes the kernel's resilient spin lock
+ * (bpf_res_spin_lock, Linux 6.15+), which leaves interrupts alone; the
+ * other takes bpf_spin_lock, which saves and restores them on every
+ * packet.  Both are one 32-bit word, so the slot's layout is the same and
+ * the host side, which never touches the lock, uses the older name.
+ * TLY_HAVE_RES_SPIN_LOCK: <linux/bpf.h> declares the struct (meson).
+ */
+#if defined(TLY_XDP_RQLOCK) && !defined(TLY_HAVE_RES_SPIN_LOCK)
+struct bpf_res_spin_lock {
+	__u32 val;
+};
+#endif
+/* a macro, not a typedef: the verifier finds the lock by its struct name */
+#ifdef TLY_XDP_RQLOCK
+#define TLY_XDP_SLOT_LOCK struct bpf_res_spin_lock
+#else
+#define TLY_XDP_SLOT_LOCK struct bpf_spin_lock
+#endif
+
+/*
  * One aggregation slot.  Registers of at most 32 bits, plus the claim
  * time (written on the packet path, read only by the sweep) and the lanes.
  * The lock orders both CPUs' packets and the sweep.
  */
 struct tly_xdp_slot {
-	struct bpf_spin_lock lock;
+	TLY_XDP_SLOT_LOCK lock;
 	__u32 tensor;		/* key word 1 */
 	__u32 chunk_exp;	/* key word 2: chunk << 1 | EXP */
 	__u32 contrib;		/* workers whose DATA is in the sum */
@@ -86,6 +107,7 @@ enum tly_xdp_counter {
 	TLY_XDP_C_CONFIRM_NONE,	/* a receipt of a chunk already freed */
 	TLY_XDP_C_EVICTIONS,	/* partials freed by the sweep */
 	TLY_XDP_C_TX_ERR,	/* a reply could not be built */
+	TLY_XDP_C_LOCK,		/* dropped: a slot's lock was not taken */
 	TLY_XDP_C_COUNT
 };
 

@@ -18,9 +18,11 @@
 
 #include "dataplane/dp_log.h"
 
-/* the compiled agg.bpf.c (embed.py) */
+/* the compiled agg.bpf.c (embed.py), with each slot lock */
 extern const unsigned char tly_xdp_agg_obj[];
 extern const size_t tly_xdp_agg_obj_len;
+extern const unsigned char tly_xdp_agg_rq_obj[];
+extern const size_t tly_xdp_agg_rq_obj_len;
 
 struct tly_xdp_ctl {
 	struct bpf_object *obj;
@@ -34,6 +36,7 @@ struct tly_xdp_ctl {
 	int ncpu;
 	int ifindex;		/* attached to; 0 if not */
 	__u32 flags;		/* XDP_FLAGS_* it was attached with */
+	enum tly_xdp_lock lock;	/* RES or SPIN: the build loaded */
 };
 
 /* libbpf's messages go to the dataplane's log; its debug chatter not */
@@ -50,45 +53,89 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt,
 	return 0;
 }
 
-int tly_xdp_open(struct tly_xdp_ctl **out, uint32_t n_slots)
+/* open and load one build of the program into @c; 0 or -errno */
+static int load(struct tly_xdp_ctl *c, enum tly_xdp_lock lock,
+		uint32_t n_slots)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "tly_xdp_agg");
-	struct tly_xdp_ctl *c;
+	int rq = lock == TLY_XDP_LOCK_RES, err;
 	struct bpf_map *m;
+
+	c->obj = bpf_object__open_mem(rq ? tly_xdp_agg_rq_obj :
+					   tly_xdp_agg_obj,
+				      rq ? tly_xdp_agg_rq_obj_len :
+					   tly_xdp_agg_obj_len, &opts);
+	err = libbpf_get_error(c->obj);
+	if (err) {
+		c->obj = NULL;
+		return err;
+	}
+	m = bpf_object__find_map_by_name(c->obj, "tly_slots");
+	c->agg = bpf_object__find_program_by_name(c->obj, "tly_xdp_agg");
+	c->sweep = bpf_object__find_program_by_name(c->obj, "tly_xdp_sweep");
+	if (!m || !c->agg || !c->sweep)
+		return -ENOENT;
+	err = bpf_map__set_max_entries(m, n_slots);
+	if (err)
+		return err;
+	err = bpf_object__load(c->obj);
+	if (err)
+		return err;
+	c->lock = lock;
+	c->slots_fd = bpf_map__fd(m);
+	return 0;
+}
+
+/* TALLY_XDP_LOCK: auto (or unset), res or spin; anything else warns */
+static enum tly_xdp_lock lock_from_env(void)
+{
+	const char *v = getenv("TALLY_XDP_LOCK");
+
+	if (!v || !*v || !strcmp(v, "auto"))
+		return TLY_XDP_LOCK_AUTO;
+	if (!strcmp(v, "res"))
+		return TLY_XDP_LOCK_RES;
+	if (!strcmp(v, "spin"))
+		return TLY_XDP_LOCK_SPIN;
+	dp_warn("xdp: TALLY_XDP_LOCK=%s is not auto, res or spin: auto", v);
+	return TLY_XDP_LOCK_AUTO;
+}
+
+int tly_xdp_open(struct tly_xdp_ctl **out, uint32_t n_slots)
+{
+	return tly_xdp_open_lock(out, n_slots, lock_from_env());
+}
+
+int tly_xdp_open_lock(struct tly_xdp_ctl **out, uint32_t n_slots,
+		      enum tly_xdp_lock lock)
+{
+	struct tly_xdp_ctl *c;
 	int err;
 
 	*out = NULL;
-	if (n_slots == 0 || n_slots > TLY_MAX_SLOTS)
+	if (n_slots == 0 || n_slots > TLY_MAX_SLOTS ||
+	    lock > TLY_XDP_LOCK_SPIN)
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	libbpf_set_print(libbpf_log);
-	c->obj = bpf_object__open_mem(tly_xdp_agg_obj, tly_xdp_agg_obj_len,
-				      &opts);
-	err = libbpf_get_error(c->obj);
-	if (err) {
+	err = load(c, lock == TLY_XDP_LOCK_SPIN ? TLY_XDP_LOCK_SPIN :
+						  TLY_XDP_LOCK_RES, n_slots);
+	if (err && lock == TLY_XDP_LOCK_AUTO) {
+		/* a kernel before 6.15 has no resilient lock */
+		dp_info("xdp: no bpf_res_spin_lock here (%s): the build "
+			"with bpf_spin_lock", strerror(-err));
+		bpf_object__close(c->obj);
 		c->obj = NULL;
-		goto fail;
+		err = load(c, TLY_XDP_LOCK_SPIN, n_slots);
 	}
-	m = bpf_object__find_map_by_name(c->obj, "tly_slots");
-	c->agg = bpf_object__find_program_by_name(c->obj, "tly_xdp_agg");
-	c->sweep = bpf_object__find_program_by_name(c->obj, "tly_xdp_sweep");
-	if (!m || !c->agg || !c->sweep) {
-		err = -ENOENT;
-		goto fail;
-	}
-	err = bpf_map__set_max_entries(m, n_slots);
-	if (err)
-		goto fail;
-	err = bpf_object__load(c->obj);
 	if (err) {
 		dp_err("xdp: the kernel refused the aggregator program (%s)",
 		       strerror(-err));
 		goto fail;
 	}
 	c->pool = n_slots;
-	c->slots_fd = bpf_map__fd(m);
 	c->cfg_fd = bpf_object__find_map_fd_by_name(c->obj, "tly_cfg");
 	c->counters_fd = bpf_object__find_map_fd_by_name(c->obj,
 							 "tly_counters");
@@ -144,7 +191,12 @@ int tly_xdp_set_job(struct tly_xdp_ctl *c, const struct tly_xdp_job *j)
 		return -ENOMEM;
 	/* the job reaches slots below its n_slots only */
 	for (i = 0; i < j->n_slots; i++) {
-		if (bpf_map_update_elem(c->slots_fd, &i, zero, BPF_F_LOCK)) {
+		/* BPF_F_LOCK takes a bpf_spin_lock only; with the resilient
+		 * lock nothing else writes the slots now (the port's
+		 * packets are dropped) but a packet already past that check */
+		if (bpf_map_update_elem(c->slots_fd, &i, zero,
+					c->lock == TLY_XDP_LOCK_SPIN ?
+					BPF_F_LOCK : BPF_ANY)) {
 			err = -errno;
 			break;
 		}
@@ -285,6 +337,7 @@ const char *tly_xdp_counter_name(unsigned int i)
 		[TLY_XDP_C_CONFIRM_NONE - TLY_E_COUNT] = "confirm_freed",
 		[TLY_XDP_C_EVICTIONS - TLY_E_COUNT] = "evictions",
 		[TLY_XDP_C_TX_ERR - TLY_E_COUNT] = "tx_err",
+		[TLY_XDP_C_LOCK - TLY_E_COUNT] = "lock",
 	};
 
 	if (i < TLY_E_COUNT)
@@ -310,5 +363,18 @@ int tly_xdp_info(const struct tly_xdp_ctl *c, struct tly_xdp_prog_info *i)
 	i->xlated_insns = info.xlated_prog_len / 8;
 	i->verified_insns = info.verified_insns;
 	i->jited_bytes = info.jited_prog_len;
+	i->lock = c->lock;
 	return 0;
+}
+
+const char *tly_xdp_lock_name(enum tly_xdp_lock lock)
+{
+	switch (lock) {
+	case TLY_XDP_LOCK_RES:
+		return "bpf_res_spin_lock";
+	case TLY_XDP_LOCK_SPIN:
+		return "bpf_spin_lock";
+	default:
+		return "auto";
+	}
 }

@@ -29,15 +29,30 @@ struct tly_xdp_job {
 
 struct tly_xdp_ctl;
 
+/* the slot lock of the build to load (xdp_agg.h) */
+enum tly_xdp_lock {
+	TLY_XDP_LOCK_AUTO,	/* RES where the kernel has it, else SPIN */
+	TLY_XDP_LOCK_RES,	/* bpf_res_spin_lock (Linux 6.15+) */
+	TLY_XDP_LOCK_SPIN,	/* bpf_spin_lock */
+};
+
 /* what the kernel says of the loaded program */
 struct tly_xdp_prog_info {
 	uint32_t xlated_insns;	/* instructions after the verifier */
 	uint32_t verified_insns;	/* the verifier's processed count */
 	uint32_t jited_bytes;
+	enum tly_xdp_lock lock;	/* the build loaded: RES or SPIN */
 };
 
-/* load the program with a pool of @n_slots slots; 0 or -errno */
+/* load the program with a pool of @n_slots slots; the lock as the
+ * environment's TALLY_XDP_LOCK (auto, res, spin) says, auto if unset;
+ * 0 or -errno */
 int tly_xdp_open(struct tly_xdp_ctl **out, uint32_t n_slots);
+/* the same with the lock given: AUTO falls back to SPIN when the RES
+ * build does not load, RES and SPIN load that build or fail */
+int tly_xdp_open_lock(struct tly_xdp_ctl **out, uint32_t n_slots,
+		      enum tly_xdp_lock lock);
+const char *tly_xdp_lock_name(enum tly_xdp_lock lock);
 void tly_xdp_close(struct tly_xdp_ctl *c);
 
 /* check @j; write it and free every slot (packets of the port are

@@ -15,6 +15,7 @@
  * counter, the sweep frees a stale partial; the program's slot hash
  * against the engine's for many chunks; two CPUs on the same slots.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -39,6 +40,8 @@
 #define FRAME_MAX	(TLY_L2L4_LEN + TLY_HDR_LEN + 4 * TLY_XDP_K_MAX + 64)
 
 static struct tly_xdp_ctl *ctl;
+/* the build of the program the tests run: argv[1] (auto, res, spin) */
+static enum tly_xdp_lock lock_arg = TLY_XDP_LOCK_AUTO;
 static struct tly_xdp_job job;
 static uint64_t before[TLY_XDP_C_COUNT];
 
@@ -848,14 +851,71 @@ static void test_verified(void **state)
 	(void)state;
 	assert_int_equal(tly_xdp_info(ctl, &info), 0);
 	assert_true(info.xlated_insns > 0);
-	printf("xdp aggregator: %u instructions, %u verified, %u bytes jited\n",
-	       info.xlated_insns, info.verified_insns, info.jited_bytes);
+	if (lock_arg != TLY_XDP_LOCK_AUTO)
+		assert_int_equal(info.lock, lock_arg);
+	printf("xdp aggregator (%s): %u instructions, %u verified, %u bytes "
+	       "jited\n", tly_xdp_lock_name(info.lock), info.xlated_insns,
+	       info.verified_insns, info.jited_bytes);
+}
+
+/* does the running kernel have the resilient BPF spin lock (6.15+)? */
+static int kernel_has_res_lock(void)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	char line[256];
+	int found = 0;
+
+	assert_non_null(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, " bpf_res_spin_lock\n") != NULL;
+	fclose(f);
+	return found;
+}
+
+/*
+ * Both builds of the program: the spin lock one loads everywhere, the
+ * resilient one where the kernel has the lock, and AUTO takes the
+ * resilient one exactly there (the others fall back).
+ */
+static void test_lock_builds(void **state)
+{
+	struct tly_xdp_prog_info info;
+	struct tly_xdp_ctl *c;
+	int has = kernel_has_res_lock();
+
+	(void)state;
+	assert_int_equal(tly_xdp_open_lock(&c, 1024, TLY_XDP_LOCK_SPIN), 0);
+	assert_int_equal(tly_xdp_info(c, &info), 0);
+	assert_int_equal(info.lock, TLY_XDP_LOCK_SPIN);
+	tly_xdp_close(c);
+
+	if (has) {
+		assert_int_equal(tly_xdp_open_lock(&c, 1024, TLY_XDP_LOCK_RES),
+				 0);
+		assert_int_equal(tly_xdp_info(c, &info), 0);
+		assert_int_equal(info.lock, TLY_XDP_LOCK_RES);
+		tly_xdp_close(c);
+	} else {
+		assert_int_not_equal(tly_xdp_open_lock(&c, 1024,
+						       TLY_XDP_LOCK_RES), 0);
+		assert_null(c);
+	}
+
+	assert_int_equal(tly_xdp_open_lock(&c, 1024, TLY_XDP_LOCK_AUTO), 0);
+	assert_int_equal(tly_xdp_info(c, &info), 0);
+	assert_int_equal(info.lock, has ? TLY_XDP_LOCK_RES : TLY_XDP_LOCK_SPIN);
+	tly_xdp_close(c);
+
+	assert_int_equal(tly_xdp_open_lock(&c, 1024, TLY_XDP_LOCK_SPIN + 1),
+			 -EINVAL);
+	printf("xdp aggregator: this kernel %s bpf_res_spin_lock\n",
+	       has ? "has" : "lacks");
 }
 
 static int setup(void **state)
 {
 	(void)state;
-	return tly_xdp_open(&ctl, TLY_MAX_SLOTS) ? -1 : 0;
+	return tly_xdp_open_lock(&ctl, TLY_MAX_SLOTS, lock_arg) ? -1 : 0;
 }
 
 static int teardown(void **state)
@@ -865,10 +925,11 @@ static int teardown(void **state)
 	return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_verified),
+		cmocka_unit_test(test_lock_builds),
 		cmocka_unit_test(test_int32_wraps),
 		cmocka_unit_test(test_scaled_sum),
 		cmocka_unit_test(test_exp_max),
@@ -882,5 +943,15 @@ int main(void)
 		cmocka_unit_test(test_two_cpus),
 	};
 
+	if (argc > 1) {
+		if (!strcmp(argv[1], "res")) {
+			lock_arg = TLY_XDP_LOCK_RES;
+		} else if (!strcmp(argv[1], "spin")) {
+			lock_arg = TLY_XDP_LOCK_SPIN;
+		} else if (strcmp(argv[1], "auto")) {
+			fprintf(stderr, "usage: %s [auto|res|spin]\n", argv[0]);
+			return 2;
+		}
+	}
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
