@@ -67,8 +67,9 @@ static void log_engine(const struct cluster_shard *sh, unsigned int s)
 		if (tly_worker_held(sh->worker, n, &h) || !h.peak)
 			continue;
 		log_info("  held at node %u: peak %u of %u, past it %u, "
-			 "probes %llu", n, h.peak, h.max, h.escapes,
-			 (unsigned long long)h.probes);
+			 "probes %llu, placed by a later ACK %llu", n, h.peak,
+			 h.max, h.escapes, (unsigned long long)h.probes,
+			 (unsigned long long)h.inferred);
 	}
 }
 
@@ -305,6 +306,7 @@ static int build_shard(struct cluster *c, struct cluster_shard *sh,
 			.busy_ns = (uint64_t)c->cfg->rto_us * 1000,
 			.held_max = (uint32_t)c->cfg->held_max,
 			.release_batch = (uint32_t)c->cfg->release_batch,
+			.ack_every = (uint32_t)c->cfg->ack_every,
 			.confirm_ns = 200000, .confirm_batch = 64,
 			.chunk_rotate = 0,
 			.profile = (uint8_t)c->cfg->dp_profile,

@@ -58,6 +58,7 @@ void config_defaults(struct tally_config *cfg)
 	cfg->cc_init_window = 16;
 	cfg->cc_target_delay_us = 200;
 	cfg->release_batch = TLY_SWITCH_RECEIPTS;
+	cfg->ack_every = 1;
 	cfg->cc_base_window_ms = 100;
 	cfg->rto_us = 10000;
 	cfg->emu_seed = 1;
@@ -146,6 +147,7 @@ static const struct key_spec keys[] = {
 	{ "dataplane", "held_max", K_INT, F(held_max), 0, TLY_MAX_SLOTS, 0 },
 	{ "dataplane", "release_batch", K_INT, F(release_batch), 1,
 	  TLY_SWITCH_RECEIPTS, 0 },
+	{ "dataplane", "ack_every", K_INT, F(ack_every), 1, 64, 0 },
 	{ "dataplane", "threads", K_INT, F(dp_threads), 1, 16, 0 },
 	{ "dataplane", "profile", K_PROFILE, F(dp_profile), 0, 0, 0 },
 	{ "compression", "method", K_CODEC, F(compression), 0, 0, 0 },

@@ -74,6 +74,8 @@ struct tally_config {
 	int held_max;		/* switch profile: chunks held at one
 				 * aggregator (0: the engine's default) */
 	int release_batch;	/* switch profile: chunks a CONFIRM names */
+	int ack_every;		/* switch profile: one DATA in this many
+				 * asks for its ACK */
 	int cc_target_delay_us, cc_base_window_ms;
 	int dp_threads;			/* dataplane threads per job */
 	int dp_profile;			/* enum tly_profile: software |

@@ -56,6 +56,10 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 		w->cfg.held_max = cfg->window;
 	if (!w->cfg.acked_probes)
 		w->cfg.acked_probes = 4;
+	/* an ACK asked at least twice a window, so that a window is never
+	 * all credits waiting for RESULTs (worker_ack.c) */
+	if (w->cfg.ack_every > cfg->window / 2)
+		w->cfg.ack_every = cfg->window / 2;
 	w->lim = (struct tly_wire_limits){
 		.job = cfg->job, .cookie = cfg->cookie, .k = cfg->k,
 		.n_ranks = cfg->n_workers,
@@ -73,7 +77,7 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 	if (cfg->n_aggs)
 		memcpy(w->aggs, cfg->agg_nodes, cfg->n_aggs * sizeof(*w->aggs));
 	w->cfg.agg_nodes = w->aggs;
-	if (credit_init(w) || release_init(w))
+	if (credit_init(w) || ack_init(w) || release_init(w))
 		goto fail;
 	return w;
 fail:
@@ -99,6 +103,7 @@ void tly_worker_destroy(struct tly_worker *w)
 	if (w->tensors)
 		for (i = 0; i < w->cfg.max_tensors; i++)
 			tensor_free(&w->tensors[i]);
+	ack_fini(w);
 	credit_fini(w);
 	release_fini(w);
 	free(w->tensors);

@@ -101,6 +101,10 @@ struct tly_worker_cfg {
 	 * (docs/protocol.md, "What a worker holds") */
 	uint32_t held_max;
 	uint32_t acked_probes;
+	/* switch profile: one fresh DATA in ack_every to an aggregator
+	 * asks for its ACK, which stands for those sent before it
+	 * (worker_ack.c; 0 or 1: every DATA asks) */
+	uint32_t ack_every;
 	/* congestion control; fields left at zero take the defaults of
 	 * dataplane/engine/cc.h */
 	uint8_t cc_off;			/* 1: a fixed window, as before */
@@ -155,6 +159,8 @@ int tly_worker_path(const struct tly_worker *w, uint16_t node,
 struct tly_worker_held {
 	uint32_t held, peak, max, escapes;
 	uint64_t probes;
+	uint64_t inferred;	/* taken as placed from a later ACK
+				 * (cfg.ack_every) */
 };
 
 /* 0, or -ENOENT when @node is no destination of this worker */

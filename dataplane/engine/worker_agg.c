@@ -257,7 +257,8 @@ static void agg_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	 * store moves partials aside: a window of credits held until rto
 	 * by partials that wait on refused chunks starved the re-offers) */
 	if (w->cfg.profile == TLY_PROFILE_SWITCH)
-		flags |= TLY_F_ACK_REQ;
+		flags |= flags & TLY_F_RETX ? TLY_F_ACK_REQ :
+					      ack_fresh_flags(w, t, idx);
 	h.flags = flags | (exp ? TLY_F_EXP : t->codec->lanes) |
 		  (tly_dtype(t->d.dtype)->exact ? TLY_F_INT : 0);
 	h.slot = (uint16_t)tly_slot_of(t->d.id, chunk, exp, w->cfg.n_slots);
@@ -533,6 +534,7 @@ static void agg_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
 	if (h->type == TLY_T_ACK) {
 		w->c.acks++;
 		if (ch->state == C_INFLIGHT) {
+			ack_infer(w, t, idx, now);
 			credit_release(w, t, idx, 1, now);
 			ch->state = C_ACKED;
 			ch->retries = 0;

@@ -251,7 +251,7 @@ int tly_worker_held(const struct tly_worker *w, uint16_t node,
 	*out = (struct tly_worker_held){
 		.held = d->held, .peak = d->held_peak,
 		.max = w->cfg.held_max, .escapes = d->escapes,
-		.probes = d->probes,
+		.probes = d->probes, .inferred = d->inferred,
 	};
 	return 0;
 }

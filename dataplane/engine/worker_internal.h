@@ -184,6 +184,20 @@ struct wdest {
 	uint64_t probe_round;
 	uint32_t probes_in_round;
 	uint64_t probes;
+	/* switch profile, cfg.ack_every > 1 (worker_ack.c): fresh DATA to
+	 * this node in send order, a ring of cfg.window records */
+	struct sent_rec *sent;
+	uint32_t sent_head;
+	uint32_t sent_n;
+	uint32_t unreq;		/* fresh DATA since the last with ACK_REQ */
+	uint64_t inferred;	/* chunks taken as placed by a later ACK */
+};
+
+/* one fresh DATA (worker_ack.c) */
+struct sent_rec {
+	uint32_t tensor;
+	uint32_t idx;
+	uint64_t sent;		/* the chunk's wchunk.sent at the send */
 };
 
 struct tly_worker {
@@ -313,6 +327,12 @@ uint64_t credit_rto_node(const struct tly_worker *w, uint16_t dst,
 
 /* worker_release.c: the switch profile's releases (chunk keys of
  * tly_chunk_key(); @dst the chunk's aggregator node) */
+int ack_init(struct tly_worker *w);
+void ack_fini(struct tly_worker *w);
+uint8_t ack_fresh_flags(struct tly_worker *w, struct wtensor *t, uint32_t idx);
+void ack_infer(struct tly_worker *w, struct wtensor *t, uint32_t idx,
+	       uint64_t now);
+
 int release_init(struct tly_worker *w);
 void release_fini(struct tly_worker *w);
 /* whether one more chunk may start releasing */

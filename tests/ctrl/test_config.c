@@ -296,6 +296,7 @@ static void test_config_defaults(void **state)
 	assert_int_equal(cfg.cc_target_delay_us, 200);
 	assert_int_equal(cfg.held_max, 0);	/* the engine's default */
 	assert_int_equal(cfg.release_batch, TLY_SWITCH_RECEIPTS);
+	assert_int_equal(cfg.ack_every, 1);
 }
 
 static void test_config_valid_file(void **state)
@@ -343,7 +344,7 @@ static void test_config_cluster_file(void **state)
 		   "k = 64\nwindow = 32\ncongestion = false\n"
 		   "cc_min_window = 4\ncc_init_window = 12\n"
 		   "cc_target_delay_us = 200\ncc_base_window_ms = 50\n"
-		   "held_max = 512\nrelease_batch = 3\n"
+		   "held_max = 512\nrelease_batch = 3\nack_every = 4\n"
 		   "[emulator]\nrate_bps = 10000000000\nloss_ppm = 10000\n"
 		   "seed = 0x10\n");
 	config_defaults(&cfg);
@@ -369,6 +370,7 @@ static void test_config_cluster_file(void **state)
 	assert_int_equal(cfg.cc_base_window_ms, 50);
 	assert_int_equal(cfg.held_max, 512);
 	assert_int_equal(cfg.release_batch, 3);
+	assert_int_equal(cfg.ack_every, 4);
 	assert_true(cfg.emu_rate_bps == 10000000000ull);
 	assert_int_equal(cfg.emu_loss_ppm, 10000);
 	assert_true(cfg.emu_seed == 16);
@@ -410,6 +412,10 @@ static void test_config_cluster_bad_values(void **state)
 		     "dataplane.release_batch");
 	expect_error(*state, "[dataplane]\nrelease_batch = 9\n", 2,
 		     "dataplane.release_batch");
+	expect_error(*state, "[dataplane]\nack_every = 0\n", 2,
+		     "dataplane.ack_every");
+	expect_error(*state, "[dataplane]\nack_every = 65\n", 2,
+		     "dataplane.ack_every");
 	expect_error(*state, "[emulator]\nloss_ppm = 2000000\n", 2,
 		     "emulator.loss_ppm");
 	expect_error(*state, "[emulator]\nbogus = 1\n", 2,

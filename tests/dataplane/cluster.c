@@ -103,6 +103,7 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 				.release_max = cfg->release_max,
 				.held_max = cfg->held_max,
 				.acked_probes = cfg->acked_probes,
+				.ack_every = cfg->ack_every,
 				.net = net,
 				.ops = fab_ops(cl->fab, i, 0, cl->addrs),
 				.done = done_cb, .done_ctx = &cl->nodes[i],

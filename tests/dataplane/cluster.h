@@ -36,6 +36,7 @@ struct cl_cfg {
 	uint32_t release_max;	/* workers' (0: their default) */
 	uint32_t held_max;	/* workers' (0: their default) */
 	uint32_t acked_probes;	/* workers' (0: their default) */
+	uint32_t ack_every;	/* workers' (0: every DATA asks) */
 	uint8_t no_sweep;	/* tests: the switch profile without it */
 	/* called on every completed tensor, after it is counted */
 	void (*on_done)(void *ctx, uint16_t rank,

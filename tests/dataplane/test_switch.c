@@ -898,6 +898,9 @@ static uint8_t mk_group;	/* make_worker's cfg.result_group */
 /* make_worker's cfg.release_batch: one chunk a CONFIRM unless a test
  * batches (0: the default, TLY_SWITCH_RECEIPTS) */
 static uint32_t mk_batch = 1;
+static uint32_t mk_ack;		/* make_worker's cfg.ack_every */
+/* make_worker's congestion window at start; 0: cc off (a fixed window) */
+static uint32_t mk_cwnd;
 
 static struct tly_worker *make_worker(uint32_t release_max)
 {
@@ -905,11 +908,12 @@ static struct tly_worker *make_worker(uint32_t release_max)
 	struct tly_worker_cfg c = {
 		.job = JOB, .cookie = COOKIE, .k = K, .n_workers = 2,
 		.rank = 1, .n_slots = SLOTS, .n_aggs = 1, .agg_nodes = aggs,
-		.window = 8, .max_tensors = 4, .rto_ns = 100,
+		.window = mk_cwnd ? 64 : 8, .max_tensors = 4, .rto_ns = 100,
 		.rto_max_ns = 800, .acked_ns = 1000, .busy_ns = 50,
-		.cc_off = 1, .profile = TLY_PROFILE_SWITCH,
+		.cc_off = !mk_cwnd, .cc_init_window = mk_cwnd,
+		.cc_min_window = mk_cwnd, .profile = TLY_PROFILE_SWITCH,
 		.release_max = release_max, .result_group = mk_group,
-		.release_batch = mk_batch,
+		.release_batch = mk_batch, .ack_every = mk_ack,
 		.ops = { .alloc = w_alloc, .send = w_send }, .done = w_done,
 	};
 
@@ -1159,6 +1163,161 @@ static void test_worker_release_batch(void **state)
 	tly_worker_destroy(w);
 }
 
+/* the DATA sent since @from: how many, and whether each of @chunks is one */
+static unsigned int data_since(unsigned int from, uint8_t flags,
+			       const uint16_t *chunks, unsigned int n)
+{
+	unsigned int i, j, found = 0, all = 0;
+
+	for (i = from; i < n_ws; i++) {
+		if (ws[i].h.type != TLY_T_DATA)
+			continue;
+		all++;
+		assert_int_equal(ws[i].h.flags, flags);
+		for (j = 0; j < n; j++)
+			found += ws[i].h.chunk == chunks[j];
+	}
+	assert_int_equal(found, n);
+	return all;
+}
+
+/*
+ * cfg.ack_every = 4 (worker_ack.c): one fresh DATA in four asks for its
+ * ACK, and that ACK stands for the fresh DATA sent there before it: they
+ * are held as placed (not re-sent on their rto, probed after acked_ns),
+ * the later ones time out; the ACK of a retransmission stands for
+ * nothing; a chunk taken as placed whose DATA was lost is probed, and
+ * the tensor completes with the RESULTs.
+ */
+static void test_worker_ack_every(void **state)
+{
+	uint32_t t = tensor_apart(700, 8);
+	int32_t in[8 * K], res[8 * K];
+	struct tly_tensor_desc d = {
+		.id = t, .dtype = TLY_DT_I32, .src = in, .dst = res,
+		.count = 8 * K,
+	};
+	const uint8_t retx = TLY_F_INT | TLY_F_RETX | TLY_F_ACK_REQ;
+	struct tly_worker *w;
+	struct tly_worker_held h;
+	uint16_t c[8];
+	unsigned int i, mark;
+
+	(void)state;
+	memset(in, 0, sizeof(in));
+	mk_ack = 4;
+	w = make_worker(0);
+	mk_ack = 0;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	assert_int_equal(n_ws, 8);			/* the window */
+	for (i = 0; i < 8; i++) {
+		c[i] = ws[i].h.chunk;
+		assert_int_equal(ws[i].h.flags, i % 4 == 3 ?
+				 TLY_F_INT | TLY_F_ACK_REQ : TLY_F_INT);
+	}
+	/* the fourth's ACK: the three before it are placed too */
+	to_worker(w, TLY_T_ACK, TLY_F_INT, t, c[3], 0, 10);
+	assert_int_equal(tly_worker_held(w, AGG_NODE, &h), 0);
+	assert_int_equal(h.inferred, 3);
+	mark = n_ws;
+	tly_worker_poll(w, 150);			/* rto 100 */
+	assert_int_equal(data_since(mark, retx, &c[4], 4), 4);
+	/* the ACK of a retransmission stands for nothing */
+	to_worker(w, TLY_T_ACK, TLY_F_INT, t, c[6], 0, 160);
+	assert_int_equal(tly_worker_held(w, AGG_NODE, &h), 0);
+	assert_int_equal(h.inferred, 3);
+	mark = n_ws;
+	tly_worker_poll(w, 400);			/* rto x 2 */
+	assert_int_equal(data_since(mark, retx, (const uint16_t[]){
+					    c[4], c[5], c[7] }, 3), 3);
+	/* after acked_ns the placed ones are probed (4 a round), the
+	 * lost one among them: c[1] */
+	mark = n_ws;
+	tly_worker_poll(w, 1100);
+	assert_int_equal(data_since(mark, retx, c, 4), 7);
+	for (i = 0; i < 8; i++)
+		to_worker(w, TLY_T_RESULT, TLY_F_INT, t, c[i],
+			  (int32_t)c[i] + 1, 1200);
+	assert_int_equal(n_done, 1);
+	for (i = 0; i < 8; i++)
+		assert_int_equal(res[c[i] * K + K - 1], c[i] + 1);
+	tly_worker_destroy(w);
+}
+
+/*
+ * At least two DATA a congestion window ask, however large ack_every:
+ * with a window of 8 and ack_every 16, every fourth.
+ */
+static void test_worker_ack_every_cwnd(void **state)
+{
+	uint32_t t = tensor_apart(900, 8);
+	int32_t in[8 * K], res[8 * K];
+	struct tly_tensor_desc d = {
+		.id = t, .dtype = TLY_DT_I32, .src = in, .dst = res,
+		.count = 8 * K,
+	};
+	struct tly_worker *w;
+	unsigned int i;
+
+	(void)state;
+	memset(in, 0, sizeof(in));
+	mk_ack = 16;
+	mk_cwnd = 8;
+	w = make_worker(0);
+	mk_ack = 0;
+	mk_cwnd = 0;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	assert_int_equal(n_ws, 8);			/* the cc window */
+	for (i = 0; i < 8; i++)
+		assert_int_equal(ws[i].h.flags, i % 4 == 3 ?
+				 TLY_F_INT | TLY_F_ACK_REQ : TLY_F_INT);
+	tly_worker_destroy(w);
+}
+
+/*
+ * The records of fresh DATA are a ring of the window: a chunk in flight
+ * at its front with the ones after it answered keeps it full, and then
+ * every fresh DATA asks (and is not recorded); once the front is
+ * answered the stale records go and every fourth asks again.
+ */
+static void test_worker_ack_every_full(void **state)
+{
+	uint32_t t = tensor_apart(800, 16);
+	int32_t in[16 * K], res[16 * K];
+	struct tly_tensor_desc d = {
+		.id = t, .dtype = TLY_DT_I32, .src = in, .dst = res,
+		.count = 16 * K,
+	};
+	struct tly_worker *w;
+	uint16_t c[8];
+	unsigned int i, mark;
+
+	(void)state;
+	memset(in, 0, sizeof(in));
+	mk_ack = 4;
+	w = make_worker(0);
+	mk_ack = 0;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	assert_int_equal(n_ws, 8);
+	for (i = 0; i < 8; i++)
+		c[i] = ws[i].h.chunk;
+	for (i = 1; i < 8; i++)
+		to_worker(w, TLY_T_RESULT, TLY_F_INT, t, c[i], 1, 5);
+	mark = n_ws;
+	tly_worker_poll(w, 6);
+	assert_int_equal(data_since(mark, TLY_F_INT | TLY_F_ACK_REQ, NULL, 0),
+			 7);
+	/* c[0]'s ACK: nothing before it; the next fresh DATA does not ask */
+	to_worker(w, TLY_T_ACK, TLY_F_INT, t, c[0], 0, 7);
+	mark = n_ws;
+	tly_worker_poll(w, 8);
+	assert_int_equal(data_since(mark, TLY_F_INT, NULL, 0), 1);
+	tly_worker_destroy(w);
+}
+
 /*
  * The result group: a worker with cfg.result_group places a RESULT of rank
  * TLY_RANK_ALL as its own (and releases it with a CONFIRM of its rank); a
@@ -1355,6 +1514,9 @@ int main(void)
 		cmocka_unit_test(test_worker_create_limits),
 		cmocka_unit_test(test_worker_release),
 		cmocka_unit_test(test_worker_release_batch),
+		cmocka_unit_test(test_worker_ack_every),
+		cmocka_unit_test(test_worker_ack_every_full),
+		cmocka_unit_test(test_worker_ack_every_cwnd),
 		cmocka_unit_test(test_worker_result_group),
 		cmocka_unit_test(test_worker_release_bound),
 		cmocka_unit_test(test_worker_release_exp),

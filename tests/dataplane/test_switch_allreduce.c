@@ -284,6 +284,19 @@ static struct scenario scenarios[] = {
 	    FAB(18, 0.01, 0.01, 2000), 64 * 8, 64 * 2 + 1, 3),
 	SC("sw ded n4 i32 tiny release table", 4, CL_DEDICATED, TLY_DT_I32,
 	   FAB(19, 0.10, 0.05, 8000), .release_max = 2, .window = 16),
+	/* one DATA in ack_every asks for its ACK (worker_ack.c): lost DATA
+	 * taken as placed come back through the ACKED probes */
+	SC("sw ded n4 i32 ack4 loss10 dup reorder", 4, CL_DEDICATED,
+	   TLY_DT_I32, FAB(21, 0.10, 0.05, 8000), .ack_every = 4,
+	   .window = 16),
+	SC("sw ded n4 f32 pool2 ack4 loss10 dup reorder", 4, CL_DEDICATED,
+	   TLY_DT_F32, FAB(22, 0.10, 0.05, 8000), .n_slots = 2,
+	   .ack_every = 4),
+	SC("sw colo n8 f16 ack8 loss10 l2l4", 8, CL_COLOCATED, TLY_DT_F16,
+	   FAB(23, 0.10, 0.05, 8000), .l2l4 = 1, .ack_every = 8,
+	   .window = 32),
+	SC("sw ded n3 bf16 ack8 loss1", 3, CL_DEDICATED, TLY_DT_BF16,
+	   FAB(24, 0.01, 0.01, 2000), .ack_every = 8, .window = 64),
 	/*
 	 * Many more chunks refused than the window re-offers per back-off,
 	 * every worker on another tensor first: the pool fills with partial
@@ -346,6 +359,8 @@ static void make_random(void)
 		c->multicast = (int)(fab_rand(&rng) % 2);
 		c->release_max = (uint32_t)(fab_rand(&rng) % 3 ? 0 :
 					    1 + fab_rand(&rng) % 8);
+		/* not drawn, so that the other draws stay as they were */
+		c->ack_every = i % 3 ? 0 : 2 + i % 7;
 		c->fab.seed = 2000 + i;
 		c->fab.loss = (double)(fab_rand(&rng) % 21) / 100;
 		c->fab.dup = (double)(fab_rand(&rng) % 11) / 100;
@@ -357,11 +372,12 @@ static void make_random(void)
 			sc->sizes[t] = 1 + fab_rand(&rng) %
 				       (c->k * (c->n_workers > 8 ? 6 : 20));
 		snprintf(random_names[i], sizeof(random_names[i]),
-			 "random %u: %s n%u k%u slots%u win%u rel%u "
+			 "random %u: %s n%u k%u slots%u win%u rel%u ack%u "
 			 "loss%.2f dup%.2f", i,
 			 c->role == CL_COLOCATED ? "colo" : "ded",
 			 c->n_workers, c->k, c->n_slots, c->window,
-			 c->release_max, c->fab.loss, c->fab.dup);
+			 c->release_max, c->ack_every, c->fab.loss,
+			 c->fab.dup);
 		sc->name = random_names[i];
 	}
 }

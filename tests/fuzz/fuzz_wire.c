@@ -77,6 +77,9 @@ static void make(struct engines *e, int l2l4, int sw)
 		.window = 4, .max_tensors = 6, .rto_ns = 10, .acked_ns = 10,
 		.busy_ns = 10, .confirm_ns = 10, .profile = profile,
 		.release_max = 4, .net = net, .ops = ops,
+		/* switch profile: the ACK of one DATA stands for the one
+		 * before it (worker_ack.c) */
+		.ack_every = 2,
 	};
 	struct tly_tensor_desc d = {
 		.id = 7, .dtype = TLY_DT_F32, .src = e->src, .dst = e->dst,
