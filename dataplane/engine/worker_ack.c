@@ -9,11 +9,16 @@
  * A chunk taken as placed that was in fact lost is an ACKED chunk whose
  * partial is missing, which the protocol already recovers: ACKED chunks
  * are probed (RETX + ACK_REQ) until their RESULT comes, as after an
- * eviction.  So an inference that is wrong costs time, never a sum.  It
+ * eviction.  So an inference that is wrong costs time, never a sum.  The
+ * time is kept short: a chunk placed by inference keeps the timer of its
+ * DATA, so its first probe goes when the DATA would have been re-sent had
+ * it asked (its rto), not acked_ns later; the probe's ACK then arms the
+ * usual acked_ns.  A probe of a chunk that was placed and whose RESULT
+ * waits for slower workers costs a DATA and an ACK, once.  It
  * is right whenever the path keeps order, which a switch's or a host's
- * does but for loss: the inference is drawn only from the ACK of a first
- * transmission (a retransmission's ACK says nothing of what was sent
- * before the original).
+ * does but for loss: the inference is drawn only from the answer to a
+ * fresh DATA (a retransmission's says nothing of what was sent before
+ * the original).
  *
  * Which DATA asks: every ack_every-th fresh one to a node, and at least
  * two a window (the node's congestion window, which may be far below
@@ -129,9 +134,13 @@ uint8_t ack_fresh_flags(struct tly_worker *w, struct wtensor *t, uint32_t idx)
 }
 
 /*
- * The ACK of @idx's first transmission came: the fresh DATA recorded
- * before it to the same node are taken as placed (C_ACKED), as if their
- * own ACKs had come, without an RTT sample.
+ * The answer (ACK or BUSY) to @idx's fresh DATA came, not re-sent since
+ * (timed: the first transmission of its credit, or the first after a
+ * refusal): the fresh DATA recorded before it to the same node are taken
+ * as placed (C_ACKED), as if their own ACKs had come, without an RTT
+ * sample.  A BUSY says as much as an ACK: the aggregator refuses a DATA
+ * with BUSY whether it asked or not, so one that came before the refused
+ * one and is still in flight was not refused.
  */
 void ack_infer(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	       uint64_t now)
@@ -139,7 +148,7 @@ void ack_infer(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	struct wdest *d = ack_dest(w, t, idx);
 	uint32_t i, n, pos;
 
-	if (!d || t->chunks[idx].retries)
+	if (!d || t->chunks[idx].state != C_INFLIGHT || !t->chunks[idx].timed)
 		return;
 	/* find the ACKed one; nothing is inferred if it is not recorded */
 	for (n = 0; n < d->sent_n; n++) {
@@ -160,11 +169,11 @@ void ack_infer(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 		ch = rec_live(w, &d->sent[pos], &et);
 		if (!ch)
 			continue;
+		/* its timer stays at its DATA's rto: see the head comment */
 		ch->timed = 0;
 		credit_release(w, et, d->sent[pos].idx, 1, now);
 		ch->state = C_ACKED;
 		ch->retries = 0;
-		worker_arm(et, ch, now + w->cfg.acked_ns);
 		d->inferred++;
 	}
 	/* the ACKed one goes too */

@@ -546,6 +546,7 @@ static void agg_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
 	w->c.busy++;
 	if (ch->state != C_INFLIGHT && ch->state != C_ACKED)
 		return;
+	ack_infer(w, t, idx, now);
 	credit_release(w, t, idx, 0, now);
 	ch->state = C_DEFER;
 	if (ch->retries < 16)

@@ -1184,10 +1184,11 @@ static unsigned int data_since(unsigned int from, uint8_t flags,
 /*
  * cfg.ack_every = 4 (worker_ack.c): one fresh DATA in four asks for its
  * ACK, and that ACK stands for the fresh DATA sent there before it: they
- * are held as placed (not re-sent on their rto, probed after acked_ns),
- * the later ones time out; the ACK of a retransmission stands for
- * nothing; a chunk taken as placed whose DATA was lost is probed, and
- * the tensor completes with the RESULTs.
+ * are held as placed (their credit back) and probed once at their DATA's
+ * rto, then, once a probe is answered, every acked_ns; the later ones
+ * time out; the ACK of a retransmission stands for nothing; a chunk taken
+ * as placed whose DATA and probe were lost is probed again, and the
+ * tensor completes with the RESULTs.
  */
 static void test_worker_ack_every(void **state)
 {
@@ -1220,28 +1221,91 @@ static void test_worker_ack_every(void **state)
 	to_worker(w, TLY_T_ACK, TLY_F_INT, t, c[3], 0, 10);
 	assert_int_equal(tly_worker_held(w, AGG_NODE, &h), 0);
 	assert_int_equal(h.inferred, 3);
+	/* rto 100: the later ones time out, the placed ones are probed */
 	mark = n_ws;
-	tly_worker_poll(w, 150);			/* rto 100 */
-	assert_int_equal(data_since(mark, retx, &c[4], 4), 4);
+	tly_worker_poll(w, 150);
+	assert_int_equal(data_since(mark, retx, (const uint16_t[]){
+			c[0], c[1], c[2], c[4], c[5], c[6], c[7] }, 7), 7);
 	/* the ACK of a retransmission stands for nothing */
 	to_worker(w, TLY_T_ACK, TLY_F_INT, t, c[6], 0, 160);
 	assert_int_equal(tly_worker_held(w, AGG_NODE, &h), 0);
 	assert_int_equal(h.inferred, 3);
+	/* c[0]'s and c[2]'s probes are answered; c[1]'s was lost */
+	to_worker(w, TLY_T_ACK, TLY_F_INT, t, c[0], 0, 160);
+	to_worker(w, TLY_T_ACK, TLY_F_INT, t, c[2], 0, 160);
 	mark = n_ws;
 	tly_worker_poll(w, 400);			/* rto x 2 */
 	assert_int_equal(data_since(mark, retx, (const uint16_t[]){
 					    c[4], c[5], c[7] }, 3), 3);
-	/* after acked_ns the placed ones are probed (4 a round), the
-	 * lost one among them: c[1] */
+	/* acked_ns after its ACK c[3] is probed (and c[4], c[5], c[7]
+	 * time out again, rto x 4); c[1] acked_ns after its probe */
 	mark = n_ws;
 	tly_worker_poll(w, 1100);
-	assert_int_equal(data_since(mark, retx, c, 4), 7);
+	assert_int_equal(data_since(mark, retx, (const uint16_t[]){
+					    c[3], c[4], c[5], c[7] }, 4), 4);
+	mark = n_ws;
+	tly_worker_poll(w, 1155);
+	assert_int_equal(data_since(mark, retx, &c[1], 1), 1);
 	for (i = 0; i < 8; i++)
 		to_worker(w, TLY_T_RESULT, TLY_F_INT, t, c[i],
 			  (int32_t)c[i] + 1, 1200);
 	assert_int_equal(n_done, 1);
 	for (i = 0; i < 8; i++)
 		assert_int_equal(res[c[i] * K + K - 1], c[i] + 1);
+	tly_worker_destroy(w);
+}
+
+/*
+ * A BUSY says as much as an ACK (worker_ack.c): the aggregator refuses a
+ * DATA whether it asked or not, so the fresh DATA before a refused one
+ * that are still in flight were placed.  A chunk sent again after its
+ * refusal is fresh: the answer to it stands for the ones before it.
+ */
+static void test_worker_ack_every_busy(void **state)
+{
+	uint32_t t = tensor_apart(1000, 8);
+	int32_t in[8 * K], res[8 * K];
+	struct tly_tensor_desc d = {
+		.id = t, .dtype = TLY_DT_I32, .src = in, .dst = res,
+		.count = 8 * K,
+	};
+	struct tly_worker *w;
+	struct tly_worker_held h;
+	uint16_t c[8];
+	unsigned int i, mark, fresh = 0;
+
+	(void)state;
+	memset(in, 0, sizeof(in));
+	mk_ack = 4;
+	w = make_worker(0);
+	mk_ack = 0;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	assert_int_equal(n_ws, 8);
+	for (i = 0; i < 8; i++)
+		c[i] = ws[i].h.chunk;
+	/* c[4] refused: c[0..3] were placed, c[3]'s ACK not come yet */
+	to_worker(w, TLY_T_BUSY, TLY_F_INT, t, c[4], 0, 1);
+	assert_int_equal(tly_worker_held(w, AGG_NODE, &h), 0);
+	assert_int_equal(h.inferred, 4);
+	to_worker(w, TLY_T_BUSY, TLY_F_INT, t, c[5], 0, 1);
+	to_worker(w, TLY_T_ACK, TLY_F_INT, t, c[7], 0, 2);
+	assert_int_equal(tly_worker_held(w, AGG_NODE, &h), 0);
+	assert_int_equal(h.inferred, 5);		/* c[6] */
+	/* the back-off over (busy_ns x 2), both go again, fresh */
+	mark = n_ws;
+	tly_worker_poll(w, 102);
+	for (i = mark; i < n_ws; i++) {
+		if (ws[i].h.chunk != c[4] && ws[i].h.chunk != c[5])
+			continue;
+		assert_int_equal(ws[i].h.flags & TLY_F_RETX, 0);
+		fresh++;
+	}
+	assert_int_equal(fresh, 2);
+	/* c[5] refused again: c[4], sent again before it, was placed */
+	to_worker(w, TLY_T_BUSY, TLY_F_INT, t, c[5], 0, 103);
+	assert_int_equal(tly_worker_held(w, AGG_NODE, &h), 0);
+	assert_int_equal(h.inferred, 6);
 	tly_worker_destroy(w);
 }
 
@@ -1516,6 +1580,7 @@ int main(void)
 		cmocka_unit_test(test_worker_release_batch),
 		cmocka_unit_test(test_worker_ack_every),
 		cmocka_unit_test(test_worker_ack_every_full),
+		cmocka_unit_test(test_worker_ack_every_busy),
 		cmocka_unit_test(test_worker_ack_every_cwnd),
 		cmocka_unit_test(test_worker_result_group),
 		cmocka_unit_test(test_worker_release_bound),
