@@ -252,10 +252,11 @@ static void agg_send(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	};
 	struct tly_out o;
 
-	/* switch profile: every DATA asks for its ACK, so a contribution
-	 * held in a partial sum gives its credit back at once (no fallback
-	 * store moves partials aside: a window of credits held until rto
-	 * by partials that wait on refused chunks starved the re-offers) */
+	/* switch profile: a DATA asks for its ACK (one fresh DATA in
+	 * ack_every, worker_ack.c), so a contribution held in a partial sum
+	 * gives its credit back at once (no fallback store moves partials
+	 * aside: a window of credits held until rto by partials that wait
+	 * on refused chunks starved the re-offers) */
 	if (w->cfg.profile == TLY_PROFILE_SWITCH)
 		flags |= flags & TLY_F_RETX ? TLY_F_ACK_REQ :
 					      ack_fresh_flags(w, t, idx);

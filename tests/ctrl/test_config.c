@@ -296,7 +296,7 @@ static void test_config_defaults(void **state)
 	assert_int_equal(cfg.cc_target_delay_us, 200);
 	assert_int_equal(cfg.held_max, 0);	/* the engine's default */
 	assert_int_equal(cfg.release_batch, TLY_SWITCH_RECEIPTS);
-	assert_int_equal(cfg.ack_every, 1);
+	assert_int_equal(cfg.ack_every, 8);
 }
 
 static void test_config_valid_file(void **state)

@@ -202,6 +202,10 @@ static void run_xdp_job(bool dpdk)
 		"--set", "emulator.reorder_us=300",
 		"--set", dpdk ? "dataplane.transport=dpdk" :
 				"dataplane.transport=udp",
+		/* every DATA asks for its ACK in one of the two, one in
+		 * eight (the default) in the other */
+		"--set", dpdk ? "dataplane.ack_every=1" :
+				"dataplane.ack_every=8",
 		NULL,
 	};
 	const char *const agg[] = {
