@@ -1182,6 +1182,38 @@ static unsigned int data_since(unsigned int from, uint8_t flags,
 }
 
 /*
+ * The ack_every tests' start: a worker with cfg.ack_every = @every (and
+ * make_worker's mk_cwnd = @cwnd), tensor @t of @n chunks of zeros from
+ * @in into @res (n * K words each) submitted and polled at 0, which
+ * sends its window of 8; @c gets those 8 chunks in send order.
+ */
+static struct tly_worker *ack_worker_start(uint32_t every, uint32_t cwnd,
+					   uint32_t t, uint32_t n, int32_t *in,
+					   int32_t *res, uint16_t *c)
+{
+	struct tly_tensor_desc d = {
+		.id = t, .dtype = TLY_DT_I32, .src = in, .dst = res,
+		.count = n * K,
+	};
+	struct tly_worker *w;
+	unsigned int i;
+
+	memset(in, 0, n * K * sizeof(*in));
+	mk_ack = every;
+	mk_cwnd = cwnd;
+	w = make_worker(0);
+	mk_ack = 0;
+	mk_cwnd = 0;
+	assert_non_null(w);
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	assert_int_equal(n_ws, 8);
+	for (i = 0; i < 8; i++)
+		c[i] = ws[i].h.chunk;
+	return w;
+}
+
+/*
  * cfg.ack_every = 4 (worker_ack.c): one fresh DATA in four asks for its
  * ACK, and that ACK stands for the fresh DATA sent there before it: they
  * are held as placed (their credit back) and probed once at their DATA's
@@ -1194,10 +1226,6 @@ static void test_worker_ack_every(void **state)
 {
 	uint32_t t = tensor_apart(700, 8);
 	int32_t in[8 * K], res[8 * K];
-	struct tly_tensor_desc d = {
-		.id = t, .dtype = TLY_DT_I32, .src = in, .dst = res,
-		.count = 8 * K,
-	};
 	const uint8_t retx = TLY_F_INT | TLY_F_RETX | TLY_F_ACK_REQ;
 	struct tly_worker *w;
 	struct tly_worker_held h;
@@ -1205,18 +1233,10 @@ static void test_worker_ack_every(void **state)
 	unsigned int i, mark;
 
 	(void)state;
-	memset(in, 0, sizeof(in));
-	mk_ack = 4;
-	w = make_worker(0);
-	mk_ack = 0;
-	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
-	tly_worker_poll(w, 0);
-	assert_int_equal(n_ws, 8);			/* the window */
-	for (i = 0; i < 8; i++) {
-		c[i] = ws[i].h.chunk;
+	w = ack_worker_start(4, 0, t, 8, in, res, c);
+	for (i = 0; i < 8; i++)
 		assert_int_equal(ws[i].h.flags, i % 4 == 3 ?
 				 TLY_F_INT | TLY_F_ACK_REQ : TLY_F_INT);
-	}
 	/* the fourth's ACK: the three before it are placed too */
 	to_worker(w, TLY_T_ACK, TLY_F_INT, t, c[3], 0, 10);
 	assert_int_equal(tly_worker_held(w, AGG_NODE, &h), 0);
@@ -1265,25 +1285,13 @@ static void test_worker_ack_every_busy(void **state)
 {
 	uint32_t t = tensor_apart(1000, 8);
 	int32_t in[8 * K], res[8 * K];
-	struct tly_tensor_desc d = {
-		.id = t, .dtype = TLY_DT_I32, .src = in, .dst = res,
-		.count = 8 * K,
-	};
 	struct tly_worker *w;
 	struct tly_worker_held h;
 	uint16_t c[8];
 	unsigned int i, mark, fresh = 0;
 
 	(void)state;
-	memset(in, 0, sizeof(in));
-	mk_ack = 4;
-	w = make_worker(0);
-	mk_ack = 0;
-	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
-	tly_worker_poll(w, 0);
-	assert_int_equal(n_ws, 8);
-	for (i = 0; i < 8; i++)
-		c[i] = ws[i].h.chunk;
+	w = ack_worker_start(4, 0, t, 8, in, res, c);
 	/* c[4] refused: c[0..3] were placed, c[3]'s ACK not come yet */
 	to_worker(w, TLY_T_BUSY, TLY_F_INT, t, c[4], 0, 1);
 	assert_int_equal(tly_worker_held(w, AGG_NODE, &h), 0);
@@ -1317,23 +1325,12 @@ static void test_worker_ack_every_cwnd(void **state)
 {
 	uint32_t t = tensor_apart(900, 8);
 	int32_t in[8 * K], res[8 * K];
-	struct tly_tensor_desc d = {
-		.id = t, .dtype = TLY_DT_I32, .src = in, .dst = res,
-		.count = 8 * K,
-	};
 	struct tly_worker *w;
+	uint16_t c[8];
 	unsigned int i;
 
 	(void)state;
-	memset(in, 0, sizeof(in));
-	mk_ack = 16;
-	mk_cwnd = 8;
-	w = make_worker(0);
-	mk_ack = 0;
-	mk_cwnd = 0;
-	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
-	tly_worker_poll(w, 0);
-	assert_int_equal(n_ws, 8);			/* the cc window */
+	w = ack_worker_start(16, 8, t, 8, in, res, c);	/* the cc window */
 	for (i = 0; i < 8; i++)
 		assert_int_equal(ws[i].h.flags, i % 4 == 3 ?
 				 TLY_F_INT | TLY_F_ACK_REQ : TLY_F_INT);
@@ -1350,24 +1347,12 @@ static void test_worker_ack_every_full(void **state)
 {
 	uint32_t t = tensor_apart(800, 16);
 	int32_t in[16 * K], res[16 * K];
-	struct tly_tensor_desc d = {
-		.id = t, .dtype = TLY_DT_I32, .src = in, .dst = res,
-		.count = 16 * K,
-	};
 	struct tly_worker *w;
 	uint16_t c[8];
 	unsigned int i, mark;
 
 	(void)state;
-	memset(in, 0, sizeof(in));
-	mk_ack = 4;
-	w = make_worker(0);
-	mk_ack = 0;
-	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
-	tly_worker_poll(w, 0);
-	assert_int_equal(n_ws, 8);
-	for (i = 0; i < 8; i++)
-		c[i] = ws[i].h.chunk;
+	w = ack_worker_start(4, 0, t, 16, in, res, c);
 	for (i = 1; i < 8; i++)
 		to_worker(w, TLY_T_RESULT, TLY_F_INT, t, c[i], 1, 5);
 	mark = n_ws;
