@@ -159,7 +159,7 @@ int tly_worker_path(const struct tly_worker *w, uint16_t node,
 struct tly_worker_held {
 	uint32_t held, peak, max, escapes;
 	uint64_t probes;
-	uint64_t inferred;	/* taken as placed from a later ACK
+	uint64_t inferred;	/* taken as placed from a later answer
 				 * (cfg.ack_every) */
 };
 
