@@ -150,7 +150,7 @@ void ack_infer(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 
 	if (!d || t->chunks[idx].state != C_INFLIGHT || !t->chunks[idx].timed)
 		return;
-	/* find the ACKed one; nothing is inferred if it is not recorded */
+	/* find the answered one; nothing is inferred if it is not recorded */
 	for (n = 0; n < d->sent_n; n++) {
 		const struct sent_rec *r;
 
@@ -176,7 +176,7 @@ void ack_infer(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 		ch->retries = 0;
 		d->inferred++;
 	}
-	/* the ACKed one goes too */
+	/* the answered one goes too */
 	d->sent_head = (d->sent_head + n + 1) % w->cfg.window;
 	d->sent_n -= n + 1;
 }
