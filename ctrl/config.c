@@ -580,8 +580,9 @@ int config_profile_check(const struct tally_config *cfg, char *err,
 		return 0;
 	if (!tly_switch_k_ok((uint32_t)config_k(cfg))) {
 		snprintf(err, (size_t)errlen, "dataplane.profile = switch needs "
-			 "dataplane.k = 64, 128 or 256 (a switch adds 64 lanes "
-			 "a pass), not %d", config_k(cfg));
+			 "dataplane.k = 64, 128, 192, 256 or 320 (a switch "
+			 "adds 64 lanes a pass; 320 fills a 1500-byte MTU), "
+			 "not %d", config_k(cfg));
 		return -1;
 	}
 	if (cfg->algorithm != ALGO_AGGREGATE) {

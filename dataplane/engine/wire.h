@@ -45,6 +45,10 @@
 /* the switch profile (docs/switch-profile.md): every bitmap one 32-bit
  * register, K one pipeline pass of 64 lanes plus recirculations */
 #define TLY_SWITCH_MAX_WORKERS	32
+#define TLY_SWITCH_PASS_LANES	64
+/* the most passes a DATA frame of a 1500-byte IP MTU carries: 5 x 64
+ * int32 lanes, 1280 bytes of payload (6 would be 1536) */
+#define TLY_SWITCH_K_MAX	320
 /*
  * The switch profile's CONFIRM names up to this many chunks: the header's
  * and aux (at most 7) more, 8 bytes each (tensor, chunk, slot), one slot
@@ -60,10 +64,10 @@ enum tly_profile {
 	TLY_PROFILE_SWITCH = 1,		/* docs/switch-profile.md */
 };
 
-/* K values the switch profile allows: 64, 128 or 256 */
+/* K values the switch profile allows: whole passes, 64 .. 320 */
 static inline int tly_switch_k_ok(uint32_t k)
 {
-	return k == 64 || k == 128 || k == 256;
+	return k && k <= TLY_SWITCH_K_MAX && k % TLY_SWITCH_PASS_LANES == 0;
 }
 
 enum tly_type {

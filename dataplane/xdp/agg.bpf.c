@@ -128,7 +128,7 @@ enum act {
 };
 
 /*
- * The lane loops.  K is a constant in each copy (64, 128, 256), so the
+ * The lane loops.  K is a constant in each copy (64 .. 320), so the
  * verifier sees every packet offset bounded by one check; a switch would
  * run the same operations TLY_XDP_PASS_LANES at a time, one pass each.
  */
@@ -606,8 +606,18 @@ int tly_xdp_agg(struct xdp_md *ctx)
 			   shift, 1u << rank, cfg->n_workers, now, &out_shift,
 			   &out_mode, &ctr);
 		break;
+	case 192:
+		a = data_k(ctx, s, 192, tensor, (__u32)chunk << 1 | exp, flags,
+			   shift, 1u << rank, cfg->n_workers, now, &out_shift,
+			   &out_mode, &ctr);
+		break;
 	case 256:
 		a = data_k(ctx, s, 256, tensor, (__u32)chunk << 1 | exp, flags,
+			   shift, 1u << rank, cfg->n_workers, now, &out_shift,
+			   &out_mode, &ctr);
+		break;
+	case 320:
+		a = data_k(ctx, s, 320, tensor, (__u32)chunk << 1 | exp, flags,
 			   shift, 1u << rank, cfg->n_workers, now, &out_shift,
 			   &out_mode, &ctr);
 		break;

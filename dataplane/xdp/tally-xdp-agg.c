@@ -7,7 +7,7 @@
  *
  *   tally-xdp-agg --ifname eth0 --config job.conf
  *   tally-xdp-agg --ifname eth0 --job 0x1234 --cookie 0xdeadbeef \
- *       --workers 4 --k 256 --port 47000 --slots 4096 \
+ *       --workers 4 --k 320 --port 47000 --slots 4096 \
  *       --group 239.7.0.1:47001 --evict-ms 200
  *
  * A config file holds the same keys, one "key = value" a line ('#'
@@ -168,8 +168,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: tally-xdp-agg --ifname IF [--config FILE] [--job KEY]\n"
-		"  [--cookie C] [--workers N] [--k 64|128|256] [--port P]\n"
-		"  [--slots S] [--group IP:PORT] [--evict-ms MS]\n"
+		"  [--cookie C] [--workers N] [--k 64|128|192|256|320]\n"
+		"  [--port P] [--slots S] [--group IP:PORT] [--evict-ms MS]\n"
 		"  [--stats-ms MS] [--seconds S] [--skb]\n"
 		"       tally-xdp-agg --pass IF   (a pass-all program on IF,\n"
 		"  the veth peer of the aggregator's port; stays until IF goes)\n");
@@ -211,7 +211,8 @@ int main(int argc, char **argv)
 		{ 0, 0, 0, 0 },
 	};
 	struct opts o = {
-		.job = { .n_workers = 0, .k = 256, .n_slots = 4096 },
+		.job = { .n_workers = 0, .k = TLY_SWITCH_K_MAX,
+			 .n_slots = 4096 },
 		.evict_ns = 200000000ull,
 		.stats_ns = 1000000000ull,
 	};

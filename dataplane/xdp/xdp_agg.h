@@ -17,9 +17,9 @@
 
 /* the switch profile: every bitmap is one 32-bit register */
 #define TLY_XDP_MAX_WORKERS	32
-/* lanes per pass on a switch pipeline (SwitchML); K is 1, 2 or 4 passes */
-#define TLY_XDP_PASS_LANES	64
-#define TLY_XDP_K_MAX		256
+/* lanes per pass on a switch pipeline (SwitchML); K is 1 to 5 passes */
+#define TLY_XDP_PASS_LANES	TLY_SWITCH_PASS_LANES
+#define TLY_XDP_K_MAX		TLY_SWITCH_K_MAX
 /* RESULT to every worker: the rank field of the multicast frame */
 #define TLY_XDP_RANK_ALL	TLY_RANK_ALL
 /* slots one run of the sweep program looks at: the largest pool */
@@ -36,7 +36,7 @@ struct tly_xdp_cfg {
 	__u32 cookie;		/* host order */
 	__u16 job;		/* wire job key */
 	__u16 n_workers;	/* 1 .. 32 */
-	__u16 k;		/* 64, 128 or 256 */
+	__u16 k;		/* 64, 128, 192, 256 or 320 */
 	__u16 port;		/* the job's UDP port (DATA's destination) */
 	__u32 n_slots;		/* slot pool; the map has at least this */
 	/* where the RESULT to every worker goes: an IPv4 multicast group

@@ -177,7 +177,7 @@ int tly_xdp_set_job(struct tly_xdp_ctl *c, const struct tly_xdp_job *j)
 	int err;
 
 	if (j->n_workers == 0 || j->n_workers > TLY_XDP_MAX_WORKERS ||
-	    (j->k != 64 && j->k != 128 && j->k != 256) ||
+	    !tly_switch_k_ok(j->k) ||
 	    j->n_slots == 0 || j->n_slots > c->pool || j->port == 0 ||
 	    !tly_group_ok(j->group_ip, j->group_port))
 		return -EINVAL;

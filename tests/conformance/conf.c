@@ -299,7 +299,8 @@ static void on_reply(struct cf_run *r, uint16_t rank, const uint8_t *pkt,
 			c->rank = i;
 			c->h = h;
 			c->h.rank = i;
-			for (l = 0; TLY_HDR_LEN + 4 * l < len && l < 256; l++)
+			for (l = 0; TLY_HDR_LEN + 4 * l < len && l < CF_K_MAX;
+			     l++)
 				c->lanes[l] = (int32_t)tly_get32(
 					pkt + TLY_HDR_LEN + 4 * l);
 		}

@@ -28,7 +28,9 @@
 #include "dataplane/engine/worker.h"
 
 #define CF_GROUP 0xffffu	/* a reply for every worker (multicast) */
-#define CF_PKT_MAX (TLY_HDR_LEN + 4 * 256 + 64)
+/* the largest K a job may have (TALLY_CONFORMANCE_K is checked) */
+#define CF_K_MAX TLY_K_MAX
+#define CF_PKT_MAX (TLY_HDR_LEN + 4 * CF_K_MAX + 64)
 
 struct cf_job {
 	uint16_t job;
@@ -104,7 +106,7 @@ void cf_allreduce(const struct cf_case *c);
 struct cf_reply {
 	uint16_t rank;
 	struct tly_hdr h;
-	int32_t lanes[256];
+	int32_t lanes[CF_K_MAX];
 };
 
 struct cf_run *cf_raw_open(const struct cf_job *j);

@@ -70,6 +70,11 @@ static void job_of(struct cf_job *j, uint16_t n, uint32_t slots)
 	j->k = (uint16_t)env_num("TALLY_CONFORMANCE_K", j->k);
 	j->n = (uint16_t)env_num("TALLY_CONFORMANCE_N", j->n);
 	j->slots = (uint32_t)env_num("TALLY_CONFORMANCE_SLOTS", j->slots);
+	if (j->k < TLY_K_MIN || j->k > CF_K_MAX) {
+		fprintf(stderr, "TALLY_CONFORMANCE_K = %u: K is %u .. %u\n",
+			j->k, TLY_K_MIN, CF_K_MAX);
+		exit(2);
+	}
 }
 
 struct cf_backend *cf_be_open(const struct cf_job *j)
@@ -158,6 +163,22 @@ FAULT_CASE(reorder_f32, TLY_DT_F32, 0, 0, 200000)
 FAULT_CASE(reorder_i32, TLY_DT_I32, 0, 0, 200000)
 FAULT_CASE(all_faults_bf16, TLY_DT_BF16, 0.10, 0.10, 200000)
 
+/* the frame a daemon sends when dataplane.k is not set: K = 320 in the
+ * switch profile (5 passes of 64 lanes), 360 in the software one */
+static void default_k(void **state)
+{
+	struct cf_case c;
+
+	(void)state;
+	base_case(&c, 4, TLY_DT_F32, CF_SUM);
+	if (!cf_be_fixed_job())
+		c.job.k = c.job.profile == TLY_PROFILE_SWITCH ? 320 : 360;
+	c.count = (size_t)c.job.k * 30 + 11;
+	c.f = (struct cf_faults){ .seed = 31, .loss = 0.05, .dup = 0.05,
+				  .reorder_ns = 200000 };
+	cf_allreduce(&c);
+}
+
 /* a pool of 2 slots: every chunk contends */
 static void pool2(void **state)
 {
@@ -241,7 +262,7 @@ static void send_data(struct cf_run *r, const struct cf_job *j,
 		      uint16_t rank, uint16_t chunk, uint8_t flags,
 		      int8_t shift, uint32_t cookie)
 {
-	int32_t l[256];
+	int32_t l[CF_K_MAX];
 	struct tly_hdr h = {
 		.type = TLY_T_DATA, .flags = flags, .rank = rank,
 		.tensor = T_ID, .chunk = chunk, .shift = shift,
@@ -289,7 +310,7 @@ static unsigned int count(unsigned int n, uint8_t type, int rank)
 static void check_sum(const struct cf_reply *x, const struct cf_job *j,
 		      uint16_t chunk)
 {
-	int32_t a[256], b[256];
+	int32_t a[CF_K_MAX], b[CF_K_MAX];
 	uint16_t i;
 
 	assert_non_null(x);
@@ -629,6 +650,7 @@ int main(int argc, char **argv)
 		T(bf16_sum_4), T(bf16_avg_4), T(i32_sum_4), T(i32_avg_4),
 		T(loss10_f32), T(loss10_i32), T(dup10_f32), T(dup10_i32),
 		T(reorder_f32), T(reorder_i32), T(all_faults_bf16),
+		T(default_k),
 		T(pool2), T(orders), T(stall),
 		T(ob_ack_echoes_mode), T(ob_result_after_all),
 		T(ob_duplicate_once), T(ob_mismatch_dropped),

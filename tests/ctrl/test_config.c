@@ -108,11 +108,16 @@ static void test_config_profile(void **state)
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
 	cfg.k = 128;		/* set, it wins */
 	assert_int_equal(config_k(&cfg), 128);
-	/* K: one pass of 64 lanes and recirculations */
-	for (int k = 8; k <= 363; k++) {
+	/* the default fills the MTU with whole passes */
+	assert_true(CONFIG_K_SWITCH % 64 == 0 &&
+		    CONFIG_K_SWITCH <= TLY_K_MTU1500 &&
+		    CONFIG_K_SWITCH + 64 > TLY_K_MTU1500);
+	/* K: one pass of 64 lanes and recirculations, up to the MTU */
+	for (int k = 8; k <= 400; k++) {
 		cfg.k = k;
 		assert_int_equal(config_check(&cfg, err, sizeof(err)),
-				 k == 64 || k == 128 || k == 256 ? 0 : -1);
+				 k == 64 || k == 128 || k == 192 || k == 256 ||
+				 k == 320 ? 0 : -1);
 	}
 	cfg.k = 96;
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);

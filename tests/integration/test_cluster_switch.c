@@ -131,8 +131,8 @@ static void test_switch_bad_k_refused(void **state)
 
 	(void)state;
 	cluster_default_secret();
-	assert_int_equal(daemon_refuses(args,
-					 "dataplane.k = 64, 128 or 256"), 0);
+	assert_int_equal(daemon_refuses(args, "dataplane.k = 64, 128, 192, "
+					       "256 or 320"), 0);
 }
 
 int main(void)

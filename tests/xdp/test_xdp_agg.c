@@ -315,6 +315,8 @@ static void test_int32_wraps(void **state)
 	(void)state;
 	run_chunk(4, 64, TLY_F_INT, 0, 0, gen_wrap);
 	run_chunk(32, 256, TLY_F_INT, 0, 0, gen_wrap);
+	run_chunk(6, 192, TLY_F_INT, 0, 0, gen_wrap);
+	run_chunk(32, 320, TLY_F_INT, 0, 0, gen_wrap);
 }
 
 static void test_scaled_sum(void **state)
@@ -322,6 +324,7 @@ static void test_scaled_sum(void **state)
 	(void)state;
 	run_chunk(3, 128, 0, 17, 0, gen_scaled);
 	run_chunk(8, 256, 0, -5, 0, gen_scaled);
+	run_chunk(4, 320, 0, 3, 0, gen_scaled);
 }
 
 static void test_exp_max(void **state)
@@ -329,12 +332,7 @@ static void test_exp_max(void **state)
 	(void)state;
 	run_chunk(5, 64, TLY_F_EXP, 0, 1, gen_exp);
 	run_chunk(2, 256, TLY_F_EXP, 0, 1, gen_exp);
-}
-
-static void test_single_worker(void **state)
-{
-	(void)state;
-	run_chunk(1, 128, TLY_F_INT, 0, 0, gen_wrap);
+	run_chunk(4, 320, TLY_F_EXP, 0, 1, gen_exp);
 }
 
 static void fill(int32_t *l, int32_t base)
@@ -343,6 +341,39 @@ static void fill(int32_t *l, int32_t base)
 
 	for (i = 0; i < TLY_XDP_K_MAX; i++)
 		l[i] = base + (int32_t)i;
+}
+
+/* K is whole 64-lane passes up to 320 (tly_switch_k_ok): others refused */
+static void test_job_k(void **state)
+{
+	static const uint16_t bad[] = { 0, 8, 96, 255, 257, 384, 1024 };
+	int32_t l[TLY_XDP_K_MAX];
+	uint8_t f[FRAME_MAX];
+	struct tly_xdp_job j;
+	struct tly_hdr h;
+	unsigned int i;
+	struct out o;
+
+	(void)state;
+	set_job(2, 320, 64);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		j = job;
+		j.k = bad[i];
+		assert_int_equal(tly_xdp_set_job(ctl, &j), -EINVAL);
+	}
+	/* a DATA of 256 lanes to a job of 320 is a length error */
+	fill(l, 5);
+	h = data_hdr(77, 1, TLY_F_INT, 0, 0);
+	run(f, build(f, &h, l, 256), &o);
+	assert_int_equal(o.ret, XDP_DROP);
+	assert_int_equal(delta(TLY_E_LEN), 1);
+	assert_int_equal(delta(TLY_XDP_C_CLAIMS), 0);
+}
+
+static void test_single_worker(void **state)
+{
+	(void)state;
+	run_chunk(1, 128, TLY_F_INT, 0, 0, gen_wrap);
 }
 
 /* ACK_REQ, duplicates, DONE + DATA, CONFIRM and release */
@@ -933,6 +964,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_int32_wraps),
 		cmocka_unit_test(test_scaled_sum),
 		cmocka_unit_test(test_exp_max),
+		cmocka_unit_test(test_job_k),
 		cmocka_unit_test(test_single_worker),
 		cmocka_unit_test(test_chunk_life),
 		cmocka_unit_test(test_collision_busy),
