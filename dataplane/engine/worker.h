@@ -81,7 +81,7 @@ struct tly_worker_cfg {
 	uint32_t confirm_batch;		/* ... or when this many are due */
 	uint32_t chunk_rotate;		/* first chunk sent: rank * rotate */
 	/* enum tly_profile.  TLY_PROFILE_SWITCH (docs/switch-profile.md):
-	 * n_workers <= 32, k 64/128/256, AGG tensors only; each placed
+	 * n_workers <= 32, k tly_switch_k_ok(), AGG tensors only; each placed
 	 * RESULT is released by a CONFIRM of its own, re-sent until ACKed,
 	 * instead of the batched receipts (confirm_ns, confirm_batch) */
 	uint8_t profile;
