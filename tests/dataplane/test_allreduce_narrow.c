@@ -281,6 +281,10 @@ static struct scenario scenarios[] = {
 	SC("switch colo n8 f32 int8 loss10 small pool", 8, CL_COLOCATED,
 	   TLY_DT_F32, I8, FAB(17, 0.10, 0.05, 8000),
 	   .profile = TLY_PROFILE_SWITCH, .n_fallback = 0, .n_slots = 16),
+	/* the switch profile's default K: 640 int16 lanes a packet */
+	SC("switch ded n4 f32 int16 k320 loss10", 4, CL_DEDICATED,
+	   TLY_DT_F32, I16, FAB(18, 0.10, 0.02, 4000), .k = 320,
+	   .profile = TLY_PROFILE_SWITCH, .n_fallback = 0),
 };
 
 #define N_RANDOM 24
