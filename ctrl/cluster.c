@@ -67,9 +67,11 @@ static void log_engine(const struct cluster_shard *sh, unsigned int s)
 		if (tly_worker_held(sh->worker, n, &h) || !h.peak)
 			continue;
 		log_info("  held at node %u: peak %u of %u, past it %u, "
-			 "probes %llu, placed by a later answer %llu", n, h.peak,
-			 h.max, h.escapes, (unsigned long long)h.probes,
-			 (unsigned long long)h.inferred);
+			 "probes %llu, placed by a later answer %llu (%llu of "
+			 "them probed)", n, h.peak, h.max, h.escapes,
+			 (unsigned long long)h.probes,
+			 (unsigned long long)h.inferred,
+			 (unsigned long long)h.inferred_probed);
 	}
 }
 

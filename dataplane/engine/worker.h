@@ -161,6 +161,9 @@ struct tly_worker_held {
 	uint64_t probes;
 	uint64_t inferred;	/* taken as placed from a later answer
 				 * (cfg.ack_every) */
+	uint64_t inferred_probed;	/* of those, probed at their rto
+					 * (their RESULT had not come):
+					 * what the inference costs */
 };
 
 /* 0, or -ENOENT when @node is no destination of this worker */

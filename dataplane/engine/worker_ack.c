@@ -174,6 +174,7 @@ void ack_infer(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 		credit_release(w, et, d->sent[pos].idx, 1, now);
 		ch->state = C_ACKED;
 		ch->retries = 0;
+		ch->inferred = 1;
 		d->inferred++;
 	}
 	/* the answered one goes too */

@@ -540,8 +540,10 @@ static void agg_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
 			ch->state = C_ACKED;
 			ch->retries = 0;
 		}
-		if (ch->state == C_ACKED)
+		if (ch->state == C_ACKED) {
+			ch->inferred = 0;	/* placed by its own ACK */
 			worker_arm(t, ch, now + w->cfg.acked_ns);
+		}
 		return;
 	}
 	w->c.busy++;

@@ -106,6 +106,7 @@ void credit_take(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	/* a fresh transmission (the first, or after a refusal, which
 	 * answered the one before): its answer is a clean sample */
 	ch->timed = 1;
+	ch->inferred = 0;
 	w->inflight++;
 	if (!d)
 		return;
@@ -237,6 +238,10 @@ int credit_probe(struct tly_worker *w, const struct wtensor *t,
 	}
 	d->probes_in_round++;
 	d->probes++;
+	if (t->chunks[idx].inferred) {
+		d->inferred_probed++;	/* its first probe, at its rto */
+		t->chunks[idx].inferred = 0;
+	}
 	return 1;
 }
 
@@ -252,6 +257,7 @@ int tly_worker_held(const struct tly_worker *w, uint16_t node,
 		.held = d->held, .peak = d->held_peak,
 		.max = w->cfg.held_max, .escapes = d->escapes,
 		.probes = d->probes, .inferred = d->inferred,
+		.inferred_probed = d->inferred_probed,
 	};
 	return 0;
 }

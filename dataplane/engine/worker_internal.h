@@ -56,6 +56,8 @@ struct wchunk {
 	uint16_t hop;		/* ring: the hop this chunk sends next */
 	uint8_t timed;		/* sent once since @sent: an RTT sample (Karn) */
 	uint8_t senders;	/* AGG block_topk: m(b) from the round */
+	uint8_t inferred;	/* C_ACKED by a later answer, not probed
+				 * since (worker_ack.c) */
 };
 
 struct worker_algo;
@@ -191,6 +193,8 @@ struct wdest {
 	uint32_t sent_n;
 	uint32_t unreq;		/* fresh DATA since the last with ACK_REQ */
 	uint64_t inferred;	/* chunks taken as placed by a later ACK */
+	uint64_t inferred_probed;	/* of those, probed: their RESULT
+					 * had not come by their rto */
 };
 
 /* one fresh DATA (worker_ack.c) */

@@ -1246,6 +1246,9 @@ static void test_worker_ack_every(void **state)
 	tly_worker_poll(w, 150);
 	assert_int_equal(data_since(mark, retx, (const uint16_t[]){
 			c[0], c[1], c[2], c[4], c[5], c[6], c[7] }, 7), 7);
+	assert_int_equal(tly_worker_held(w, AGG_NODE, &h), 0);
+	assert_int_equal(h.probes, 3);
+	assert_int_equal(h.inferred_probed, 3);
 	/* the ACK of a retransmission stands for nothing */
 	to_worker(w, TLY_T_ACK, TLY_F_INT, t, c[6], 0, 160);
 	assert_int_equal(tly_worker_held(w, AGG_NODE, &h), 0);
@@ -1266,6 +1269,10 @@ static void test_worker_ack_every(void **state)
 	mark = n_ws;
 	tly_worker_poll(w, 1155);
 	assert_int_equal(data_since(mark, retx, &c[1], 1), 1);
+	/* c[3] placed by its own ACK, c[1] probed again: counted once */
+	assert_int_equal(tly_worker_held(w, AGG_NODE, &h), 0);
+	assert_int_equal(h.probes, 5);
+	assert_int_equal(h.inferred_probed, 3);
 	for (i = 0; i < 8; i++)
 		to_worker(w, TLY_T_RESULT, TLY_F_INT, t, c[i],
 			  (int32_t)c[i] + 1, 1200);
