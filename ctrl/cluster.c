@@ -625,6 +625,13 @@ void cluster_log_counters(const struct cluster *c)
 				 st.tp.emu_late_ns / 1e3 /
 				 (double)st.tp.emu_released,
 				 st.tp.emu_late_max_ns / 1e3);
+		/* udp: how much UDP_GRO merged (1.0: nothing) */
+		if (st.tp.rx_msgs)
+			log_info("dataplane thread %u: %.2f frames a receive "
+				 "from the kernel (%llu receives)", s,
+				 (double)st.tp.rx_pkts /
+				 (double)st.tp.rx_msgs,
+				 (unsigned long long)st.tp.rx_msgs);
 	}
 }
 

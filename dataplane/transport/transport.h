@@ -135,6 +135,9 @@ struct transport_stats {
 	 * and how many within TRANSPORT_EMU_ON_TIME_NS) */
 	uint64_t emu_released, emu_late_ns, emu_late_max_ns;
 	uint64_t emu_on_time;
+	/* udp: receives from the kernel (a datagram, or a UDP_GRO buffer of
+	 * several): rx_pkts / rx_msgs is how much GRO merged */
+	uint64_t rx_msgs;
 };
 
 #define TRANSPORT_EMU_ON_TIME_NS 10000

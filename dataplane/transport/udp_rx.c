@@ -136,6 +136,7 @@ static int rx_fill(struct transport *tp, int fd, int n)
 		return 0;
 	if (tp->rx_stamps)
 		mono_minus_real = tly_mono_minus_real_ns();
+	tp->stats.rx_msgs += (uint64_t)r;
 	for (i = 0; i < r; i++)
 		rx_buf_fill(tp, &u->rxb[u->rx_head++ & (u->rx_nbufs - 1)],
 			    &msg[i], mono_minus_real);
