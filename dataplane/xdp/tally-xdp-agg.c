@@ -101,7 +101,7 @@ static int set_opt(struct opts *o, const char *key, const char *val)
 		o->job.cookie = (uint32_t)v;
 	else if (!strcmp(key, "workers") && v <= TLY_XDP_MAX_WORKERS)
 		o->job.n_workers = (uint16_t)v;
-	else if (!strcmp(key, "k") && v <= TLY_XDP_K_MAX)
+	else if (!strcmp(key, "k") && tly_switch_k_ok((uint32_t)v))
 		o->job.k = (uint16_t)v;
 	else if (!strcmp(key, "port") && v <= 0xffff)
 		o->job.port = (uint16_t)v;
