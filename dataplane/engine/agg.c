@@ -44,6 +44,10 @@ struct agg_slot {
 	 * contributions that complete it; an EXP slot's combine
 	 * (TLY_AUX_COUNT: max and count); 0: n, max */
 	uint8_t aux;
+	/* set at claim from mode and aux (slot_common()): 0, agg_data()
+	 * takes every DATA; else 1 + the common path's payload loop in
+	 * tly_agg.common_add, so that path tests one byte */
+	uint8_t common;
 	/* the chunk this entry last completed and freed (a tombstone),
 	 * believed for tombstone_ns after done_ns; the switch profile has
 	 * no tombstones and keeps the claim time here instead */
@@ -53,6 +57,7 @@ struct agg_slot {
 	};
 	uint64_t done_key;
 };
+_Static_assert(sizeof(struct agg_slot) == 64, "agg_slot: one cache line");
 
 /* the payload loops, picked once for the CPU (agg_kernels()) */
 struct sum_kernels {
@@ -69,6 +74,10 @@ struct tly_agg {
 	struct tly_wire_limits lim;
 	struct tly_data_rx fast;	/* DATA frames of this job */
 	struct sum_kernels kern[3];	/* by lane code: int32, 16, 8 */
+	/* agg_data_common()'s loop by agg_slot.common - 1: the add of
+	 * each lane code, then the EXP max */
+	void (*common_add[4])(uint32_t *restrict sum, const uint8_t *pl,
+			      size_t k);
 	struct tly_out_cache res_env;	/* the multicast RESULT's envelope */
 	struct tly_counters c;
 	uint64_t fb_magic;	/* n_fallback's reciprocal (fb_mod()) */
@@ -435,6 +444,9 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 	a->kern[0] = agg_kernels(cfg->portable_loops, cfg->k);
 	a->kern[1] = lane_kernels[0];
 	a->kern[2] = lane_kernels[1];
+	for (int i = 0; i < 3; i++)
+		a->common_add[i] = a->kern[i].add;
+	a->common_add[3] = a->kern[0].max;
 	if (a->cfg.n_fallback)
 		a->fb_magic = UINT64_MAX / a->cfg.n_fallback + 1;
 	a->all = cfg->n_workers == 64 ? ~0ull : (1ull << cfg->n_workers) - 1;
@@ -495,6 +507,21 @@ static inline uint32_t *slot_sum(struct tly_agg *a, uint32_t idx)
 static inline int mode_sign(uint8_t mode)
 {
 	return (mode & TLY_F_LANES) == TLY_F_SIGN;
+}
+
+/*
+ * What agg_data_common() may do with a slot of @mode and @aux: 0 when
+ * every DATA goes through agg_data() (sign_ef counts, a sparse block's
+ * or an EXP count's rule), else 1 + the index of its payload loop in
+ * tly_agg.common_add (the add of its lane code; EXP: the signed max).
+ */
+static inline uint8_t slot_common(uint8_t mode, uint8_t aux)
+{
+	if (mode_sign(mode) || aux)
+		return 0;
+	if (mode & TLY_F_EXP)
+		return 4;
+	return (uint8_t)(1 + ((mode & TLY_F_LANES) >> 6));
 }
 
 static struct tly_sign_acc sign_acc(struct tly_agg *a, uint32_t idx)
@@ -615,6 +642,7 @@ static void slot_claim(struct tly_agg *a, uint32_t idx,
 	s->mode = h->flags & MODE_BITS;
 	s->shift = h->shift;
 	s->aux = h->aux & TLY_AUX_M;
+	s->common = slot_common(s->mode, s->aux);
 	s->contrib = 0;
 	s->confirmed = 0;
 	s->count = 0;
@@ -1017,19 +1045,14 @@ static inline int agg_data_common(struct tly_agg *a,
 {
 	struct agg_slot *s = &a->slots[h->slot];
 	uint64_t bit = 1ull << h->rank;
-	uint32_t *sum;
 
-	if (s->key != key || s->state != SLOT_AGG || mode_sign(s->mode) ||
-	    s->aux ||
+	if (s->key != key || s->state != SLOT_AGG || !s->common ||
 	    s->mode != (h->flags & MODE_BITS) ||
 	    s->shift != h->shift || (s->contrib & bit) || !s->count ||
 	    s->count + 1u >= a->cfg.n_workers || (h->flags & TLY_F_ACK_REQ))
 		return 0;
-	sum = slot_sum(a, h->slot);	/* a primary slot: no fallback */
-	if (s->mode & TLY_F_EXP)
-		a->kern[0].max(sum, pl, a->cfg.k);
-	else
-		SLOT_KERN(a, s->mode)->add(sum, pl, a->cfg.k);
+	/* a primary slot: no fallback */
+	a->common_add[s->common - 1](slot_sum(a, h->slot), pl, a->cfg.k);
 	s->contrib |= bit;
 	s->count++;
 	s->t_last = now;
