@@ -47,8 +47,8 @@ struct tly_agg_cfg {
 					 * this long (0: 4 * evict_ns) */
 	uint32_t poll_budget;		/* slots visited per poll (0: 64) */
 	uint8_t profile;		/* enum tly_profile; switch: n_workers
-					 * <= 32, k tly_switch_k_ok(), n_fallback
-					 * ignored (0) */
+					 * <= 32, k tly_switch_k_ok(),
+					 * n_fallback ignored (0) */
 	uint8_t portable_loops;		/* tests: the plain C payload loops
 					 * even where AVX2 is present */
 	struct tly_net net;		/* its address table must not change
