@@ -595,35 +595,23 @@ int tly_xdp_agg(struct xdp_md *ctx)
 	}
 
 	count(TLY_XDP_C_DATA);
+	/* one copy of the DATA path per K, each with a constant bound */
+#define DATA_K(K)							\
+	case K:								\
+		a = data_k(ctx, s, K, tensor, (__u32)chunk << 1 | exp,	\
+			   flags, shift, 1u << rank, cfg->n_workers, now, \
+			   &out_shift, &out_mode, &ctr);		\
+		break
 	switch (cfg->k) {
-	case 64:
-		a = data_k(ctx, s, 64, tensor, (__u32)chunk << 1 | exp, flags,
-			   shift, 1u << rank, cfg->n_workers, now, &out_shift,
-			   &out_mode, &ctr);
-		break;
-	case 128:
-		a = data_k(ctx, s, 128, tensor, (__u32)chunk << 1 | exp, flags,
-			   shift, 1u << rank, cfg->n_workers, now, &out_shift,
-			   &out_mode, &ctr);
-		break;
-	case 192:
-		a = data_k(ctx, s, 192, tensor, (__u32)chunk << 1 | exp, flags,
-			   shift, 1u << rank, cfg->n_workers, now, &out_shift,
-			   &out_mode, &ctr);
-		break;
-	case 256:
-		a = data_k(ctx, s, 256, tensor, (__u32)chunk << 1 | exp, flags,
-			   shift, 1u << rank, cfg->n_workers, now, &out_shift,
-			   &out_mode, &ctr);
-		break;
-	case 320:
-		a = data_k(ctx, s, 320, tensor, (__u32)chunk << 1 | exp, flags,
-			   shift, 1u << rank, cfg->n_workers, now, &out_shift,
-			   &out_mode, &ctr);
-		break;
+	DATA_K(64);
+	DATA_K(128);
+	DATA_K(192);
+	DATA_K(256);
+	DATA_K(320);
 	default:
 		return drop(TLY_E_LEN);
 	}
+#undef DATA_K
 	if (ctr)
 		count(ctr);
 	switch (a) {
