@@ -20,6 +20,7 @@
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
+#include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 #include "dataplane/xdp/xdp_agg.h"
@@ -104,15 +105,76 @@ INLINE __u16 ip_sum(const __u8 *ip)
 	return (__u16)sum;
 }
 
-INLINE void ip_fix(__u8 *ip)
+/*
+ * Every frame out: TTL 64, an atomic datagram (DF, RFC 6864) with ID 0,
+ * and its header checksum.  The kernel's GRO merges a run of datagrams
+ * only if their IDs are all the same or count up; the DATA's ID, which
+ * the frame would otherwise keep, is neither.
+ */
+INLINE void ip_out(__u8 *ip)
 {
 	__u16 c;
 
+	ip[4] = 0;
+	ip[5] = 0;
+	ip[6] = 0x40;
+	ip[7] = 0;
+	ip[8] = 64;
 	ip[10] = 0;
 	ip[11] = 0;
 	c = (__u16)~ip_sum(ip);
 	ip[10] = (__u8)(c >> 8);
 	ip[11] = (__u8)c;
+}
+
+/*
+ * The UDP checksum, written last, over the addresses, the UDP and tally
+ * headers and @n blocks of @block bytes after them (the RESULT's 64-lane
+ * passes, or an ACK's receipts).  Zero ("none", RFC 768) is what a switch
+ * may send, but the kernel's GRO merges no UDP datagram without a
+ * checksum, so every frame would reach a worker's socket on its own; with
+ * one, a port that runs GRO hands the socket a run of them at a time
+ * (docs/xdp-aggregator.md, "Checksums").  bpf_csum_diff() sums at most
+ * 512 bytes a call.
+ */
+/* a RESULT's payload in the checksum: one 64-lane pass a block */
+#define RESULT_BLOCK	(4 * TLY_SWITCH_PASS_LANES)
+#define RESULT_BLOCKS	(TLY_SWITCH_K_MAX / TLY_SWITCH_PASS_LANES)
+
+INLINE void udp_csum(__u8 *ip, const void *end, __u32 block, __u32 n,
+		     __u32 n_max)
+{
+	__u8 *udp = ip + TLY_IP_LEN;
+	__u8 *after = udp + TLY_UDP_LEN + TLY_HDR_LEN;
+	__u32 udp_len = TLY_UDP_LEN + TLY_HDR_LEN + block * n;
+	__s64 part;
+	__u64 sum;
+	__u32 i;
+
+	if ((void *)after > end || n > n_max)
+		return;
+	udp[6] = 0;
+	udp[7] = 0;
+	part = bpf_csum_diff(NULL, 0, (__be32 *)(ip + 12),
+			     8 + TLY_UDP_LEN + TLY_HDR_LEN, 0);
+	for (i = 0; i < n_max; i++) {
+		__u8 *b = after + block * i;
+
+		if (part < 0 || i >= n)
+			break;
+		if ((void *)(b + block) > end)
+			return;
+		part = bpf_csum_diff(NULL, 0, (__be32 *)b, block, (__u32)part);
+	}
+	if (part < 0)
+		return;		/* cannot happen: the sizes are whole words */
+	/* the pseudo-header's protocol and length, in the words' order */
+	sum = (__u32)part + bpf_htons(17) + bpf_htons((__u16)udp_len);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (__u16)~sum;
+	*(__u16 *)(udp + 6) = sum ? (__u16)sum : 0xffff;
 }
 
 /* what the slot machine decided; the frame is written after the unlock */
@@ -288,12 +350,11 @@ INLINE void swap_addrs(__u8 *f, __u16 tally_len)
 	__builtin_memcpy(udp + 2, t, 2);
 	ip[2] = (__u8)(ip_len >> 8);
 	ip[3] = (__u8)ip_len;
-	ip[8] = 64;
 	udp[4] = (__u8)(udp_len >> 8);
 	udp[5] = (__u8)udp_len;
 	udp[6] = 0;
 	udp[7] = 0;
-	ip_fix(ip);
+	ip_out(ip);
 }
 
 /* ACK or BUSY: a 20-byte header echoing the key, EXP and INT, plus
@@ -318,6 +379,8 @@ INLINE int reply_hdr(struct xdp_md *ctx, __u8 type, __u8 extra, __u32 plen)
 	if (!plen)
 		h[15] = 0;
 	swap_addrs(f, (__u16)(TLY_HDR_LEN + plen));
+	udp_csum(f + TLY_ETH_LEN, end, TLY_RECEIPT_LEN, plen / TLY_RECEIPT_LEN,
+		 TLY_SWITCH_RECEIPTS - 1);
 	count(type == TLY_T_ACK ? TLY_XDP_C_ACK : TLY_XDP_C_BUSY);
 	return XDP_TX;
 }
@@ -346,6 +409,8 @@ INLINE int result_out(struct xdp_md *ctx, const struct tly_xdp_cfg *cfg,
 	h[15] = 0;
 	if (!all) {
 		swap_addrs(f, tl);
+		udp_csum(ip, end, RESULT_BLOCK, cfg->k / TLY_SWITCH_PASS_LANES,
+			 RESULT_BLOCKS);
 		count(TLY_XDP_C_RESULT_RETX);
 		return XDP_TX;
 	}
@@ -359,14 +424,15 @@ INLINE int result_out(struct xdp_md *ctx, const struct tly_xdp_cfg *cfg,
 	ip[17] = (__u8)(cfg->group_ip >> 16);
 	ip[18] = (__u8)(cfg->group_ip >> 8);
 	ip[19] = (__u8)cfg->group_ip;
-	ip[8] = 64;
-	ip_fix(ip);
+	ip_out(ip);
 	udp[0] = (__u8)(cfg->port >> 8);
 	udp[1] = (__u8)cfg->port;
 	udp[2] = (__u8)(cfg->group_port >> 8);
 	udp[3] = (__u8)cfg->group_port;
 	udp[6] = 0;
 	udp[7] = 0;
+	udp_csum(ip, end, RESULT_BLOCK, cfg->k / TLY_SWITCH_PASS_LANES,
+		 RESULT_BLOCKS);
 	count(TLY_XDP_C_COMPLETIONS);
 	return XDP_TX;
 }

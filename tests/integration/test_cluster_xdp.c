@@ -4,8 +4,8 @@
  * (dataplane.transport = xdp, docs/xdp-aggregator.md "Under tallyd"):
  * 4 worker hosts x 2 clients and an aggregator host whose tallyd attaches
  * the XDP program to its eth0, all network namespaces on one bridge with
- * multicast snooping off (tools/netlab; the control connections on its
- * management network).  The workers over kernel UDP, then over DPDK
+ * multicast snooping off and GRO on the aggregator's port (tools/netlab;
+ * the control connections on its management network).  The workers over kernel UDP, then over DPDK
  * (net_af_xdp on their eth0).  Each RESULT reaches the workers once, to
  * the job's multicast group.  The workers'
  * links lose 1 % and reorder 5 % (the link emulator); the aggregator's
@@ -116,6 +116,13 @@ static int lab_up(void **state)
 			swns);
 		return -1;
 	}
+	/* GRO where the aggregator's frames enter the switch: the UDP
+	 * workers take runs of RESULTs, merged (docs/xdp-aggregator.md,
+	 * "Checksums") */
+	snprintf(cmd, sizeof(cmd), "ip netns exec %s ethtool -K %s%d-h gro on "
+		 "rx-udp-gro-forwarding on >/dev/null", swns, lab, HOSTS);
+	if (system(cmd))
+		return -1;
 	snprintf(group, sizeof(group), "dataplane.result_group=239.83.%d.%d:"
 		 "%d", getpid() % 200, getpid() % 250 + 1,
 		 40000 + getpid() % 20000);

@@ -116,6 +116,10 @@ static uint32_t build(uint8_t *f, const struct tly_hdr *h,
 		tly_put32(f + TLY_L2L4_LEN + TLY_HDR_LEN + 4 * i,
 			  (uint32_t)lanes[i]);
 	tly_l2l4_write(f, &w, &agg_addr, 3, tl);
+	/* an IP ID as a sender's kernel sets one: the replies must not
+	 * keep it (check_csum) */
+	tly_put16(f + TLY_ETH_LEN + 4, (uint16_t)(0x4000 + hh.chunk + hh.rank));
+	tly_put16(f + TLY_ETH_LEN + 10, tly_ip_checksum(f + TLY_ETH_LEN));
 	return (uint32_t)(TLY_L2L4_LEN + tl);
 }
 
@@ -151,8 +155,37 @@ static void send_confirm(uint32_t tensor, uint16_t chunk, uint8_t flags,
 }
 
 /*
- * The frame the program sent: a valid envelope to @dst (the checksum
- * and lengths are checked by the engine's parser); returns the header.
+ * The UDP checksum of @f (a frame of @len bytes) verified as a receiver
+ * does: the one's complement sum over the pseudo-header and the datagram,
+ * checksum included, is all ones.  The program always sends one (zero
+ * would keep GRO from merging its frames), and an atomic datagram with
+ * ID 0 (DF set, not a fragment).
+ */
+static void check_csum(const uint8_t *f, uint32_t len)
+{
+	const uint8_t *ip = f + TLY_ETH_LEN, *udp = ip + TLY_IP_LEN;
+	uint32_t i, n = len - TLY_ETH_LEN - TLY_IP_LEN, sum = 0;
+
+	assert_int_equal(tly_get16(ip + 4), 0);
+	assert_int_equal(tly_get16(ip + 6), 0x4000);
+	assert_int_equal(tly_get16(udp + 4), n);
+	assert_int_not_equal(tly_get16(udp + 6), 0);
+	for (i = 0; i < 8; i += 2)
+		sum += tly_get16(ip + 12 + i);
+	sum += 17 + n;
+	for (i = 0; i + 1 < n; i += 2)
+		sum += tly_get16(udp + i);
+	if (n & 1)
+		sum += (uint32_t)udp[n - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	assert_int_equal(sum, 0xffff);
+}
+
+/*
+ * The frame the program sent: a valid envelope to @dst (the checksums
+ * and lengths are checked by the engine's parser and check_csum());
+ * returns the header.
  */
 static struct tly_hdr check_out(const struct out *o, const uint8_t mac[6],
 				uint32_t ip, uint16_t port, size_t tally_len)
@@ -171,6 +204,7 @@ static struct tly_hdr check_out(const struct out *o, const uint8_t mac[6],
 	assert_int_equal(o->len, TLY_L2L4_LEN + tally_len);
 	assert_int_equal(tly_l2l4_parse(o->f, o->len, port, &tl), TLY_OK);
 	assert_int_equal(tl, tally_len);
+	check_csum(o->f, o->len);
 	assert_memory_equal(o->f, mac, 6);
 	assert_memory_equal(o->f + 6, agg_addr.mac, 6);
 	assert_int_equal(tly_get32(o->f + TLY_ETH_LEN + 12), agg_addr.ip);

@@ -16,6 +16,9 @@
  * ACK_REQ comes back as an ACK to w0's socket alone; w1's DATA completes
  * the chunk and one RESULT (rank 0xffff) reaches both sockets with the
  * exact sum; both CONFIRMs with ACK_REQ are ACKed and free the slot.
+ * Then, with GRO on the aggregator's switch port and UDP_GRO on the
+ * sockets, a run of RESULTs reaches each socket in fewer receives than
+ * RESULTs (the program's UDP checksum and fixed IP ID let GRO merge them).
  * The namespaces are deleted in teardown, at exit and on SIGTERM/SIGINT.
  */
 #include <arpa/inet.h>
@@ -23,6 +26,7 @@
 #include <linux/if_link.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -55,6 +59,7 @@ static int ns_fd[NS_N] = { -1, -1, -1, -1 }, home_fd = -1, ns_made;
 static int pass_fd = -1;
 static struct tly_xdp_ctl *ctl;
 static int sock[2] = { -1, -1 };
+static struct sockaddr_in agg_sa;	/* set in setup() */
 
 static int sh(const char *fmt, ...)
 {
@@ -141,6 +146,9 @@ static int setup(void **state)
 	int i, w;
 
 	(void)state;
+	agg_sa.sin_family = AF_INET;
+	agg_sa.sin_port = htons(PORT);
+	agg_sa.sin_addr.s_addr = htonl(AGG_IP);
 	atexit(ns_delete);
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
@@ -214,25 +222,33 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void send_pkt(int w, uint8_t type, uint8_t flags, const int32_t *v)
+
+/* worker @w's packet about @tensor's @chunk into @p; its length */
+static size_t build_pkt(uint8_t *p, int w, uint8_t type, uint8_t flags,
+			uint32_t tensor, uint16_t chunk, const int32_t *v)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET,
-				 .sin_port = htons(PORT),
-				 .sin_addr.s_addr = htonl(AGG_IP) };
 	struct tly_hdr h = {
 		.type = type, .flags = flags, .job = 0x0321,
-		.rank = (uint16_t)w, .tensor = 0xabcdef01, .chunk = 3,
+		.rank = (uint16_t)w, .tensor = tensor, .chunk = chunk,
 		.cookie = 0x0badcafe,
 	};
-	uint8_t p[TLY_HDR_LEN + 4 * K];
-	size_t i, len = TLY_HDR_LEN + (type == TLY_T_DATA ? 4u * K : 0);
+	size_t i;
 
 	h.slot = (uint16_t)tly_slot_of(h.tensor, h.chunk, 0, 1024);
 	tly_hdr_write(p, &h);
 	for (i = 0; v && i < K; i++)
 		tly_put32(p + TLY_HDR_LEN + 4 * i, (uint32_t)v[i]);
-	assert_int_equal(sendto(sock[w], p, len, 0, (struct sockaddr *)&a,
-				sizeof(a)), (ssize_t)len);
+	return TLY_HDR_LEN + (type == TLY_T_DATA ? 4u * K : 0);
+}
+
+static void send_pkt(int w, uint8_t type, uint8_t flags, const int32_t *v)
+{
+	uint8_t p[TLY_HDR_LEN + 4 * K];
+	size_t len = build_pkt(p, w, type, flags, 0xabcdef01, 3, v);
+
+	assert_int_equal(sendto(sock[w], p, len, 0,
+				(const struct sockaddr *)&agg_sa,
+				sizeof(agg_sa)), (ssize_t)len);
 }
 
 /* the next packet on worker @w's socket (2 s at most); its length */
@@ -301,10 +317,158 @@ static void test_result_to_every_worker(void **state)
 	assert_true(c[TLY_XDP_C_PASS] >= 1);	/* ARP at least */
 }
 
+#define RUN		16	/* chunks in the run */
+#define DATA_LEN	(TLY_HDR_LEN + 4 * K)
+#define GRO_TENSOR	0x5eed0001u
+
+static int32_t gro_val(int w, unsigned int c, unsigned int i)
+{
+	return (int32_t)((uint32_t)w * 0x01000193u + c * 7919u + i * 31u);
+}
+
+/* w1's DATA of the run in one send, cut by the kernel (UDP_SEGMENT) */
+static void send_run(const uint16_t *chunk)
+{
+	static uint8_t buf[RUN * DATA_LEN];
+	char ctl[CMSG_SPACE(sizeof(uint16_t))] = { 0 };
+	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+	struct msghdr m = {
+		.msg_name = (void *)&agg_sa, .msg_namelen = sizeof(agg_sa),
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = ctl, .msg_controllen = sizeof(ctl),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	uint16_t seg = DATA_LEN;
+	int32_t v[K];
+	unsigned int r, i;
+
+	for (r = 0; r < RUN; r++) {
+		for (i = 0; i < K; i++)
+			v[i] = gro_val(1, chunk[r], i);
+		build_pkt(buf + r * DATA_LEN, 1, TLY_T_DATA, TLY_F_INT,
+			  GRO_TENSOR, chunk[r], v);
+	}
+	c->cmsg_level = SOL_UDP;
+	c->cmsg_type = UDP_SEGMENT;
+	c->cmsg_len = CMSG_LEN(sizeof(seg));
+	memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+	assert_int_equal(sendmsg(sock[1], &m, 0), (ssize_t)sizeof(buf));
+}
+
+/* the run's RESULTs on worker @w's socket, each exact; the receives */
+static unsigned int recv_run(int w, const uint16_t *chunk)
+{
+	static uint8_t buf[RUN * DATA_LEN];
+	unsigned int got = 0, receives = 0, seen = 0;
+
+	while (got < RUN) {
+		char ctl[CMSG_SPACE(sizeof(int))];
+		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+		struct msghdr m = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = ctl, .msg_controllen = sizeof(ctl),
+		};
+		struct pollfd pf = { .fd = sock[w], .events = POLLIN };
+		struct cmsghdr *c;
+		ssize_t n;
+		size_t seg, off;
+
+		assert_int_equal(poll(&pf, 1, 2000), 1);
+		n = recvmsg(sock[w], &m, 0);
+		assert_true(n > 0);
+		receives++;
+		seg = (size_t)n;
+		for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+			if (c->cmsg_level == SOL_UDP &&
+			    c->cmsg_type == UDP_GRO) {
+				int g;
+
+				memcpy(&g, CMSG_DATA(c), sizeof(g));
+				seg = (size_t)g;
+			}
+		assert_int_equal(seg, DATA_LEN);
+		assert_int_equal((size_t)n % seg, 0);
+		for (off = 0; off < (size_t)n; off += seg) {
+			const uint8_t *p = buf + off;
+			unsigned int r, i;
+
+			assert_int_equal(p[0] & 0x0f, TLY_T_RESULT);
+			assert_int_equal(tly_get32(p + 8), GRO_TENSOR);
+			for (r = 0; r < RUN; r++)
+				if (chunk[r] == tly_get16(p + 12))
+					break;
+			assert_true(r < RUN);
+			assert_false(seen & 1u << r);	/* once each */
+			seen |= 1u << r;
+			for (i = 0; i < K; i++)
+				assert_int_equal(
+					tly_get32(p + TLY_HDR_LEN + 4 * i),
+					(uint32_t)gro_val(0, chunk[r], i) +
+					(uint32_t)gro_val(1, chunk[r], i));
+			got++;
+		}
+	}
+	return receives;
+}
+
+/*
+ * A run of RESULTs merged by GRO: w0's DATA of 16 chunks wait in their
+ * slots; w1's arrive in one burst, so the program's 16 RESULTs leave in
+ * one batch and the switch port's GRO merges them (only if each carries a
+ * UDP checksum and the same IP ID): each socket gets them in fewer
+ * receives than RESULTs, each sum exact.
+ */
+static void test_results_merged_by_gro(void **state)
+{
+	uint16_t chunk[RUN];
+	uint8_t p[DATA_LEN];
+	uint32_t used[1024 / 32] = { 0 };
+	unsigned int r, i, w, n, receives;
+	int32_t v[K];
+	int one = 1;
+
+	(void)state;
+	assert_int_equal(sh("ip netns exec %s ethtool -K pa gro on "
+			    "rx-udp-gro-forwarding on >/dev/null",
+			    ns_name[NS_SW]), 0);
+	for (w = 0; w < 2; w++)
+		assert_int_equal(setsockopt(sock[w], SOL_UDP, UDP_GRO, &one,
+					    sizeof(one)), 0);
+	/* 16 chunks at 16 distinct slots */
+	for (r = 0, n = 0; r < RUN; n++) {
+		uint32_t s = tly_slot_of(GRO_TENSOR, (uint16_t)n, 0, 1024);
+
+		if (used[s / 32] & 1u << (s % 32))
+			continue;
+		used[s / 32] |= 1u << (s % 32);
+		chunk[r++] = (uint16_t)n;
+	}
+	for (r = 0; r < RUN; r++) {
+		size_t len;
+
+		for (i = 0; i < K; i++)
+			v[i] = gro_val(0, chunk[r], i);
+		len = build_pkt(p, 0, TLY_T_DATA, TLY_F_INT, GRO_TENSOR,
+				chunk[r], v);
+		assert_int_equal(sendto(sock[0], p, len, 0,
+					(const struct sockaddr *)&agg_sa,
+					sizeof(agg_sa)), (ssize_t)len);
+	}
+	assert_true(quiet(0));
+	send_run(chunk);
+	for (w = 0; w < 2; w++) {
+		receives = recv_run((int)w, chunk);
+		printf("worker %u: %d RESULTs in %u receives\n", w, RUN,
+		       receives);
+		assert_true(receives < RUN);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_result_to_every_worker),
+		cmocka_unit_test(test_results_merged_by_gro),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
