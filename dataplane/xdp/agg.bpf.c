@@ -127,8 +127,13 @@ INLINE void ip_out(__u8 *ip)
 	ip[11] = (__u8)c;
 }
 
+/* a RESULT's payload in the checksum: one 64-lane pass a block */
+#define RESULT_BLOCK	(4 * TLY_SWITCH_PASS_LANES)
+#define RESULT_BLOCKS	(TLY_SWITCH_K_MAX / TLY_SWITCH_PASS_LANES)
+
 /*
- * The UDP checksum, written last, over the addresses, the UDP and tally
+ * The UDP checksum, written last (the field is 0 until then, and stays 0
+ * where it cannot be taken), over the addresses, the UDP and tally
  * headers and @n blocks of @block bytes after them (the RESULT's 64-lane
  * passes, or an ACK's receipts).  Zero ("none", RFC 768) is what a switch
  * may send, but the kernel's GRO merges no UDP datagram without a
@@ -137,10 +142,6 @@ INLINE void ip_out(__u8 *ip)
  * (docs/xdp-aggregator.md, "Checksums").  bpf_csum_diff() sums at most
  * 512 bytes a call.
  */
-/* a RESULT's payload in the checksum: one 64-lane pass a block */
-#define RESULT_BLOCK	(4 * TLY_SWITCH_PASS_LANES)
-#define RESULT_BLOCKS	(TLY_SWITCH_K_MAX / TLY_SWITCH_PASS_LANES)
-
 INLINE void udp_csum(__u8 *ip, const void *end, __u32 block, __u32 n,
 		     __u32 n_max)
 {
@@ -153,8 +154,6 @@ INLINE void udp_csum(__u8 *ip, const void *end, __u32 block, __u32 n,
 
 	if ((void *)after > end || n > n_max)
 		return;
-	udp[6] = 0;
-	udp[7] = 0;
 	part = bpf_csum_diff(NULL, 0, (__be32 *)(ip + 12),
 			     8 + TLY_UDP_LEN + TLY_HDR_LEN, 0);
 	for (i = 0; i < n_max; i++) {
