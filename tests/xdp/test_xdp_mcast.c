@@ -222,7 +222,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-
 /* worker @w's packet about @tensor's @chunk into @p; its length */
 static size_t build_pkt(uint8_t *p, int w, uint8_t type, uint8_t flags,
 			uint32_t tensor, uint16_t chunk, const int32_t *v)
