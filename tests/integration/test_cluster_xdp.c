@@ -5,9 +5,9 @@
  * 4 worker hosts x 2 clients and an aggregator host whose tallyd attaches
  * the XDP program to its eth0, all network namespaces on one bridge with
  * multicast snooping off and GRO on the aggregator's port (tools/netlab;
- * the control connections on its management network).  The workers over kernel UDP, then over DPDK
- * (net_af_xdp on their eth0).  Each RESULT reaches the workers once, to
- * the job's multicast group.  The workers'
+ * the control connections on its management network).  The workers over
+ * kernel UDP, then over DPDK (net_af_xdp on their eth0).  Each RESULT
+ * reaches the workers once, to the job's multicast group.  The workers'
  * links lose 1 % and reorder 5 % (the link emulator); the aggregator's
  * pool (64 slots) is smaller than the chunks in flight (4 x 256), so
  * BUSY and the sweep are exercised.  Results exact for float32, int32,
