@@ -5,8 +5,9 @@
 # bridge and the links' bridge ends in the lab's switch namespace with the
 # bridge's netfilter hooks off there and the root namespace untouched,
 # shaping on both ends, every link carrying TCP, `down` leaving nothing,
-# a failing `up` cleaning after itself, and someone else's namespace
-# refused and left alone.  Needs root (suite integration).
+# a failing `up` cleaning after itself, someone else's namespace refused
+# and left alone, and `agg-port` setting up a port that faces an XDP
+# aggregator.  Needs root (suite integration).
 set -u
 netlab=${1:?usage: test-netlab.sh NETLAB}
 name=nl$(($$ % 100000))
@@ -88,6 +89,26 @@ for _ in range(100):
         time.sleep(0.05)
 assert c.recv(1) == b'k'"
 wait "$server"
+
+# agg-port: a stand-in for tally-xdp-agg records where it ran and on what
+pass="$state/pass"
+printf '#!/bin/sh\necho "$* $(ip netns identify)" >"%s.args"\n' "$pass" >"$pass"
+chmod +x "$pass"
+gro() {	# gro LINK: "on on" when GRO and UDP GRO forwarding are on
+	ip netns exec "$sw" ethtool -k "$1" |
+		awk '/^generic-receive-offload:|^rx-udp-gro-forwarding:/ {printf "%s ", $2}'
+}
+refute "agg-port without --xdp-pass fails" "$netlab" agg-port --name "$name" 2
+check "agg-port 2" "$netlab" agg-port --name "$name" 2 --xdp-pass "$pass"
+check "agg-port ran TOOL --pass on host 2's bridge end, in the switch namespace" \
+	[ "$(cat "$pass.args")" = "--pass ${name}2-h $sw" ]
+check "agg-port turned the bridge's multicast snooping off" [ \
+	"$(ip netns exec "$sw" cat /sys/class/net/${name}br/bridge/multicast_snooping)" = 0 ]
+check "agg-port turned GRO on at host 2's bridge end" [ "$(gro ${name}2-h)" = "on on " ]
+check "agg-port --no-gro" "$netlab" agg-port --name "$name" 1 --xdp-pass "$pass" --no-gro
+check "agg-port --no-gro left GRO off at host 1's bridge end" [ "$(gro ${name}1-h)" = "off off " ]
+refute "agg-port fails when TOOL fails" "$netlab" agg-port --name "$name" 0 --xdp-pass false
+
 check "down" "$netlab" down --name "$name"
 check "down leaves no namespace" [ -z "$(ns_list)" ]
 check "down leaves no state file" [ ! -e "$state/$name.state" ]

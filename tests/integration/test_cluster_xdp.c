@@ -16,9 +16,6 @@
  * transport = xdp cannot do is refused at start.  Needs root (suite
  * integration).
  */
-#include <fcntl.h>
-#include <net/if.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,12 +25,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-
 #include <tally/tally.h>
 #include "cluster_clients.h"
-#include "dataplane/xdp/xdp_ctl.h"
 
 #define HOSTS 4
 #define LAB_HOSTS (HOSTS + 1)
@@ -41,37 +34,6 @@
 static char lab[32], ip[LAB_HOSTS][32], ns[LAB_HOSTS][64];
 static char mac[LAB_HOSTS][32], eal[HOSTS][256], coord[32];
 static char group[64];
-static char swns[64];
-static int pass_fd = -1;
-
-/*
- * XDP_PASS on link @dev of namespace @netns: veth's XDP_TX on the
- * aggregator's eth0 needs a program on its peer, the bridge's end, which
- * lives in the lab's switch namespace (tools/netlab).  The attachment
- * stays with the link; this thread comes back to its own namespace.
- */
-static int attach_pass_in(const char *netns, const char *dev)
-{
-	char path[128];
-	int self, sw, ifindex, fd = -1;
-
-	snprintf(path, sizeof(path), "/run/netns/%s", netns);
-	self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	sw = open(path, O_RDONLY | O_CLOEXEC);
-	if (self >= 0 && sw >= 0 && setns(sw, CLONE_NEWNET) == 0) {
-		ifindex = (int)if_nametoindex(dev);
-		fd = ifindex ? tly_xdp_attach_pass(ifindex) : -1;
-		if (setns(self, CLONE_NEWNET)) {
-			perror("setns back");
-			abort();	/* the rest would run in the wrong place */
-		}
-	}
-	if (sw >= 0)
-		close(sw);
-	if (self >= 0)
-		close(self);
-	return fd;
-}
 
 static int lab_up(void **state)
 {
@@ -101,27 +63,17 @@ static int lab_up(void **state)
 				 "--no-telemetry --no-pci --file-prefix=%s_%d "
 				 "--vdev=net_af_xdp0,iface=eth0", i % 2, lab, i);
 	}
-	/* every RESULT is one multicast frame: no IGMP snooping (no querier
-	 * here), the bridge floods it to every port */
-	if (netlab_run(lab, "ns switch", swns, sizeof(swns)))
-		return -1;
-	snprintf(cmd, sizeof(cmd), "ip -n %s link set %sbr type bridge "
-		 "mcast_snooping 0", swns, lab);
-	if (system(cmd))
-		return -1;
-	snprintf(cmd, sizeof(cmd), "%s%d-h", lab, HOSTS);
-	pass_fd = attach_pass_in(swns, cmd);
-	if (pass_fd < 0) {
-		fprintf(stderr, "cannot attach XDP_PASS to %s in %s\n", cmd,
-			swns);
+	/* the aggregator's port: multicast flooded, a pass-all program on
+	 * the link's bridge end (veth's XDP_TX), GRO there so the UDP
+	 * workers take runs of RESULTs (docs/netlab.md, "A port facing an
+	 * XDP aggregator") */
+	if (!getenv("TALLY_XDP_AGG")) {
+		fprintf(stderr, "TALLY_XDP_AGG (tally-xdp-agg) is not set\n");
 		return -1;
 	}
-	/* GRO where the aggregator's frames enter the switch: the UDP
-	 * workers take runs of RESULTs, merged (docs/xdp-aggregator.md,
-	 * "Checksums") */
-	snprintf(cmd, sizeof(cmd), "ip netns exec %s ethtool -K %s%d-h gro on "
-		 "rx-udp-gro-forwarding on >/dev/null", swns, lab, HOSTS);
-	if (system(cmd))
+	snprintf(cmd, sizeof(cmd), "agg-port %d --xdp-pass %s", HOSTS,
+		 getenv("TALLY_XDP_AGG"));
+	if (netlab_run(lab, cmd, NULL, 0))
 		return -1;
 	snprintf(group, sizeof(group), "dataplane.result_group=239.83.%d.%d:"
 		 "%d", getpid() % 200, getpid() % 250 + 1,
@@ -132,9 +84,7 @@ static int lab_up(void **state)
 static int lab_down(void **state)
 {
 	(void)state;
-	/* the program goes with the link, which goes with the namespace */
-	if (pass_fd >= 0)
-		close(pass_fd);
+	/* the pass program goes with the link, which goes with the lab */
 	return netlab_run(lab, "down", NULL, 0);
 }
 
