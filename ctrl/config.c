@@ -56,7 +56,7 @@ void config_defaults(struct tally_config *cfg)
 	cfg->congestion = true;
 	cfg->cc_min_window = 8;
 	cfg->cc_init_window = 16;
-	cfg->cc_target_delay_us = 200;
+	cfg->cc_target_delay_us = 500;
 	cfg->release_batch = TLY_SWITCH_RECEIPTS;
 	cfg->ack_every = 8;
 	cfg->cc_base_window_ms = 100;

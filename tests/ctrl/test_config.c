@@ -298,7 +298,7 @@ static void test_config_defaults(void **state)
 	assert_int_equal(cfg.log_level, LOG_INFO);
 	assert_true(cfg.congestion);
 	assert_int_equal(cfg.cc_min_window, 8);
-	assert_int_equal(cfg.cc_target_delay_us, 200);
+	assert_int_equal(cfg.cc_target_delay_us, 500);
 	assert_int_equal(cfg.held_max, 0);	/* the engine's default */
 	assert_int_equal(cfg.release_batch, TLY_SWITCH_RECEIPTS);
 	assert_int_equal(cfg.ack_every, 8);
