@@ -53,6 +53,11 @@ struct bench_shared {
 	int nsizes;
 	size_t sizes[MAX_SIZES];
 	double usec[MAX_SIZES][MAX_CLIENTS];
+	/* the spread of one all-reduce's time: a window that opens slowly
+	 * or a stall shows here and hides in the mean */
+	double first_us[MAX_SIZES][MAX_CLIENTS];
+	double p50_us[MAX_SIZES][MAX_CLIENTS];
+	double max_us[MAX_SIZES][MAX_CLIENTS];
 	long errors[MAX_SIZES][MAX_CLIENTS];
 	int failed[MAX_CLIENTS];	/* a tally error code, 0 if fine */
 };
@@ -63,6 +68,23 @@ static double now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* first, median and largest of @n times (@t is sorted in place) */
+static void spread(double *t, int n, double *first, double *p50,
+		   double *max)
+{
+	*first = t[0];
+	qsort(t, (size_t)n, sizeof(*t), cmp_double);
+	*p50 = t[n / 2];
+	*max = t[n - 1];
 }
 
 static const char *dtype_name(enum tally_dtype t)
@@ -151,23 +173,37 @@ static int run_size(struct tally_client *c, const struct bench_opts *o,
 		.dtype = o->dtype, .op = o->op,
 	};
 	int iters = iters_for(o, bytes);
+	double *each = malloc((size_t)iters * sizeof(*each));
+	double t0 = 0, prev = 0;
 	uint64_t req;
-	double t0 = 0;
 	int ret;
 
+	if (!each)
+		return -TALLY_ENOMEM;
 	for (int i = -o->warmup; i < iters; i++) {
 		if (i == 0) {
 			pthread_barrier_wait(&sh->barrier);
-			t0 = now_us();
+			t0 = prev = now_us();
 		}
 		a.iteration = (*iteration)++;
 		ret = tally_allreduce(c, &a, &req);
 		if (!ret)
 			ret = tally_wait(c, req, -1);
-		if (ret)
+		if (ret) {
+			free(each);
 			return ret;
+		}
+		if (i >= 0) {
+			double t = now_us();
+
+			each[i] = t - prev;
+			prev = t;
+		}
 	}
-	sh->usec[si][rank] = (now_us() - t0) / iters;
+	sh->usec[si][rank] = (prev - t0) / iters;
+	spread(each, iters, &sh->first_us[si][rank], &sh->p50_us[si][rank],
+	       &sh->max_us[si][rank]);
+	free(each);
 	if (o->check) {
 		if (!o->inplace)
 			memset(recvbuf, 0xff, bytes);
@@ -284,7 +320,7 @@ static void report(const struct bench_opts *o, const struct bench_shared *sh,
 
 	if (o->csv)
 		printf("size,count,type,op,time_us,algbw_gbps,busbw_gbps,"
-		       "errors%s\n", o->memory_bound ?
+		       "errors,first_us,p50_us,max_us%s\n", o->memory_bound ?
 		       ",membound_us,frac_of_membound" : "");
 	else
 		printf("# tally-bench: %d clients, %s, %s, %s\n"
@@ -297,27 +333,33 @@ static void report(const struct bench_opts *o, const struct bench_shared *sh,
 		       "  membound(us)   frac" : "");
 	for (int si = 0; si < sh->nsizes; si++) {
 		size_t bytes = sh->sizes[si];
-		double t = 0, alg;
+		double t = 0, first = 0, p50 = 0, max = 0, alg;
 		long err = 0;
 
+		/* the slowest client's mean; the largest first, median and
+		 * longest of any client */
 		for (int r = 0; r < o->nclients; r++) {
-			if (sh->usec[si][r] > t)
-				t = sh->usec[si][r];
+			t = fmax(t, sh->usec[si][r]);
+			first = fmax(first, sh->first_us[si][r]);
+			p50 = fmax(p50, sh->p50_us[si][r]);
+			max = fmax(max, sh->max_us[si][r]);
 			err += sh->errors[si][r];
 		}
 		alg = t > 0 ? (double)bytes / t / 1e3 : 0;
-		if (o->csv)
+		if (o->csv) {
 			printf("%zu,%zu,%s,%s,%.2f,%.3f,%.3f,%ld", bytes,
 			       bytes / tally_dtype_size(o->dtype),
 			       dtype_name(o->dtype),
 			       o->op == TALLY_SUM ? "sum" : "avg", t, alg,
 			       alg * bus, o->check ? err : -1);
-		else
+			printf(",%.2f,%.2f,%.2f", first, p50, max);
+		} else {
 			printf("%12zu %12zu %8s %4s %10.2f %8.3f %8.3f %6s",
 			       bytes, bytes / tally_dtype_size(o->dtype),
 			       dtype_name(o->dtype),
 			       o->op == TALLY_SUM ? "sum" : "avg", t, alg,
 			       alg * bus, !o->check ? "-" : err ? "FAIL" : "ok");
+		}
 		if (o->memory_bound)
 			printf(o->csv ? ",%.2f,%.3f" : "  %12.2f %6.3f",
 			       membound[si], t > 0 ? membound[si] / t : 0);
@@ -395,7 +437,7 @@ static void parse_opts(struct bench_opts *o, int argc, char **argv)
 	}
 	if (o->nclients < 1 || o->nclients > MAX_CLIENTS || o->factor < 2 ||
 	    o->min_bytes < 4 || o->max_bytes < o->min_bytes || o->warmup < 0 ||
-	    o->hosts < 1)
+	    o->iters < 0 || o->hosts < 1)
 		usage();
 }
 

@@ -22,6 +22,8 @@ the client's TALLY_JOB_ID in a service).  Every wait is bounded.  Tests
 needing promtool or prometheus are skipped (not passed) when those are
 missing.
 """
+import csv
+import io
 import json
 import os
 import re
@@ -248,6 +250,24 @@ class LocalDaemon(unittest.TestCase):
     def tearDown(self):
         rc = self.d.stop()
         self.assertGreaterEqual(rc, 0, 'tallyd crashed')
+
+    def test_bench_spread(self):
+        """tally-bench's CSV: beside the mean, the first, the median and
+        the longest all-reduce of the slowest client (net4-bench reads
+        them), each consistent with the mean it comes with"""
+        r = bench(self.d.sock, 2, ['--csv', '-i', '9'])
+        rows = list(csv.DictReader(io.StringIO(r.stdout)))
+        self.assertEqual([int(x['size']) for x in rows],
+                         [1024, 16384, 262144, 4194304])
+        for x in rows:
+            mean, first, p50, top = (float(x[k]) for k in (
+                'time_us', 'first_us', 'p50_us', 'max_us'))
+            self.assertEqual(int(x['errors']), 0)
+            self.assertGreater(p50, 0, x)
+            # the longest is at least the mean and the median and first;
+            # 9 times whose mean is the total / 9: the longest is below 9x
+            self.assertLessEqual(max(mean, p50, first), top * 1.0001, x)
+            self.assertLess(top, 9 * mean * 1.0001 + 1, x)
 
     def test_scrape_moves_and_validates(self):
         before = parse_metrics(self.d.scrape())
