@@ -253,8 +253,8 @@ class LocalDaemon(unittest.TestCase):
 
     def test_bench_spread(self):
         """tally-bench's CSV: beside the mean, the first, the median and
-        the longest all-reduce of the slowest client (net4-bench reads
-        them), each consistent with the mean it comes with"""
+        the longest all-reduce, each the largest over the clients
+        (net4-bench reads them), consistent with the mean"""
         r = bench(self.d.sock, 2, ['--csv', '-i', '9'])
         rows = list(csv.DictReader(io.StringIO(r.stdout)))
         self.assertEqual([int(x['size']) for x in rows],
