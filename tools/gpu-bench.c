@@ -59,6 +59,7 @@
 #include <tally/tally_cuda.h>
 #include "gpu/kernels/kernels.h"
 #include "tool_daemon.h"
+#include "bench_stats.h"
 
 #define MEMBERS 2
 #define MAX_REPS 64
@@ -109,20 +110,12 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static double median(const double *v, int n)
 {
 	double s[MAX_REPS];
 
 	memcpy(s, v, n * sizeof(*v));
-	qsort(s, n, sizeof(*s), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	return bench_median(s, n);
 }
 
 static double min_of(const double *v, int n)

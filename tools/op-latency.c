@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include <tally/tally.h>
+#include "bench_stats.h"
 
 static double now_us(void)
 {
@@ -33,13 +34,6 @@ static double now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 static void usage(void)
@@ -132,7 +126,7 @@ int main(int argc, char **argv)
 	tally_disconnect(c);
 	for (int i = 0; i < iters; i++)
 		sum += lat[i];
-	qsort(lat, (size_t)iters, sizeof(*lat), cmp_double);
+	bench_sort(lat, iters);
 	printf("ops %d median_us %.2f mean_us %.2f min_us %.2f p90_us %.2f "
 	       "errors %ld\n", iters, lat[iters / 2], sum / iters, lat[0],
 	       lat[iters * 9 / 10], errors);

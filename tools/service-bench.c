@@ -73,6 +73,7 @@
 #include <tally/tally.h>
 
 #include "tool_daemon.h"
+#include "bench_stats.h"
 
 #define START_HOSTS 4
 #define MAX_JOBS 64
@@ -210,19 +211,6 @@ static int free_port(void)
 		port = ntohs(sa.sin_port);
 	close(s);
 	return port;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* ---- start: a 4-host job's first all-reduce --------------------------- */
@@ -481,10 +469,10 @@ static void start_series(struct start_shared *sh, struct tool_daemon *dm,
 		out->n++;
 	}
 	if (out->n) {
-		out->total = median(total, out->n);
-		out->admit = median(admit, out->n);
-		out->first = median(first, out->n);
-		out->min = total[0];		/* sorted by median() */
+		out->total = bench_median(total, out->n);
+		out->admit = bench_median(admit, out->n);
+		out->first = bench_median(first, out->n);
+		out->min = total[0];		/* sorted by bench_median() */
 		out->max = total[out->n - 1];
 		printf("  median of %d jobs: %.1f ms (min %.1f, max %.1f); "
 		       "medians of the parts: %.1f ms to the last "
@@ -982,7 +970,7 @@ static int run_share(const struct opts *o)
 	memcpy(sorted, ratio, sizeof(ratio[0]) * (size_t)done);
 	printf("share: A with B / A alone, median of %d rounds: %.3f "
 	       "(fair share 0.5); (A + B) / A alone: median %.3f\n", done,
-	       median(sorted, done), median(both, done));
+	       bench_median(sorted, done), bench_median(both, done));
 	for (int r = 0; r <= o->rounds && r < MAX_ROUNDS; r++)
 		retries += sh->b[r].retries[0] + sh->b[r].retries[1];
 	retries += sh->a.retries[0] + sh->a.retries[1];
@@ -990,7 +978,7 @@ static int run_share(const struct opts *o)
 		printf("share: %d connect(s) refused and tried again (the "
 		       "tallyd bug of connect_retrying())\n", retries);
 	printf("figure service_two_jobs_busbw_ratio %.3f ratio\n",
-	       median(sorted, done));
+	       bench_median(sorted, done));
 	goto out;
 fail:
 	for (int r = 0; r < SHARE_N; r++)

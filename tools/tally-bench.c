@@ -27,6 +27,7 @@
 
 #include <tally/tally.h>
 #include "dataplane/half.h"
+#include "bench_stats.h"
 
 #define MAX_SIZES 32
 #define MAX_CLIENTS 64
@@ -70,20 +71,12 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* first, median and largest of @n times (@t is sorted in place) */
 static void spread(double *t, int n, double *first, double *p50,
 		   double *max)
 {
 	*first = t[0];
-	qsort(t, (size_t)n, sizeof(*t), cmp_double);
-	*p50 = t[n / 2];
+	*p50 = bench_median(t, n);
 	*max = t[n - 1];
 }
 

@@ -39,6 +39,7 @@
 #include <time.h>
 
 #include "dataplane/transport/transport.h"
+#include "bench_stats.h"
 
 struct run {
 	struct transport tx, rx;
@@ -231,19 +232,6 @@ static double run_once(const char *mode, uint32_t size, double seconds,
 	return gbps;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv)
 {
 	uint32_t size = 1472, window = 1024;
@@ -282,8 +270,8 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("figure udp_transport_gbps_gso %.2f Gbit/s\n",
-	       median(gso, runs));
+	       bench_median(gso, runs));
 	printf("figure udp_transport_gbps_plain %.2f Gbit/s\n",
-	       median(plain, runs));
+	       bench_median(plain, runs));
 	return 0;
 }
