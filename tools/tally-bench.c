@@ -157,7 +157,7 @@ static long verify(const void *buf, const struct bench_opts *o, size_t count)
 
 static int run_size(struct tally_client *c, const struct bench_opts *o,
 		    struct bench_shared *sh, int si, int rank, void *sendbuf,
-		    void *recvbuf, uint64_t *iteration)
+		    void *recvbuf, double *each, uint64_t *iteration)
 {
 	size_t bytes = sh->sizes[si];
 	struct tally_allreduce_args a = {
@@ -166,13 +166,10 @@ static int run_size(struct tally_client *c, const struct bench_opts *o,
 		.dtype = o->dtype, .op = o->op,
 	};
 	int iters = iters_for(o, bytes);
-	double *each = malloc((size_t)iters * sizeof(*each));
 	double t0 = 0, prev = 0;
 	uint64_t req;
 	int ret;
 
-	if (!each)
-		return -TALLY_ENOMEM;
 	for (int i = -o->warmup; i < iters; i++) {
 		if (i == 0) {
 			pthread_barrier_wait(&sh->barrier);
@@ -182,10 +179,8 @@ static int run_size(struct tally_client *c, const struct bench_opts *o,
 		ret = tally_allreduce(c, &a, &req);
 		if (!ret)
 			ret = tally_wait(c, req, -1);
-		if (ret) {
-			free(each);
+		if (ret)
 			return ret;
-		}
 		if (i >= 0) {
 			double t = now_us();
 
@@ -196,7 +191,6 @@ static int run_size(struct tally_client *c, const struct bench_opts *o,
 	sh->usec[si][rank] = (prev - t0) / iters;
 	spread(each, iters, &sh->first_us[si][rank], &sh->p50_us[si][rank],
 	       &sh->max_us[si][rank]);
-	free(each);
 	if (o->check) {
 		if (!o->inplace)
 			memset(recvbuf, 0xff, bytes);
@@ -218,6 +212,7 @@ static int client_main(const struct bench_opts *o, struct bench_shared *sh)
 	struct tally_client *c;
 	uint64_t iteration = 0;
 	void *sendbuf, *recvbuf;
+	double *each;		/* one time per timed iteration */
 	int ret, rank;
 
 	ret = tally_connect(o->socket, &c);
@@ -229,10 +224,13 @@ static int client_main(const struct bench_opts *o, struct bench_shared *sh)
 	rank = tally_rank(c);
 	sendbuf = tally_alloc(c, o->max_bytes);
 	recvbuf = o->inplace ? sendbuf : tally_alloc(c, o->max_bytes);
-	if (!sendbuf || !recvbuf) {
+	/* the smallest size runs the most iterations */
+	each = malloc((size_t)iters_for(o, o->min_bytes) * sizeof(*each));
+	if (!sendbuf || !recvbuf || !each) {
 		fprintf(stderr, "tally-bench: cannot allocate %zu bytes\n",
 			o->max_bytes);
 		sh->failed[rank] = -TALLY_ENOMEM;
+		free(each);
 		pthread_barrier_wait(&sh->barrier);
 		return 1;
 	}
@@ -240,7 +238,7 @@ static int client_main(const struct bench_opts *o, struct bench_shared *sh)
 	     rank);
 	pthread_barrier_wait(&sh->barrier);	/* everyone admitted */
 	for (int si = 0; si < sh->nsizes && !ret; si++) {
-		ret = run_size(c, o, sh, si, rank, sendbuf, recvbuf,
+		ret = run_size(c, o, sh, si, rank, sendbuf, recvbuf, each,
 			       &iteration);
 		if (ret) {
 			fprintf(stderr, "tally-bench: rank %d: %s\n", rank,
@@ -248,6 +246,7 @@ static int client_main(const struct bench_opts *o, struct bench_shared *sh)
 			sh->failed[rank] = ret;
 		}
 	}
+	free(each);
 	tally_disconnect(c);
 	return ret ? 1 : 0;
 }
