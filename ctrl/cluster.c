@@ -48,6 +48,15 @@ static void log_engine(const struct cluster_shard *sh, unsigned int s)
 					 (unsigned long long)k->drops[e],
 					 tly_drop_name(e));
 	}
+	if (sh->worker) {
+		struct tly_worker_mem m;
+
+		/* kept between operations (dataplane/engine/worker_mem.c) */
+		tly_worker_mem(sh->worker, &m);
+		log_info("  tensor arrays: %llu allocated, %llu reused, "
+			 "%zu bytes kept", (unsigned long long)m.allocs,
+			 (unsigned long long)m.reuses, m.kept_bytes);
+	}
 	for (uint16_t n = 0; sh->worker && n < TRANSPORT_MAX_NODES; n++) {
 		struct tly_worker_path p;
 

@@ -61,9 +61,12 @@ static int ring_setup(struct tly_worker *w, struct wtensor *t)
 	uint32_t n = w->cfg.n_workers, c;
 	size_t i;
 
-	t->acc = malloc((size_t)t->n_chunks * w->cfg.k * 4);
-	t->chunks = calloc(t->n_chunks, sizeof(*t->chunks));
-	t->queue = malloc(QUEUE_LEN(t) * sizeof(*t->queue));
+	t->acc = tensor_buf(w, t, WBUF_ACC, (size_t)t->n_chunks * w->cfg.k * 4,
+			    false);
+	t->chunks = tensor_buf(w, t, WBUF_CHUNKS,
+			       t->n_chunks * sizeof(*t->chunks), true);
+	t->queue = tensor_buf(w, t, WBUF_QUEUE,
+			      QUEUE_LEN(t) * sizeof(*t->queue), false);
 	if (!t->acc || !t->chunks || !t->queue)
 		return -ENOMEM;
 	if (n == 1) {

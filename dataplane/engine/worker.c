@@ -56,6 +56,8 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 		w->cfg.held_max = cfg->window;
 	if (!w->cfg.acked_probes)
 		w->cfg.acked_probes = 4;
+	if (!w->cfg.keep_bytes)
+		w->cfg.keep_bytes = TLY_WORKER_KEEP_BYTES;
 	/* an ACK asked at least twice a window, so that a window is never
 	 * all credits waiting for RESULTs (worker_ack.c) */
 	if (w->cfg.ack_every > cfg->window / 2)
@@ -85,13 +87,14 @@ fail:
 	return NULL;
 }
 
-static void tensor_free(struct wtensor *t)
+/* forget @t but for its slot's arrays (worker_mem.c) */
+static void tensor_clear(struct wtensor *t)
 {
-	free(t->chunks);
-	free(t->exp);
-	free(t->acc);
-	free(t->queue);
+	struct wbuf mem[WBUF_KINDS];
+
+	memcpy(mem, t->mem, sizeof(mem));
 	memset(t, 0, sizeof(*t));
+	memcpy(t->mem, mem, sizeof(mem));
 }
 
 void tly_worker_destroy(struct tly_worker *w)
@@ -102,7 +105,7 @@ void tly_worker_destroy(struct tly_worker *w)
 		return;
 	if (w->tensors)
 		for (i = 0; i < w->cfg.max_tensors; i++)
-			tensor_free(&w->tensors[i]);
+			tensor_bufs_free(w, &w->tensors[i]);
 	ack_fini(w);
 	credit_fini(w);
 	release_fini(w);
@@ -178,7 +181,8 @@ static void worker_finish(struct tly_worker *w, struct wtensor *t)
 	w->n_active = j;
 	if (t->algo->retire)
 		t->algo->retire(w, t);
-	tensor_free(t);
+	tensor_bufs_trim(w, t);
+	tensor_clear(t);
 	w->c.completions++;
 	if (w->cfg.done)
 		w->cfg.done(w->cfg.done_ctx, &d);
@@ -222,7 +226,7 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 			t = &w->tensors[i];
 	if (!t)
 		return -EBUSY;
-	memset(t, 0, sizeof(*t));
+	tensor_clear(t);
 	t->d = *d;
 	t->algo = algos[d->algo];
 	t->seq = w->seq++;
@@ -233,7 +237,8 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 	t->n_chunks = (uint32_t)((d->count + t->ck - 1) / t->ck);
 	err = t->algo->setup(w, t);
 	if (err) {
-		tensor_free(t);
+		tensor_bufs_trim(w, t);
+		tensor_clear(t);
 		return err;
 	}
 	t->active = 1;

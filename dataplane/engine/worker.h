@@ -60,6 +60,10 @@ struct tly_tensor_desc {
 	void *user;
 };
 
+/* finished tensors' arrays a worker keeps for the next (cfg.keep_bytes):
+ * a 64 MiB float32 ring all-reduce's, with room for its chunk states */
+#define TLY_WORKER_KEEP_BYTES (96ull << 20)
+
 typedef void tly_tensor_done_fn(void *ctx, const struct tly_tensor_desc *d);
 
 struct tly_worker_cfg {
@@ -112,6 +116,9 @@ struct tly_worker_cfg {
 	uint32_t cc_init_window;	/* packets at start (16) */
 	uint64_t cc_target_ns;		/* queueing delay above base (50 us) */
 	uint64_t cc_base_ns;		/* base RTT: min over this (100 ms) */
+	/* bytes of finished tensors' arrays kept for the next ones
+	 * (worker_mem.c; 0: TLY_WORKER_KEEP_BYTES) */
+	size_t keep_bytes;
 	struct tly_net net;
 	struct tly_tx_ops ops;
 	tly_tensor_done_fn *done;
@@ -150,6 +157,17 @@ struct tly_worker_path {
 /* 0, or -ENOENT when @node is no destination of this worker */
 int tly_worker_path(const struct tly_worker *w, uint16_t node,
 		    struct tly_worker_path *out);
+
+/* the tensors' arrays (chunk states, exponents, the ring's sums and
+ * queue): bytes held now, by tensors in progress and kept by finished
+ * ones for the next (cfg.keep_bytes); arrays allocated, and handed out
+ * again instead */
+struct tly_worker_mem {
+	size_t kept_bytes;
+	uint64_t allocs, reuses;
+};
+
+void tly_worker_mem(const struct tly_worker *w, struct tly_worker_mem *out);
 
 /* switch profile: what this worker holds at aggregator @node: chunks
  * launched and not completed now, the most at once, the bound

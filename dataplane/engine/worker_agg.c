@@ -48,11 +48,13 @@ static int agg_setup(struct tly_worker *w, struct wtensor *t)
 		return -EINVAL;
 	if (!tly_dtype(t->d.dtype)->exact) {
 		t->n_groups = (t->n_chunks + w->cfg.k - 1) / w->cfg.k;
-		t->exp = malloc(t->n_chunks * sizeof(*t->exp));
+		t->exp = tensor_buf(w, t, WBUF_EXP,
+				    t->n_chunks * sizeof(*t->exp), false);
 		if (!t->exp || agg_local_exps(w, t))
 			return -ENOMEM;
 	}
-	t->chunks = calloc(t->n_chunks + t->n_groups, sizeof(*t->chunks));
+	t->chunks = tensor_buf(w, t, WBUF_CHUNKS, (t->n_chunks + t->n_groups) *
+			       sizeof(*t->chunks), true);
 	if (!t->chunks)
 		return -ENOMEM;
 	for (c = 0; c < t->n_chunks + t->n_groups; c++)

@@ -62,6 +62,14 @@ struct wchunk {
 
 struct worker_algo;
 
+/* a tensor slot's arrays, kept for its next tensor (worker_mem.c) */
+enum wbuf_kind { WBUF_CHUNKS, WBUF_EXP, WBUF_ACC, WBUF_QUEUE, WBUF_KINDS };
+
+struct wbuf {
+	void *p;
+	size_t cap;		/* bytes */
+};
+
 struct wtensor {
 	struct tly_tensor_desc d;
 	const struct worker_algo *algo;	/* chosen at submit */
@@ -86,6 +94,9 @@ struct wtensor {
 	int32_t *exp;		/* AGG float: local block exponents */
 	uint32_t *acc;		/* ring: running sums, n_chunks * k words */
 	uint8_t active;
+	/* the arrays above live here, kept across the slot's tensors:
+	 * tensor_clear() leaves them, tensor_buf() hands them out */
+	struct wbuf mem[WBUF_KINDS];
 };
 
 /*
@@ -230,6 +241,7 @@ struct tly_worker {
 	uint8_t rb_pending;		/* some batch is not empty */
 	uint32_t defer_turn;		/* switch profile: the tensor whose
 					 * refused chunks go first */
+	struct tly_worker_mem mem;	/* the slots' arrays (worker_mem.c) */
 };
 
 /* ---- the narrow interface the algorithms use ---- */
@@ -357,5 +369,16 @@ void release_confirm(struct tly_worker *w, uint32_t tensor, uint16_t chunk,
 		     uint8_t exp, uint16_t dst, uint8_t flags);
 /* send the CONFIRMs queued (end of a poll) */
 void release_flush_all(struct tly_worker *w);
+
+/* worker_mem.c: the slots' arrays */
+
+/* @bytes of @t's array @kind, the slot's own when it is large enough,
+ * zeroed when @zero; NULL when it cannot be allocated */
+void *tensor_buf(struct tly_worker *w, struct wtensor *t,
+		 enum wbuf_kind kind, size_t bytes, bool zero);
+/* @t finished: free its arrays if the worker keeps more than
+ * cfg.keep_bytes */
+void tensor_bufs_trim(struct tly_worker *w, struct wtensor *t);
+void tensor_bufs_free(struct tly_worker *w, struct wtensor *t);
 
 #endif /* TALLY_DATAPLANE_ENGINE_WORKER_INTERNAL_H */

@@ -104,6 +104,7 @@ struct cluster *cl_create(const struct cl_cfg *cfg)
 				.held_max = cfg->held_max,
 				.acked_probes = cfg->acked_probes,
 				.ack_every = cfg->ack_every,
+				.keep_bytes = cfg->keep_bytes,
 				.net = net,
 				.ops = fab_ops(cl->fab, i, 0, cl->addrs),
 				.done = done_cb, .done_ctx = &cl->nodes[i],

@@ -38,6 +38,7 @@ struct cl_cfg {
 	uint32_t acked_probes;	/* workers' (0: their default) */
 	uint32_t ack_every;	/* workers' (0: every DATA asks) */
 	uint8_t no_sweep;	/* tests: the switch profile without it */
+	size_t keep_bytes;	/* workers' (0: their default) */
 	/* called on every completed tensor, after it is counted */
 	void (*on_done)(void *ctx, uint16_t rank,
 			const struct tly_tensor_desc *d);
