@@ -368,10 +368,29 @@ static void ring_ack_one(struct tly_worker *w, struct wtensor *t,
 		if (ch->retries < 6)
 			ch->retries++;
 		worker_arm(t, ch, now + (w->cfg.busy_ns << ch->retries));
+		t->ring_refused = 1;
 		return;
 	}
 	w->c.acks++;
 	hop_acked(w, t, c, 1, now);
+}
+
+/*
+ * The next rank took a hop of @t after refusing others: it has submitted
+ * the tensor now, so the refused hops go again at once instead of at the
+ * end of their back-off (busy_ns << retries: 20 ms .. 640 ms with
+ * tallyd's rto_us, where the refusal only meant the next rank was still
+ * finishing the operation before, as ranks of a ring do at every
+ * operation's start).  Once per refusal: the scan is O(chunks).
+ */
+static void refused_go_now(struct tly_worker *w, struct wtensor *t,
+			   uint64_t now)
+{
+	(void)w;
+	t->ring_refused = 0;
+	for (uint32_t c = 0; c < t->n_chunks; c++)
+		if (t->chunks[c].state == C_DEFER)
+			worker_arm(t, &t->chunks[c], now);
 }
 
 static struct wtensor *ring_rx_ack(struct tly_worker *w,
@@ -388,6 +407,8 @@ static struct wtensor *ring_rx_ack(struct tly_worker *w,
 	}
 	for (c = h->chunk; c <= last; c++)
 		ring_ack_one(w, t, h, c, now);
+	if (t->ring_refused && !(h->flags & TLY_F_REFUSE))
+		refused_go_now(w, t, now);
 	return tensor_complete(t) ? t : NULL;
 }
 

@@ -88,6 +88,8 @@ struct wtensor {
 	uint32_t dnext;		/* switch profile: the position the next
 				 * scan for refused chunks starts at */
 	uint32_t ring_unacked;	/* ring: hops of ours not yet acknowledged */
+	uint8_t ring_refused;	/* ring: the next rank refused a hop and
+				 * has taken none since */
 	uint32_t q_head, q_tail; /* ring: ready queue of chunk indexes */
 	uint32_t *queue;
 	struct wchunk *chunks;	/* n_chunks data chunks, then the groups */

@@ -220,6 +220,51 @@ static void test_unsubmitted_id0_refused(void **state)
 	cl_destroy(cl);
 }
 
+/*
+ * The refused hops go again as soon as the late rank takes one, not at the
+ * end of their back-off.  Worker 0 is refused for 2 ms, long enough for
+ * its hops' back-off to reach the longest, busy_ns << 6 = 640 us here; once
+ * worker 1 submits, the ring completes within a few round trips (2 us
+ * each way) and 20 chunks, well inside a quarter of that.
+ */
+static void test_refused_go_at_once(void **state)
+{
+	struct cl_cfg cfg = {
+		.n_workers = 2, .k = 64, .role = CL_RING, .n_slots = 64,
+		.window = 8, .fab = { .seed = 2, .delay_ns = 2000 },
+	};
+	struct cluster *cl = cl_create(&cfg);
+	enum { N = 64 * 20 };
+	static int32_t in[2][N], out[2][N];
+	struct tly_tensor_desc d = {
+		.id = 0x77, .dtype = TLY_DT_I32, .algo = TLY_ALGO_RING,
+		.src = in[0], .dst = out[0], .count = N,
+	};
+	uint64_t late;
+	int i;
+
+	(void)state;
+	assert_non_null(cl);
+	for (i = 0; i < N; i++) {
+		in[0][i] = i;
+		in[1][i] = 3 * i;
+	}
+	assert_int_equal(tly_worker_submit(cl->w[0], &d, 0), 0);
+	cl_settle(cl, 2000000);
+	assert_true(tly_worker_counters(cl->w[1])->busy > 0);
+	d.src = in[1];
+	d.dst = out[1];
+	late = fab_now(cl->fab);
+	assert_int_equal(tly_worker_submit(cl->w[1], &d, late), 0);
+	assert_int_equal(cl_run(cl, 1, 100000000ull), 0);
+	assert_true(fab_now(cl->fab) - late < 160000);
+	for (i = 0; i < N; i++) {
+		assert_int_equal(out[0][i], 4 * i);
+		assert_int_equal(out[1][i], 4 * i);
+	}
+	cl_destroy(cl);
+}
+
 /* scenarios override the defaults of SC() with designated initialisers */
 #pragma GCC diagnostic ignored "-Woverride-init"
 
@@ -286,19 +331,23 @@ static const struct scenario scenarios[] = {
 
 int main(void)
 {
-	struct CMUnitTest tests[N_SC + 1];
+	struct CMUnitTest tests[N_SC + 2];
 	size_t i;
 
 	tests[0] = (struct CMUnitTest){
 		.name = "ring: unsubmitted tensor id 0 is refused",
 		.test_func = test_unsubmitted_id0_refused,
 	};
+	tests[1] = (struct CMUnitTest){
+		.name = "ring: refused hops go again when one is taken",
+		.test_func = test_refused_go_at_once,
+	};
 	for (i = 0; i < N_SC; i++)
-		tests[i + 1] = (struct CMUnitTest){
+		tests[i + 2] = (struct CMUnitTest){
 			.name = scenarios[i].name,
 			.test_func = test_scenario,
 			.initial_state = (void *)&scenarios[i],
 		};
-	return _cmocka_run_group_tests("ring_stagger", tests, N_SC + 1, NULL,
+	return _cmocka_run_group_tests("ring_stagger", tests, N_SC + 2, NULL,
 				       NULL);
 }
