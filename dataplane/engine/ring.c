@@ -383,10 +383,8 @@ static void ring_ack_one(struct tly_worker *w, struct wtensor *t,
  * finishing the operation before, as ranks of a ring do at every
  * operation's start).  Once per refusal: the scan is O(chunks).
  */
-static void refused_go_now(struct tly_worker *w, struct wtensor *t,
-			   uint64_t now)
+static void refused_go_now(struct wtensor *t, uint64_t now)
 {
-	(void)w;
 	t->ring_refused = 0;
 	for (uint32_t c = 0; c < t->n_chunks; c++)
 		if (t->chunks[c].state == C_DEFER)
@@ -408,7 +406,7 @@ static struct wtensor *ring_rx_ack(struct tly_worker *w,
 	for (c = h->chunk; c <= last; c++)
 		ring_ack_one(w, t, h, c, now);
 	if (t->ring_refused && !(h->flags & TLY_F_REFUSE))
-		refused_go_now(w, t, now);
+		refused_go_now(t, now);
 	return tensor_complete(t) ? t : NULL;
 }
 
