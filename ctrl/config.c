@@ -59,6 +59,7 @@ void config_defaults(struct tally_config *cfg)
 	cfg->cc_target_delay_us = 500;
 	cfg->release_batch = TLY_SWITCH_RECEIPTS;
 	cfg->ack_every = 8;
+	cfg->busy_us = 100;
 	cfg->cc_base_window_ms = 100;
 	cfg->rto_us = 10000;
 	cfg->emu_seed = 1;
@@ -148,6 +149,7 @@ static const struct key_spec keys[] = {
 	{ "dataplane", "release_batch", K_INT, F(release_batch), 1,
 	  TLY_SWITCH_RECEIPTS, 0 },
 	{ "dataplane", "ack_every", K_INT, F(ack_every), 1, 64, 0 },
+	{ "dataplane", "busy_us", K_INT, F(busy_us), 1, 10000000, 0 },
 	{ "dataplane", "threads", K_INT, F(dp_threads), 1, 16, 0 },
 	{ "dataplane", "profile", K_PROFILE, F(dp_profile), 0, 0, 0 },
 	{ "compression", "method", K_CODEC, F(compression), 0, 0, 0 },

@@ -76,6 +76,7 @@ struct tally_config {
 	int release_batch;	/* switch profile: chunks a CONFIRM names */
 	int ack_every;		/* switch profile: one DATA in this many
 				 * asks for its ACK */
+	int busy_us;		/* switch profile: the wait after a BUSY */
 	int cc_target_delay_us, cc_base_window_ms;
 	int dp_threads;			/* dataplane threads per job */
 	int dp_profile;			/* enum tly_profile: software |

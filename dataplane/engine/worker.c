@@ -56,6 +56,8 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 		w->cfg.held_max = cfg->window;
 	if (!w->cfg.acked_probes)
 		w->cfg.acked_probes = 4;
+	if (cfg->profile != TLY_PROFILE_SWITCH || !w->cfg.switch_busy_ns)
+		w->cfg.switch_busy_ns = cfg->busy_ns;
 	if (!w->cfg.keep_bytes)
 		w->cfg.keep_bytes = TLY_WORKER_KEEP_BYTES;
 	/* an ACK asked at least twice a window, so that a window is never

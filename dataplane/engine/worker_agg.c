@@ -556,8 +556,9 @@ static void agg_rx_ack(struct tly_worker *w, const struct tly_hdr *h,
 	ch->state = C_DEFER;
 	if (ch->retries < 16)
 		ch->retries++;
-	worker_arm(t, ch, now + (w->cfg.busy_ns << (ch->retries < 6 ?
-						      ch->retries : 6)));
+	/* switch_busy_ns: busy_ns but in the switch profile (worker.c) */
+	worker_arm(t, ch, now + (w->cfg.switch_busy_ns << (ch->retries < 6 ?
+							     ch->retries : 6)));
 }
 
 static struct wtensor *agg_rx(struct tly_worker *w, const struct tly_hdr *h,

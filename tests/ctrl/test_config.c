@@ -302,6 +302,7 @@ static void test_config_defaults(void **state)
 	assert_int_equal(cfg.held_max, 0);	/* the engine's default */
 	assert_int_equal(cfg.release_batch, TLY_SWITCH_RECEIPTS);
 	assert_int_equal(cfg.ack_every, 8);
+	assert_int_equal(cfg.busy_us, 100);
 }
 
 static void test_config_valid_file(void **state)
@@ -350,6 +351,7 @@ static void test_config_cluster_file(void **state)
 		   "cc_min_window = 4\ncc_init_window = 12\n"
 		   "cc_target_delay_us = 200\ncc_base_window_ms = 50\n"
 		   "held_max = 512\nrelease_batch = 3\nack_every = 4\n"
+		   "busy_us = 250\n"
 		   "[emulator]\nrate_bps = 10000000000\nloss_ppm = 10000\n"
 		   "seed = 0x10\n");
 	config_defaults(&cfg);
@@ -376,6 +378,7 @@ static void test_config_cluster_file(void **state)
 	assert_int_equal(cfg.held_max, 512);
 	assert_int_equal(cfg.release_batch, 3);
 	assert_int_equal(cfg.ack_every, 4);
+	assert_int_equal(cfg.busy_us, 250);
 	assert_true(cfg.emu_rate_bps == 10000000000ull);
 	assert_int_equal(cfg.emu_loss_ppm, 10000);
 	assert_true(cfg.emu_seed == 16);
@@ -421,6 +424,8 @@ static void test_config_cluster_bad_values(void **state)
 		     "dataplane.ack_every");
 	expect_error(*state, "[dataplane]\nack_every = 65\n", 2,
 		     "dataplane.ack_every");
+	expect_error(*state, "[dataplane]\nbusy_us = 0\n", 2,
+		     "dataplane.busy_us");
 	expect_error(*state, "[emulator]\nloss_ppm = 2000000\n", 2,
 		     "emulator.loss_ppm");
 	expect_error(*state, "[emulator]\nbogus = 1\n", 2,

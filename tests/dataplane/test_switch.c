@@ -901,6 +901,8 @@ static uint32_t mk_batch = 1;
 static uint32_t mk_ack;		/* make_worker's cfg.ack_every */
 /* make_worker's congestion window at start; 0: cc off (a fixed window) */
 static uint32_t mk_cwnd;
+/* make_worker's cfg.switch_busy_ns (0: busy_ns, 50) */
+static uint64_t mk_sbusy;
 
 static struct tly_worker *make_worker(uint32_t release_max)
 {
@@ -910,6 +912,7 @@ static struct tly_worker *make_worker(uint32_t release_max)
 		.rank = 1, .n_slots = SLOTS, .n_aggs = 1, .agg_nodes = aggs,
 		.window = mk_cwnd ? 64 : 8, .max_tensors = 4, .rto_ns = 100,
 		.rto_max_ns = 800, .acked_ns = 1000, .busy_ns = 50,
+		.switch_busy_ns = mk_sbusy,
 		.cc_off = !mk_cwnd, .cc_init_window = mk_cwnd,
 		.cc_min_window = mk_cwnd, .profile = TLY_PROFILE_SWITCH,
 		.release_max = release_max, .result_group = mk_group,
@@ -1325,6 +1328,51 @@ static void test_worker_ack_every_busy(void **state)
 }
 
 /*
+ * In the switch profile a BUSY is a slot that another chunk in progress
+ * holds: the refused chunk goes again after switch_busy_ns x 2^retries
+ * (10 here), not after busy_ns x 2^retries (50), which the profile leaves
+ * to timeouts of other kinds.
+ */
+static unsigned int sent_since(unsigned int from, uint16_t chunk)
+{
+	unsigned int i, n = 0;
+
+	for (i = from; i < n_ws; i++)
+		n += ws[i].h.type == TLY_T_DATA && ws[i].h.chunk == chunk;
+	return n;
+}
+
+static void test_worker_busy_wait(void **state)
+{
+	uint32_t t = tensor_apart(1100, 8);
+	int32_t in[8 * K], res[8 * K];
+	struct tly_worker *w;
+	uint16_t c[8];
+	unsigned int mark;
+
+	(void)state;
+	mk_sbusy = 10;
+	w = ack_worker_start(1, 0, t, 8, in, res, c);
+	mk_sbusy = 0;
+	to_worker(w, TLY_T_BUSY, TLY_F_INT, t, c[0], 0, 1);
+	mark = n_ws;
+	tly_worker_poll(w, 20);
+	assert_int_equal(sent_since(mark, c[0]), 0);
+	tly_worker_poll(w, 21);				/* 1 + 10 x 2 */
+	assert_int_equal(sent_since(mark, c[0]), 1);
+	/* sent again fresh (no RETX), asking for its ACK */
+	assert_int_equal(ws[n_ws - 1].h.flags, TLY_F_INT | TLY_F_ACK_REQ);
+	/* refused again: twice as long */
+	to_worker(w, TLY_T_BUSY, TLY_F_INT, t, c[0], 0, 22);
+	mark = n_ws;
+	tly_worker_poll(w, 61);
+	assert_int_equal(sent_since(mark, c[0]), 0);
+	tly_worker_poll(w, 62);				/* 22 + 10 x 4 */
+	assert_int_equal(sent_since(mark, c[0]), 1);
+	tly_worker_destroy(w);
+}
+
+/*
  * At least two DATA a congestion window ask, however large ack_every:
  * with a window of 8 and ack_every 16, every fourth.
  */
@@ -1574,6 +1622,7 @@ int main(void)
 		cmocka_unit_test(test_worker_ack_every_full),
 		cmocka_unit_test(test_worker_ack_every_busy),
 		cmocka_unit_test(test_worker_ack_every_cwnd),
+		cmocka_unit_test(test_worker_busy_wait),
 		cmocka_unit_test(test_worker_result_group),
 		cmocka_unit_test(test_worker_release_bound),
 		cmocka_unit_test(test_worker_release_exp),
