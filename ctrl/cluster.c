@@ -533,26 +533,23 @@ int cluster_poll(struct cluster *c, uint64_t now)
 /* While a member reaches its coordinator, its retries need a finer clock
  * than the heartbeats': a job's first all-reduce waits for them. */
 #define CLUSTER_JOIN_TICK_MS 5
-/* The scheduler's clock while units wait or fly (its stall timer and
- * credit are counted in ms); the completions themselves wake us. */
-#define CLUSTER_SCHED_TICK_NS 1000000ull
-
 uint64_t cluster_idle_ns(struct cluster *c)
 {
 	uint64_t hb = (uint64_t)c->cfg->heartbeat_ms * 1000000ull / 2;
+	uint64_t now = tly_now_ns(), ops;
 
 	/* announce sleep on the completion rings: a thread that finishes a
 	 * tensor from now on writes the eventfd in our epoll */
 	for_each_shard(c, sh)
 		if (sh->dp && dp_thread_completion_sleep(sh->dp))
 			return 0;
-	if (c->xdp && cluster_xdp_idle_ns(c, tly_now_ns()) < hb)
-		hb = cluster_xdp_idle_ns(c, tly_now_ns());
-	if (cluster_ops_busy(c))
-		return CLUSTER_SCHED_TICK_NS;
-	if (c->mb_started && membership_joining(&c->mb))
-		return CLUSTER_JOIN_TICK_MS * 1000000ull;
-	return hb;
+	if (c->xdp && cluster_xdp_idle_ns(c, now) < hb)
+		hb = cluster_xdp_idle_ns(c, now);
+	if (c->mb_started && membership_joining(&c->mb) &&
+	    CLUSTER_JOIN_TICK_MS * 1000000ull < hb)
+		hb = CLUSTER_JOIN_TICK_MS * 1000000ull;
+	ops = cluster_ops_sleep_ns(c, now);
+	return ops < hb ? ops : hb;
 }
 
 void cluster_event(struct cluster *c, uint64_t tag)

@@ -105,8 +105,9 @@ int cluster_ops_pump(struct cluster *c, uint64_t now_ns);
 void cluster_ops_fail_all(struct cluster *c, int res);
 /* A part of unit @ui came back from the engine. */
 void cluster_ops_tensor_done(struct cluster *c, uint32_t ui);
-/* Units queued or in the network. */
-bool cluster_ops_busy(const struct cluster *c);
+/* How long the control thread may sleep, as far as the ops go, from
+ * @now_ns: UINT64_MAX when only an event can move them on. */
+uint64_t cluster_ops_sleep_ns(const struct cluster *c, uint64_t now_ns);
 
 /* cluster.c: the engine failed (refused a tensor, no memory): the local
  * job is aborted as by cluster_local_abort(), failing with @res. */

@@ -153,18 +153,29 @@ void cluster_ops_tensor_done(struct cluster *c, uint32_t ui)
 	unit_free(nu);
 }
 
-bool cluster_ops_busy(const struct cluster *c)
+/* The clock of units that wait for a shard's room, and of a deadline
+ * the schedule keeps (never sooner than this) */
+#define OPS_TICK_NS 1000000ull
+
+/*
+ * A completion wakes the control thread (the completion rings' eventfd),
+ * and so does a client's submission, so units in flight and gradients the
+ * schedule holds need no clock of their own; only units waiting for room
+ * in a shard (a safety net: a completion frees it) and the schedule's
+ * deadline (MG-WFBP's merge, ByteScheduler's stall rule) do.  A tick every
+ * millisecond while anything was out cost each daemon of the four-host
+ * lab 4 % of a core (docs/performance.md, section 10).
+ */
+uint64_t cluster_ops_sleep_ns(const struct cluster *c, uint64_t now_ns)
 {
-	uint32_t pending = 0, units = 0;
+	uint64_t due;
 
 	if (c->queue_head != UNIT_NONE)
-		return true;
-	for (unsigned int s = 0; s < c->n_shards; s++)
-		if (c->shards[s].tensors_out)
-			return true;
-	if (c->sched)
-		sched_depth(c->sched, &pending, &units);
-	return pending || units;
+		return OPS_TICK_NS;
+	due = sched_next_deadline(c->sched);
+	if (due == UINT64_MAX)
+		return UINT64_MAX;
+	return due > now_ns + OPS_TICK_NS ? due - now_ns : OPS_TICK_NS;
 }
 
 /* The shard of engine tensor @id: every host computes it alike, so an

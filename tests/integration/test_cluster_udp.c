@@ -138,6 +138,71 @@ static void test_all_frozen_then_resumed(void **state)
 	assert_int_equal(failed, 0);
 }
 
+/* voluntary context switches of process @pid's main thread (its control
+ * loop): how often it went to sleep; -1 if unknown */
+static long main_thread_sleeps(pid_t pid)
+{
+	char path[64], line[128];
+	long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid,
+		 (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+/*
+ * While operations are in the network a daemon's control thread sleeps
+ * until something happens (a completion, a client, a peer, the
+ * schedule's deadline): it has no clock of its own to keep.  Links shaped
+ * to 20 Mbit/s make the operations last.  Until 2026-12-05 it woke every
+ * millisecond while anything was out, 500-1000 times a second; now each
+ * daemon must sleep fewer than 100 times a second of the run.
+ */
+static void test_control_thread_sleeps(void **state)
+{
+	static const char *const shaped[] = {
+		"--set", "emulator.rate_bps=20000000", NULL,
+	};
+	struct cluster_spec s = { .workers = 2, .aggregators = 1,
+				  .role = "worker", .algorithm = "aggregate",
+				  .extra = shaped };
+	struct client_job job = { .hosts = 2, .rounds = 2, .go_fd = -1 };
+	long before[CL_MAX_DAEMONS], after[CL_MAX_DAEMONS];
+	struct test_cluster tc;
+	uint64_t start, ms;
+	int failed;
+
+	(void)state;
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	for (int i = 0; i < tc.n; i++)
+		before[i] = main_thread_sleeps(tc.d[i].pid);
+	start = test_now_ms();
+	failed = run_cluster_clients(&tc, 2, job, 120000);
+	ms = test_now_ms() - start;
+	for (int i = 0; i < tc.n; i++)
+		after[i] = main_thread_sleeps(tc.d[i].pid);
+	if (failed)
+		cluster_show_warnings(&tc);
+	assert_int_equal(cluster_down(&tc), 0);
+	assert_int_equal(failed, 0);
+	for (int i = 0; i < tc.n; i++) {
+		printf("daemon %d: its control loop slept %ld times in %llu "
+		       "ms\n", i, after[i] - before[i],
+		       (unsigned long long)ms);
+		assert_true(before[i] >= 0 && after[i] >= before[i]);
+		assert_true((uint64_t)(after[i] - before[i]) * 1000 <
+			    100 * ms);
+	}
+}
+
 /*
  * Two jobs one after the other on the same daemons, with the same tensor
  * keys and iterations (a training script run twice): the aggregators'
@@ -293,11 +358,15 @@ int main(void)
 		cmocka_unit_test(test_ring_lossy),
 		cmocka_unit_test(test_daemon_killed_mid_run),
 		cmocka_unit_test(test_all_frozen_then_resumed),
+		cmocka_unit_test(test_control_thread_sleeps),
 		cmocka_unit_test(test_second_job_same_ids),
 		cmocka_unit_test(test_wrong_job_key_refused),
 		cmocka_unit_test(test_wrong_secret_refused),
 		cmocka_unit_test(test_open_secret_file_refused),
 	};
 
+	/* TALLY_TEST_FILTER=pattern runs only the matching tests */
+	if (getenv("TALLY_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TALLY_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
