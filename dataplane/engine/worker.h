@@ -81,8 +81,8 @@ struct tly_worker_cfg {
 	uint64_t rto_max_ns;		/* back-off ceiling */
 	uint64_t acked_ns;		/* probe an ACKed chunk this often */
 	uint64_t busy_ns;		/* wait after BUSY/REFUSE */
-	/* switch profile: the wait after a BUSY, doubled per refusal up to
-	 * 64 x (0: busy_ns).  There a BUSY is a hashed slot that another
+	/* switch profile: the wait after a BUSY, x 2^retries as busy_ns
+	 * (0: busy_ns).  There a BUSY is a hashed slot that another
 	 * chunk in progress holds, which frees about a round trip after
 	 * that chunk's RESULT; docs/switch-profile.md, "Refused chunks" */
 	uint64_t switch_busy_ns;
