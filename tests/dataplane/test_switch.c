@@ -1330,8 +1330,8 @@ static void test_worker_ack_every_busy(void **state)
 /*
  * In the switch profile a BUSY is a slot that another chunk in progress
  * holds: the refused chunk goes again after switch_busy_ns x 2^retries
- * (10 here), not after busy_ns x 2^retries (50), which the profile leaves
- * to timeouts of other kinds.
+ * (switch_busy_ns 10 here), not after the software profile's busy_ns x
+ * 2^retries (busy_ns 50).
  */
 static unsigned int sent_since(unsigned int from, uint16_t chunk)
 {
