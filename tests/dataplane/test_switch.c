@@ -1327,12 +1327,7 @@ static void test_worker_ack_every_busy(void **state)
 	tly_worker_destroy(w);
 }
 
-/*
- * In the switch profile a BUSY is a slot that another chunk in progress
- * holds: the refused chunk goes again after switch_busy_ns x 2^retries
- * (switch_busy_ns 10 here), not after the software profile's busy_ns x
- * 2^retries (busy_ns 50).
- */
+/* DATA of @chunk the worker sent since ws[@from] */
 static unsigned int sent_since(unsigned int from, uint16_t chunk)
 {
 	unsigned int i, n = 0;
@@ -1342,6 +1337,12 @@ static unsigned int sent_since(unsigned int from, uint16_t chunk)
 	return n;
 }
 
+/*
+ * In the switch profile a BUSY is a slot that another chunk in progress
+ * holds: the refused chunk goes again after switch_busy_ns x 2^retries
+ * (switch_busy_ns 10 here), not after the software profile's busy_ns x
+ * 2^retries (busy_ns 50).
+ */
 static void test_worker_busy_wait(void **state)
 {
 	uint32_t t = tensor_apart(1100, 8);
