@@ -48,6 +48,7 @@ struct agg_slot {
 	 * takes every DATA; else 1 + the common path's payload loop in
 	 * tly_agg.common_add, so that path tests one byte */
 	uint8_t common;
+	uint16_t done_slot;	/* the tombstone's primary slot (fb_refs) */
 	/* the chunk this entry last completed and freed (a tombstone),
 	 * believed for tombstone_ns after done_ns; the switch profile has
 	 * no tombstones and keeps the claim time here instead */
@@ -83,7 +84,13 @@ struct tly_agg {
 	uint64_t fb_magic;	/* n_fallback's reciprocal (fb_mod()) */
 	uint64_t all;		/* bitmap of every worker */
 	uint32_t n_total;	/* primary + fallback */
-	uint32_t fb_used;
+	/*
+	 * By primary slot: the fallback entries that hold a chunk of that
+	 * slot or keep a tombstone of one (NULL without a fallback store).
+	 * Zero, the common case, proves that no fallback entry can match
+	 * the slot's chunks: a chunk new there costs no hash and no probe.
+	 */
+	uint32_t *fb_refs;
 	uint32_t busy;
 	uint32_t cursor;	/* poll position */
 	struct agg_slot *slots;
@@ -452,6 +459,8 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 	a->all = cfg->n_workers == 64 ? ~0ull : (1ull << cfg->n_workers) - 1;
 	a->n_total = cfg->n_slots + a->cfg.n_fallback;
 	a->slots = aligned_alloc(64, (size_t)a->n_total * sizeof(*a->slots));
+	if (a->cfg.n_fallback)
+		a->fb_refs = calloc(cfg->n_slots, sizeof(*a->fb_refs));
 	/*
 	 * The sums from the kernel, zero and not yet touched: each page is
 	 * faulted in by the first chunk that uses it.  Zeroing them here
@@ -463,7 +472,7 @@ struct tly_agg *tly_agg_create(const struct tly_agg_cfg *cfg)
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (a->sums == MAP_FAILED)
 		a->sums = NULL;
-	if (!a->slots || !a->sums) {
+	if (!a->slots || !a->sums || (a->cfg.n_fallback && !a->fb_refs)) {
 		tly_agg_destroy(a);
 		return NULL;
 	}
@@ -478,6 +487,7 @@ void tly_agg_destroy(struct tly_agg *a)
 	if (!a)
 		return;
 	free(a->slots);
+	free(a->fb_refs);
 	if (a->sums)
 		munmap(a->sums, sums_bytes(a));
 	free(a->counts);
@@ -553,19 +563,6 @@ static int sign_ready(struct tly_agg *a)
 }
 
 /* the key (tensor, chunk, EXP) and its hash, computed once per packet */
-struct chunk_id {
-	uint64_t key;
-	uint64_t hash;
-};
-
-static inline struct chunk_id chunk_id_of(uint32_t tensor, uint16_t chunk,
-					  uint8_t exp)
-{
-	uint64_t key = tly_chunk_key(tensor, chunk, exp);
-
-	return (struct chunk_id){ .key = key, .hash = tly_key_hash(key) };
-}
-
 static inline int slot_is(const struct agg_slot *s, uint64_t key)
 {
 	return s->state != SLOT_FREE && s->key == key;
@@ -595,18 +592,24 @@ static inline uint32_t fb_entry(const struct tly_agg *a, uint32_t base,
 	return a->cfg.n_slots + j;
 }
 
-/* the fallback entry holding this chunk, or -1 */
-static int64_t fb_find(const struct tly_agg *a, const struct chunk_id *id)
+static inline int fb_may_hold(const struct tly_agg *a, uint16_t primary)
+{
+	return a->fb_refs && a->fb_refs[primary];
+}
+
+/* the fallback entry holding the chunk of @primary, or -1 */
+static int64_t fb_find(const struct tly_agg *a, uint16_t primary,
+		       uint64_t key, uint64_t hash)
 {
 	uint32_t base, i;
 
-	if (!a->fb_used)
+	if (!fb_may_hold(a, primary))
 		return -1;
-	base = fb_base(a, id->hash);
+	base = fb_base(a, hash);
 	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++) {
 		uint32_t idx = fb_entry(a, base, i);
 
-		if (slot_is(&a->slots[idx], id->key))
+		if (slot_is(&a->slots[idx], key))
 			return idx;
 	}
 	return -1;
@@ -616,6 +619,13 @@ static void slot_release(struct tly_agg *a, struct agg_slot *s,
 			 uint64_t now)
 {
 	if (s->state == SLOT_DONE && a->cfg.profile != TLY_PROFILE_SWITCH) {
+		if (s->fallback) {
+			/* the tombstone moves to this chunk's primary */
+			if (s->has_done)
+				a->fb_refs[s->done_slot]--;
+			a->fb_refs[s->slot]++;
+			s->done_slot = s->slot;
+		}
 		s->done_ns = now;
 		s->done_key = s->key;
 		s->has_done = 1;
@@ -623,7 +633,7 @@ static void slot_release(struct tly_agg *a, struct agg_slot *s,
 	if (s->state != SLOT_FREE) {
 		a->busy--;
 		if (s->fallback)
-			a->fb_used--;
+			a->fb_refs[s->slot]--;
 	}
 	s->state = SLOT_FREE;
 }
@@ -653,7 +663,7 @@ static void slot_claim(struct tly_agg *a, uint32_t idx,
 		s->t_claim = now;	/* for tly_agg_sweep() only */
 	a->busy++;
 	if (s->fallback)
-		a->fb_used++;
+		a->fb_refs[h->slot]++;
 }
 
 /*
@@ -672,60 +682,71 @@ static inline int slot_finished(const struct tly_agg *a,
 }
 
 /*
- * A chunk that completed here and was confirmed by every worker: whatever
- * still arrives for it is a stray (a duplicate the network delayed), and
- * nobody waits for it.  Looks at the entries the chunk may have used.
+ * The fallback entries a chunk may use, from @base: the one holding it
+ * (its index), else -1; *finished is set where one keeps its tombstone.
  */
-static int chunk_finished(const struct tly_agg *a, const struct tly_hdr *h,
-			  const struct chunk_id *id, uint64_t now)
+static int64_t fb_scan(const struct tly_agg *a, uint32_t base, uint64_t key,
+		       uint64_t now, int *finished)
+{
+	uint32_t i;
+
+	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++) {
+		const struct agg_slot *s = &a->slots[fb_entry(a, base, i)];
+
+		if (slot_is(s, key))
+			return fb_entry(a, base, i);
+		*finished |= slot_finished(a, s, key, now);
+	}
+	return -1;
+}
+
+/* a free (or evictable) fallback entry claimed for the chunk, or -1 */
+static int64_t fb_claim(struct tly_agg *a, const struct tly_hdr *h,
+			uint64_t key, uint64_t now)
 {
 	uint32_t base, i;
 
-	if (slot_finished(a, &a->slots[h->slot], id->key, now))
-		return 1;
 	if (!a->cfg.n_fallback)
-		return 0;
-	base = fb_base(a, id->hash);
-	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++)
-		if (slot_finished(a, &a->slots[fb_entry(a, base, i)], id->key,
-				  now))
-			return 1;
-	return 0;
+		return -1;
+	base = fb_base(a, tly_key_hash(key));
+	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++) {
+		uint32_t j = fb_entry(a, base, i);
+
+		if (slot_evictable(a, &a->slots[j], now)) {
+			slot_claim(a, j, h, key, now);
+			return j;
+		}
+	}
+	return -1;
 }
 
 /*
  * Where a contribution goes whose primary slot does not hold its chunk:
  * the fallback entry holding it, a free (or evictable) primary slot, a
- * free fallback entry; -1 if none (BUSY), -2 for a stray of a finished
- * chunk.  At most 3 * FB_PROBES + 1 entries seen.
+ * free fallback entry; -1 if none (BUSY), -2 for a stray of a chunk that
+ * completed here and was confirmed by every worker (nobody waits for
+ * it).  At most 2 * FB_PROBES + 1 entries seen, and only the primary
+ * (no hash) where fb_refs says no fallback entry can match.
  */
 static int64_t slot_for_new(struct tly_agg *a, const struct tly_hdr *h,
-			    const struct chunk_id *id, uint64_t now)
+			    uint64_t key, uint64_t now)
 {
-	int64_t idx;
-	uint32_t base, i;
+	int finished = slot_finished(a, &a->slots[h->slot], key, now);
 
-	idx = fb_find(a, id);
-	if (idx >= 0)
-		return idx;
-	if (chunk_finished(a, h, id, now))
+	if (fb_may_hold(a, h->slot)) {
+		int64_t idx = fb_scan(a, fb_base(a, tly_key_hash(key)), key,
+				      now, &finished);
+
+		if (idx >= 0)
+			return idx;
+	}
+	if (finished)
 		return -2;
 	if (slot_evictable(a, &a->slots[h->slot], now)) {
-		slot_claim(a, h->slot, h, id->key, now);
+		slot_claim(a, h->slot, h, key, now);
 		return h->slot;
 	}
-	if (!a->cfg.n_fallback)
-		return -1;
-	base = fb_base(a, id->hash);
-	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++) {
-		uint32_t j = fb_entry(a, base, i);
-
-		if (slot_evictable(a, &a->slots[j], now)) {
-			slot_claim(a, j, h, id->key, now);
-			return j;
-		}
-	}
-	return -1;
+	return fb_claim(a, h, key, now);
 }
 
 static void hdr_for_slot(struct tly_hdr *h, const struct agg_slot *s,
@@ -918,9 +939,8 @@ static inline unsigned int slot_target(const struct tly_agg *a,
 static void agg_pull(struct tly_agg *a, const struct tly_hdr *h,
 		     uint64_t key, uint8_t dscp)
 {
-	struct chunk_id id = { .key = key, .hash = tly_key_hash(key) };
 	int64_t idx = slot_is(&a->slots[h->slot], key) ? h->slot :
-		      fb_find(a, &id);
+		      fb_find(a, h->slot, key, tly_key_hash(key));
 	struct agg_slot *s;
 
 	if (idx < 0) {
@@ -969,9 +989,7 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 		}
 		slot_claim(a, h->slot, h, key, now);
 	} else if (!slot_is(s, key)) {
-		struct chunk_id id = { .key = key, .hash = tly_key_hash(key) };
-
-		idx = slot_for_new(a, h, &id, now);
+		idx = slot_for_new(a, h, key, now);
 		if (idx == -2) {
 			a->c.drops[TLY_E_STALE]++;
 			return;
@@ -1033,17 +1051,19 @@ static void agg_data(struct tly_agg *a, const struct tly_hdr *h,
 }
 
 /*
- * The common DATA, kept out of agg_data()'s call: its primary slot
- * collects its chunk, in its mode and shift, the sender is new, and it
- * neither completes the slot nor asks for an ACK.  Exactly what
- * agg_data() does for such a packet; everything else goes there.
+ * The common DATA, kept out of agg_data()'s call: entry @idx (its
+ * primary slot, or the fallback entry fb_find() found) collects its
+ * chunk, in its mode and shift, the sender is new, and it neither
+ * completes the slot nor asks for an ACK.  Exactly what agg_data() does
+ * for such a packet (the caller counts a fallback contribution);
+ * everything else goes there.
  */
-static inline int agg_data_common(struct tly_agg *a,
+static inline int agg_data_common(struct tly_agg *a, uint32_t idx,
 				  const struct tly_hdr *h, uint64_t key,
 				  const uint8_t *pl, uint8_t dscp,
 				  uint64_t now)
 {
-	struct agg_slot *s = &a->slots[h->slot];
+	struct agg_slot *s = &a->slots[idx];
 	uint64_t bit = 1ull << h->rank;
 
 	if (s->key != key || s->state != SLOT_AGG || !s->common ||
@@ -1051,8 +1071,7 @@ static inline int agg_data_common(struct tly_agg *a,
 	    s->shift != h->shift || (s->contrib & bit) || !s->count ||
 	    s->count + 1u >= a->cfg.n_workers || (h->flags & TLY_F_ACK_REQ))
 		return 0;
-	/* a primary slot: no fallback */
-	a->common_add[s->common - 1](slot_sum(a, h->slot), pl, a->cfg.k);
+	a->common_add[s->common - 1](slot_sum(a, idx), pl, a->cfg.k);
 	s->contrib |= bit;
 	s->count++;
 	s->t_last = now;
@@ -1064,12 +1083,15 @@ static void agg_confirm_one(struct tly_agg *a, uint32_t tensor,
 			    uint16_t chunk, uint8_t exp, uint64_t bit,
 			    uint64_t now)
 {
-	struct chunk_id id = chunk_id_of(tensor, chunk, exp);
-	uint32_t slot = tly_hash_range((uint32_t)id.hash, a->cfg.n_slots);
+	uint64_t key = tly_chunk_key(tensor, chunk, exp);
+	uint64_t hash = tly_key_hash(key);
+	uint16_t slot = (uint16_t)tly_hash_range((uint32_t)hash,
+						 a->cfg.n_slots);
 	struct agg_slot *s;
 	int64_t idx;
 
-	idx = slot_is(&a->slots[slot], id.key) ? slot : fb_find(a, &id);
+	idx = slot_is(&a->slots[slot], key) ? slot :
+	      fb_find(a, slot, key, hash);
 	if (idx < 0)
 		return;
 	s = &a->slots[idx];
@@ -1175,8 +1197,8 @@ static void agg_rx_general(struct tly_agg *a, const uint8_t *frame,
 static inline __attribute__((always_inline)) int
 agg_rx_one(struct tly_agg *a, const uint8_t *frame, size_t len, uint64_t now)
 {
+	struct tly_hdr h, hc;
 	const uint8_t *pl;
-	struct tly_hdr h;
 	uint64_t key, hash;
 	uint8_t dscp;
 
@@ -1185,19 +1207,27 @@ agg_rx_one(struct tly_agg *a, const uint8_t *frame, size_t len, uint64_t now)
 		agg_rx_general(a, frame, len, now);
 		return 0;
 	}
-	/* the slot field is right if the slot holds the key (KEY_NONE) */
-	if (a->slots[h.slot].key != key &&
-	    !tly_data_slot_ok(&a->fast, &h, key, &hash)) {
-		agg_rx_general(a, frame, len, now);	/* drops it */
-		return 0;
-	}
 	pl = frame + a->fast.off + TLY_HDR_LEN;
-	if (!agg_data_common(a, &h, key, pl, dscp, now)) {
-		/* a copy: the common path keeps h in registers */
-		struct tly_hdr hc = h;
+	/* the slot field is right if the slot holds the key (KEY_NONE) */
+	if (a->slots[h.slot].key == key) {
+		if (agg_data_common(a, h.slot, &h, key, pl, dscp, now))
+			return 1;
+	} else {
+		int64_t idx;
 
-		agg_data(a, &hc, key, pl, dscp, now);
+		if (!tly_data_slot_ok(&a->fast, &h, key, &hash)) {
+			agg_rx_general(a, frame, len, now);	/* drops it */
+			return 0;
+		}
+		idx = fb_find(a, h.slot, key, hash);
+		if (idx >= 0 && agg_data_common(a, (uint32_t)idx, &h, key, pl,
+						dscp, now)) {
+			a->c.fallback++;
+			return 1;
+		}
 	}
+	hc = h;		/* a copy: the common path keeps h in registers */
+	agg_data(a, &hc, key, pl, dscp, now);
 	return 1;
 }
 

@@ -426,6 +426,72 @@ static void test_collision_uses_fallback(void **state)
 	tly_agg_destroy(a);
 }
 
+/*
+ * A chunk collects in a fallback entry while its primary slot frees: its
+ * later packets still find the entry (fb_refs counts it for the primary),
+ * the middle one through the common path, and none claims the free
+ * primary slot, which would split the sum.
+ */
+static void test_fallback_outlives_primary(void **state)
+{
+	struct tly_agg *a = make(3, 4, 0);
+	uint16_t c2 = colliding_chunk(7, 1);
+	unsigned int r;
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 1, 0);
+	send_data(a, 0, 7, c2, 0, 0, 10, 0);	/* to the fallback store */
+	for (r = 1; r < 3; r++)
+		send_data(a, (uint16_t)r, 7, 1, 0, 0, 1, 0);
+	for (r = 0; r < 3; r++)
+		send_confirm(a, (uint16_t)r, 7, 1, 1, 1);
+	assert_int_equal(tly_agg_slots_busy(a), 1);	/* c2 alone */
+	n_out = 0;
+	send_data(a, 1, 7, c2, 0, 0, 20, 2);
+	assert_int_equal(n_out, 0);
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	send_data(a, 2, 7, c2, 0, 0, 30, 3);
+	assert_int_equal(n_out, 3);
+	assert_result(&out[0], out[0].dst, 7, c2, 60, 3);
+	assert_int_equal(out[0].h.flags & TLY_F_FALLBACK, TLY_F_FALLBACK);
+	assert_int_equal(tly_agg_counters(a)->fallback, 3);
+	tly_agg_destroy(a);
+}
+
+/*
+ * A chunk that completed in a fallback entry leaves its tombstone there:
+ * a stray of it is dropped even with its primary slot free, and takes
+ * nothing; after tombstone_ns the same id is a new chunk again.
+ */
+static void test_fallback_tombstone(void **state)
+{
+	struct tly_agg *a = make(2, 4, 0);
+	uint16_t c2 = colliding_chunk(7, 1);
+	unsigned int r;
+
+	(void)state;
+	send_data(a, 0, 7, 1, 0, 0, 1, 0);
+	send_data(a, 0, 7, c2, 0, 0, 10, 0);
+	send_data(a, 1, 7, c2, 0, 0, 20, 0);	/* done in the fallback */
+	send_data(a, 1, 7, 1, 0, 0, 1, 0);
+	for (r = 0; r < 2; r++) {
+		send_confirm(a, (uint16_t)r, 7, 1, 1, 1);
+		send_confirm(a, (uint16_t)r, 7, c2, 1, 1);
+	}
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	n_out = 0;
+	send_data(a, 1, 7, c2, TLY_F_RETX, 0, 20, 2);
+	assert_int_equal(n_out, 0);
+	assert_int_equal(tly_agg_slots_busy(a), 0);
+	assert_int_equal(tly_agg_counters(a)->drops[TLY_E_STALE], 1);
+	send_data(a, 1, 7, c2, 0, 0, 5, 4001);
+	assert_int_equal(tly_agg_slots_busy(a), 1);
+	send_data(a, 0, 7, c2, 0, 0, 6, 4002);
+	assert_int_equal(n_out, 2);
+	assert_result(&out[0], out[0].dst, 7, c2, 11, 2);
+	tly_agg_destroy(a);
+}
+
 static void test_full_answers_busy(void **state)
 {
 	struct tly_agg *a = make(2, 0, 0);
@@ -1146,6 +1212,8 @@ int main(void)
 		cmocka_unit_test(test_stray_after_free_dropped),
 		cmocka_unit_test(test_tombstone_expires),
 		cmocka_unit_test(test_collision_uses_fallback),
+		cmocka_unit_test(test_fallback_outlives_primary),
+		cmocka_unit_test(test_fallback_tombstone),
 		cmocka_unit_test(test_full_answers_busy),
 		cmocka_unit_test(test_idle_partial_evicted),
 		cmocka_unit_test(test_exponent_round_takes_max),
