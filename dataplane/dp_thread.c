@@ -28,6 +28,9 @@
 #define DP_BUSY_POLL_SLEEP_NS 5000ull
 #define DP_POLL_SLEEP_NS 1000000ull
 #define DP_IDLE_SLEEP_NS (100 * 1000000ull)
+/* an idle turn faults this much of a new aggregator's sums in (64 pages,
+ * tens of microseconds) instead of sleeping, until all are in */
+#define DP_PREFAULT_BYTES (256 * 1024)
 
 #define STATS_WORDS (sizeof(struct dp_stats) / sizeof(uint64_t))
 _Static_assert(sizeof(struct dp_stats) % sizeof(uint64_t) == 0,
@@ -411,7 +414,8 @@ static void *dp_main(void *arg)
 		if (run_once(t, now)) {
 			idle_since = now;
 			t->dirty = true;
-		} else {
+		} else if (!t->agg ||
+			   !tly_agg_prefault(t->agg, DP_PREFAULT_BYTES)) {
 			idle_turn(t, now, idle_since, &yielded);
 		}
 		if (t->dirty && now - t->published_ns >= DP_PUBLISH_NS)

@@ -229,6 +229,46 @@ static void test_create_leaves_sums_untouched(void **state)
 	tly_agg_destroy(a);
 }
 
+/*
+ * tly_agg_prefault() brings the sums in, a bounded piece a call, and
+ * stops when all are in; a partial sum it passes over keeps its value.
+ */
+static void test_prefault_brings_sums_in(void **state)
+{
+	struct tly_agg_cfg c = {
+		.job = JOB, .cookie = COOKIE, .k = 256, .n_workers = 2,
+		.self = 100, .n_slots = 16384, .n_fallback = 0,
+		.evict_ns = 1000, .probe_ns = 500, .poll_budget = 1000,
+		.ops = { .alloc = cap_alloc, .send = cap_send },
+	};
+	size_t sums = (size_t)c.n_slots * c.k * 4, before, grown;
+	struct tly_agg *a, *b;
+	unsigned int calls = 0;
+
+	(void)state;
+	before = resident_bytes();
+	a = tly_agg_create(&c);
+	assert_non_null(a);
+	while (tly_agg_prefault(a, 1 << 20))
+		calls++;
+	assert_int_equal(calls, sums >> 20);
+	assert_int_equal(tly_agg_prefault(a, 1 << 20), 0);
+	grown = resident_bytes() - before;
+	if (grown < sums)
+		fail_msg("prefault left sums out: %zu of %zu bytes resident",
+			 grown, sums);
+	tly_agg_destroy(a);
+
+	b = make(2, 4, 0);
+	send_data(b, 0, 7, 1, 0, 0, 10, 0);
+	while (tly_agg_prefault(b, 4096))
+		;
+	send_data(b, 1, 7, 1, 0, 0, 20, 0);
+	assert_int_equal(n_out, 2);
+	assert_result(&out[0], out[0].dst, 7, 1, 30, 2);
+	tly_agg_destroy(b);
+}
+
 static void test_int32_wraps(void **state)
 {
 	struct tly_agg *a = make(2, 0, 0);
@@ -1202,6 +1242,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sum_to_every_worker),
 		cmocka_unit_test(test_create_leaves_sums_untouched),
+		cmocka_unit_test(test_prefault_brings_sums_in),
 		cmocka_unit_test(test_int32_wraps),
 		cmocka_unit_test(test_duplicate_counted_once),
 		cmocka_unit_test(test_ack_requested),
