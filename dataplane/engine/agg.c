@@ -586,7 +586,6 @@ static int sign_ready(struct tly_agg *a)
 	return a->counts ? 0 : -1;
 }
 
-/* the key (tensor, chunk, EXP) and its hash, computed once per packet */
 static inline int slot_is(const struct agg_slot *s, uint64_t key)
 {
 	return s->state != SLOT_FREE && s->key == key;
