@@ -500,11 +500,12 @@ void tly_agg_destroy(struct tly_agg *a)
 
 int tly_agg_prefault(struct tly_agg *a, size_t max_bytes)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), total = sums_bytes(a);
-	size_t len = (max_bytes + page - 1) / page * page;
+	size_t total = sums_bytes(a), page, len;
 
 	if (a->sums_in >= total)
-		return 0;
+		return 0;	/* every idle turn from now on: nothing more */
+	page = (size_t)sysconf(_SC_PAGESIZE);
+	len = (max_bytes + page - 1) / page * page;
 	if (len > total - a->sums_in)
 		len = total - a->sums_in;
 	/* write faults by the kernel's loop, no trap per page; a kernel
@@ -620,24 +621,6 @@ static inline int fb_may_hold(const struct tly_agg *a, uint16_t primary)
 	return a->fb_refs && a->fb_refs[primary];
 }
 
-/* the fallback entry holding the chunk of @primary, or -1 */
-static int64_t fb_find(const struct tly_agg *a, uint16_t primary,
-		       uint64_t key, uint64_t hash)
-{
-	uint32_t base, i;
-
-	if (!fb_may_hold(a, primary))
-		return -1;
-	base = fb_base(a, hash);
-	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++) {
-		uint32_t idx = fb_entry(a, base, i);
-
-		if (slot_is(&a->slots[idx], key))
-			return idx;
-	}
-	return -1;
-}
-
 static void slot_release(struct tly_agg *a, struct agg_slot *s,
 			 uint64_t now)
 {
@@ -706,7 +689,8 @@ static inline int slot_finished(const struct tly_agg *a,
 
 /*
  * The fallback entries a chunk may use, from @base: the one holding it
- * (its index), else -1; *finished is set where one keeps its tombstone.
+ * (its index), else -1; *finished (if given) is set where one keeps its
+ * tombstone.
  */
 static int64_t fb_scan(const struct tly_agg *a, uint32_t base, uint64_t key,
 		       uint64_t now, int *finished)
@@ -714,13 +698,23 @@ static int64_t fb_scan(const struct tly_agg *a, uint32_t base, uint64_t key,
 	uint32_t i;
 
 	for (i = 0; i < FB_PROBES && i < a->cfg.n_fallback; i++) {
-		const struct agg_slot *s = &a->slots[fb_entry(a, base, i)];
+		uint32_t j = fb_entry(a, base, i);
 
-		if (slot_is(s, key))
-			return fb_entry(a, base, i);
-		*finished |= slot_finished(a, s, key, now);
+		if (slot_is(&a->slots[j], key))
+			return j;
+		if (finished)
+			*finished |= slot_finished(a, &a->slots[j], key, now);
 	}
 	return -1;
+}
+
+/* the fallback entry holding the chunk of @primary, or -1 */
+static int64_t fb_find(const struct tly_agg *a, uint16_t primary,
+		       uint64_t key, uint64_t hash)
+{
+	if (!fb_may_hold(a, primary))
+		return -1;
+	return fb_scan(a, fb_base(a, hash), key, 0, NULL);
 }
 
 /* a free (or evictable) fallback entry claimed for the chunk, or -1 */
