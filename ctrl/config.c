@@ -582,9 +582,9 @@ int config_profile_check(const struct tally_config *cfg, char *err,
 		return 0;
 	if (!tly_switch_k_ok((uint32_t)config_k(cfg))) {
 		snprintf(err, (size_t)errlen, "dataplane.profile = switch needs "
-			 "dataplane.k = 64, 128, 192, 256 or 320 (a switch "
-			 "adds 64 lanes a pass; 320 fills a 1500-byte MTU), "
-			 "not %d", config_k(cfg));
+			 "dataplane.k = a multiple of 32 up to 352 (a switch "
+			 "adds 64 lanes a pass, the last may be half; 352 "
+			 "fills a 1500-byte MTU), not %d", config_k(cfg));
 		return -1;
 	}
 	if (cfg->algorithm != ALGO_AGGREGATE) {

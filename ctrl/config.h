@@ -149,9 +149,9 @@ int config_check(const struct tally_config *cfg, char *err, int errlen);
  * profile's int32 lanes: 360, the most a 1500-byte IP MTU carries (363)
  * rounded down to whole 8-lane vectors, 1440 bytes of payload a packet,
  * 40 % more than 256 for the same per-packet cost (docs/performance.md,
- * "Lanes a packet").  The switch profile: 320, the most whole 64-lane
- * passes that fit the same MTU (docs/switch-profile.md; 25 % more than
- * 256 a frame, and the XDP scenario 15-20 % faster).  A compressed job
+ * "Lanes a packet").  The switch profile: 352, the most whole 32-lane
+ * half passes that fit the same MTU (docs/switch-profile.md; 10 % more
+ * than 320 a frame, the XDP scenario 4-7 % faster).  A compressed job
  * (compression.method other than none) of the software profile keeps
  * 256, the K its codecs were measured with (docs/compression.md).
  */

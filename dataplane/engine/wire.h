@@ -46,9 +46,14 @@
  * register, K one pipeline pass of 64 lanes plus recirculations */
 #define TLY_SWITCH_MAX_WORKERS	32
 #define TLY_SWITCH_PASS_LANES	64
-/* the most passes a DATA frame of a 1500-byte IP MTU carries: 5 x 64
- * int32 lanes, 1280 bytes of payload (6 would be 1536) */
-#define TLY_SWITCH_K_MAX	320
+/* K is whole half passes: a K that is not whole passes takes its last
+ * pass at half width */
+#define TLY_SWITCH_K_STEP	32
+/* the largest K whose DATA frame a 1500-byte IP MTU carries: 11 half
+ * passes, 1408 bytes of payload (12 would be 1536) */
+#define TLY_SWITCH_K_MAX	352
+_Static_assert(TLY_SWITCH_K_MAX <= TLY_K_MTU1500 &&
+	       TLY_SWITCH_K_MAX % TLY_SWITCH_K_STEP == 0, "TLY_SWITCH_K_MAX");
 /*
  * The switch profile's CONFIRM names up to this many chunks: the header's
  * and aux (at most 7) more, 8 bytes each (tensor, chunk, slot), one slot
@@ -64,10 +69,10 @@ enum tly_profile {
 	TLY_PROFILE_SWITCH = 1,		/* docs/switch-profile.md */
 };
 
-/* K values the switch profile allows: whole passes, 64 .. 320 */
+/* K values the switch profile allows: whole half passes, 32 .. 352 */
 static inline int tly_switch_k_ok(uint32_t k)
 {
-	return k && k <= TLY_SWITCH_K_MAX && k % TLY_SWITCH_PASS_LANES == 0;
+	return k && k <= TLY_SWITCH_K_MAX && k % TLY_SWITCH_K_STEP == 0;
 }
 
 enum tly_type {

@@ -127,9 +127,10 @@ INLINE void ip_out(__u8 *ip)
 	ip[11] = (__u8)c;
 }
 
-/* a RESULT's payload in the checksum: one 64-lane pass a block */
-#define RESULT_BLOCK	(4 * TLY_SWITCH_PASS_LANES)
-#define RESULT_BLOCKS	(TLY_SWITCH_K_MAX / TLY_SWITCH_PASS_LANES)
+/* a RESULT's payload in the checksum: one block of lanes (half a pass) a
+ * call, as the lane loops below take it */
+#define RESULT_BLOCK	(4 * TLY_SWITCH_K_STEP)
+#define RESULT_BLOCKS	(TLY_SWITCH_K_MAX / TLY_SWITCH_K_STEP)
 
 /*
  * The UDP checksum, written last (the field is 0 until then, and stays 0
@@ -189,54 +190,78 @@ enum act {
 };
 
 /*
- * The lane loops.  K is a constant in each copy (64 .. 320), so the
- * verifier sees every packet offset bounded by one check; a switch would
- * run the same operations TLY_XDP_PASS_LANES at a time, one pass each.
+ * The lane loops, one block of TLY_SWITCH_K_STEP lanes (half a switch
+ * pass) at a time; K is @nb blocks.  The caller checked the payload's
+ * length against K, so the bound each block checks for the verifier does
+ * not fail and a slot is never left half written.
  */
-INLINE void lanes_copy(struct tly_xdp_slot *s, const __be32 *pl, int k)
-{
-	int i;
+#define BLOCK		TLY_SWITCH_K_STEP
+#define BLOCKS		(TLY_SWITCH_K_MAX / TLY_SWITCH_K_STEP)
 
-	for (i = 0; i < k; i++)
-		s->lanes[i] = (__s32)__builtin_bswap32(pl[i]);
+#define FOR_EACH_BLOCK(b, nb, pl, end)					\
+	for ((b) = 0; (b) < BLOCKS; (b)++)				\
+		if ((b) >= (nb) ||					\
+		    (const void *)((pl) + BLOCK * ((b) + 1)) > (end))	\
+			break;						\
+		else
+
+INLINE void lanes_copy(struct tly_xdp_slot *s, const __be32 *pl,
+		       const void *end, __u32 nb)
+{
+	__u32 b, i;
+
+	FOR_EACH_BLOCK(b, nb, pl, end)
+		for (i = 0; i < BLOCK; i++)
+			s->lanes[BLOCK * b + i] =
+				(__s32)__builtin_bswap32(pl[BLOCK * b + i]);
 }
 
-INLINE void lanes_add(struct tly_xdp_slot *s, const __be32 *pl, int k)
+INLINE void lanes_add(struct tly_xdp_slot *s, const __be32 *pl,
+		      const void *end, __u32 nb)
 {
-	int i;
+	__u32 b, i;
 
 	/* wrapping int32 sum, as the software aggregator's */
-	for (i = 0; i < k; i++)
-		s->lanes[i] = (__s32)((__u32)s->lanes[i] +
-				      __builtin_bswap32(pl[i]));
+	FOR_EACH_BLOCK(b, nb, pl, end)
+		for (i = 0; i < BLOCK; i++)
+			s->lanes[BLOCK * b + i] = (__s32)(
+				(__u32)s->lanes[BLOCK * b + i] +
+				__builtin_bswap32(pl[BLOCK * b + i]));
 }
 
-INLINE void lanes_max(struct tly_xdp_slot *s, const __be32 *pl, int k)
+INLINE void lanes_max(struct tly_xdp_slot *s, const __be32 *pl,
+		      const void *end, __u32 nb)
 {
-	int i;
+	__u32 b, i;
 
-	for (i = 0; i < k; i++) {
-		__s32 v = (__s32)__builtin_bswap32(pl[i]);
+	FOR_EACH_BLOCK(b, nb, pl, end)
+		for (i = 0; i < BLOCK; i++) {
+			__s32 v = (__s32)__builtin_bswap32(
+				pl[BLOCK * b + i]);
 
-		if (v > s->lanes[i])
-			s->lanes[i] = v;
-	}
+			if (v > s->lanes[BLOCK * b + i])
+				s->lanes[BLOCK * b + i] = v;
+		}
 }
 
-INLINE void lanes_emit(const struct tly_xdp_slot *s, __be32 *pl, int k)
+INLINE void lanes_emit(const struct tly_xdp_slot *s, __be32 *pl,
+		       const void *end, __u32 nb)
 {
-	int i;
+	__u32 b, i;
 
-	for (i = 0; i < k; i++)
-		pl[i] = __builtin_bswap32((__u32)s->lanes[i]);
+	FOR_EACH_BLOCK(b, nb, pl, end)
+		for (i = 0; i < BLOCK; i++)
+			pl[BLOCK * b + i] =
+				__builtin_bswap32((__u32)s->lanes[BLOCK * b + i]);
 }
 
 /*
  * The DATA rows of the slot table, under the lock.  @pl is the packet's
- * payload (k words, bounds checked by the caller); the RESULT's payload is
- * written over it.
+ * payload (@nb blocks, its length checked by the caller); the RESULT's
+ * payload is written over it.
  */
-INLINE enum act slot_data(struct tly_xdp_slot *s, __be32 *pl, int k,
+INLINE enum act slot_data(struct tly_xdp_slot *s, __be32 *pl,
+			  const void *end, __u32 nb,
 			  __u32 tensor, __u32 chunk_exp, __u8 flags,
 			  __s8 shift, __u32 bit, __u16 n, __u64 now,
 			  __s8 *out_shift, __u8 *out_mode, __u32 *ctr)
@@ -252,7 +277,7 @@ INLINE enum act slot_data(struct tly_xdp_slot *s, __be32 *pl, int k,
 		s->confirmed = 0;
 		s->count = 1;
 		s->claim_ns = now;
-		lanes_copy(s, pl, k);
+		lanes_copy(s, pl, end, nb);
 		*ctr = TLY_XDP_C_CLAIMS;
 		if (n == 1) {
 			s->state = TLY_XDP_DONE;
@@ -268,7 +293,7 @@ INLINE enum act slot_data(struct tly_xdp_slot *s, __be32 *pl, int k,
 	if (s->state == TLY_XDP_DONE) {
 		*out_shift = s->shift;
 		*out_mode = s->mode;
-		lanes_emit(s, pl, k);
+		lanes_emit(s, pl, end, nb);
 		return ACT_RESULT_ONE;
 	}
 	if (s->mode != mode || s->shift != shift)
@@ -279,38 +304,41 @@ INLINE enum act slot_data(struct tly_xdp_slot *s, __be32 *pl, int k,
 							       ACT_NONE;
 	}
 	if (mode & TLY_F_EXP)
-		lanes_max(s, pl, k);
+		lanes_max(s, pl, end, nb);
 	else
-		lanes_add(s, pl, k);
+		lanes_add(s, pl, end, nb);
 	s->contrib |= bit;
 	s->count++;
 	if (s->count >= n) {
 		s->state = TLY_XDP_DONE;
 		*out_shift = s->shift;
 		*out_mode = s->mode;
-		lanes_emit(s, pl, k);
+		lanes_emit(s, pl, end, nb);
 		return ACT_RESULT_ALL;
 	}
 	return flags & TLY_F_ACK_REQ ? ACT_ACK : ACT_NONE;
 }
 
-/* the DATA path for one K: the payload bound is a constant */
-INLINE enum act data_k(struct xdp_md *ctx, struct tly_xdp_slot *s, int k,
-		       __u32 tensor, __u32 chunk_exp, __u8 flags, __s8 shift,
-		       __u32 bit, __u16 n, __u64 now, __s8 *out_shift,
-		       __u8 *out_mode, __u32 *ctr)
+/* the DATA path: the slot's row under its lock */
+INLINE enum act data_row(struct xdp_md *ctx, struct tly_xdp_slot *s,
+			 __u32 nb, __u32 tensor, __u32 chunk_exp, __u8 flags,
+			 __s8 shift, __u32 bit, __u16 n, __u64 now,
+			 __s8 *out_shift, __u8 *out_mode, __u32 *ctr)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	__be32 *pl = data + TLY_L2L4_LEN + TLY_HDR_LEN;
+	__u32 frame_len = ctx->data_end - ctx->data;
 	enum act a;
 
-	if ((void *)(pl + k) > end)
+	/* cannot fail: the job's K and the DATA's length were checked */
+	if (!nb || nb > BLOCKS ||
+	    frame_len < TLY_L2L4_LEN + TLY_HDR_LEN + nb * BLOCK * 4)
 		return ACT_ERR;
 	if (slot_lock(s))
 		return ACT_LOCK;
-	a = slot_data(s, pl, k, tensor, chunk_exp, flags, shift, bit, n, now,
-		      out_shift, out_mode, ctr);
+	a = slot_data(s, pl, end, nb, tensor, chunk_exp, flags, shift, bit,
+		      n, now, out_shift, out_mode, ctr);
 	slot_unlock(s);
 	return a;
 }
@@ -408,7 +436,7 @@ INLINE int result_out(struct xdp_md *ctx, const struct tly_xdp_cfg *cfg,
 	h[15] = 0;
 	if (!all) {
 		swap_addrs(f, tl);
-		udp_csum(ip, end, RESULT_BLOCK, cfg->k / TLY_SWITCH_PASS_LANES,
+		udp_csum(ip, end, RESULT_BLOCK, cfg->k / TLY_SWITCH_K_STEP,
 			 RESULT_BLOCKS);
 		count(TLY_XDP_C_RESULT_RETX);
 		return XDP_TX;
@@ -430,7 +458,7 @@ INLINE int result_out(struct xdp_md *ctx, const struct tly_xdp_cfg *cfg,
 	udp[3] = (__u8)cfg->group_port;
 	udp[6] = 0;
 	udp[7] = 0;
-	udp_csum(ip, end, RESULT_BLOCK, cfg->k / TLY_SWITCH_PASS_LANES,
+	udp_csum(ip, end, RESULT_BLOCK, cfg->k / TLY_SWITCH_K_STEP,
 		 RESULT_BLOCKS);
 	count(TLY_XDP_C_COMPLETIONS);
 	return XDP_TX;
@@ -660,23 +688,9 @@ int tly_xdp_agg(struct xdp_md *ctx)
 	}
 
 	count(TLY_XDP_C_DATA);
-	/* one copy of the DATA path per K, each with a constant bound */
-#define DATA_K(K)							\
-	case K:								\
-		a = data_k(ctx, s, K, tensor, (__u32)chunk << 1 | exp,	\
-			   flags, shift, 1u << rank, cfg->n_workers, now, \
-			   &out_shift, &out_mode, &ctr);		\
-		break
-	switch (cfg->k) {
-	DATA_K(64);
-	DATA_K(128);
-	DATA_K(192);
-	DATA_K(256);
-	DATA_K(320);
-	default:
-		return drop(TLY_E_LEN);
-	}
-#undef DATA_K
+	a = data_row(ctx, s, cfg->k / BLOCK, tensor, (__u32)chunk << 1 | exp,
+		     flags, shift, 1u << rank, cfg->n_workers, now, &out_shift,
+		     &out_mode, &ctr);
 	if (ctr)
 		count(ctr);
 	switch (a) {

@@ -7,7 +7,7 @@
  *
  *   tally-xdp-agg --ifname eth0 --config job.conf
  *   tally-xdp-agg --ifname eth0 --job 0x1234 --cookie 0xdeadbeef \
- *       --workers 4 --k 320 --port 47000 --slots 4096 \
+ *       --workers 4 --k 352 --port 47000 --slots 4096 \
  *       --group 239.7.0.1:47001 --evict-ms 200
  *
  * A config file holds the same keys, one "key = value" a line ('#'
@@ -168,7 +168,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: tally-xdp-agg --ifname IF [--config FILE] [--job KEY]\n"
-		"  [--cookie C] [--workers N] [--k 64|128|192|256|320]\n"
+		"  [--cookie C] [--workers N] [--k 32..352, step 32]\n"
 		"  [--port P] [--slots S] [--group IP:PORT] [--evict-ms MS]\n"
 		"  [--stats-ms MS] [--seconds S] [--skb]\n"
 		"       tally-xdp-agg --pass IF   (a pass-all program on IF,\n"

@@ -17,8 +17,6 @@
 
 /* the switch profile: every bitmap is one 32-bit register */
 #define TLY_XDP_MAX_WORKERS	32
-/* lanes per pass on a switch pipeline (SwitchML); K is 1 to 5 passes */
-#define TLY_XDP_PASS_LANES	TLY_SWITCH_PASS_LANES
 #define TLY_XDP_K_MAX		TLY_SWITCH_K_MAX
 /* RESULT to every worker: the rank field of the multicast frame */
 #define TLY_XDP_RANK_ALL	TLY_RANK_ALL
@@ -36,7 +34,7 @@ struct tly_xdp_cfg {
 	__u32 cookie;		/* host order */
 	__u16 job;		/* wire job key */
 	__u16 n_workers;	/* 1 .. 32 */
-	__u16 k;		/* 64, 128, 192, 256 or 320 */
+	__u16 k;		/* 32 .. 352, a multiple of 32 */
 	__u16 port;		/* the job's UDP port (DATA's destination) */
 	__u32 n_slots;		/* slot pool; the map has at least this */
 	/* where the RESULT to every worker goes: an IPv4 multicast group

@@ -163,8 +163,9 @@ FAULT_CASE(reorder_f32, TLY_DT_F32, 0, 0, 200000)
 FAULT_CASE(reorder_i32, TLY_DT_I32, 0, 0, 200000)
 FAULT_CASE(all_faults_bf16, TLY_DT_BF16, 0.10, 0.10, 200000)
 
-/* the frame a daemon sends when dataplane.k is not set: K = 320 in the
- * switch profile (5 passes of 64 lanes), 360 in the software one */
+/* the frame a daemon sends when dataplane.k is not set: K = 352 in the
+ * switch profile (5 passes of 64 lanes and a half pass), 360 in the
+ * software one */
 static void default_k(void **state)
 {
 	struct cf_case c;
@@ -172,7 +173,7 @@ static void default_k(void **state)
 	(void)state;
 	base_case(&c, 4, TLY_DT_F32, CF_SUM);
 	if (!cf_be_fixed_job())
-		c.job.k = c.job.profile == TLY_PROFILE_SWITCH ? 320 : 360;
+		c.job.k = c.job.profile == TLY_PROFILE_SWITCH ? 352 : 360;
 	c.count = (size_t)c.job.k * 30 + 11;
 	c.f = (struct cf_faults){ .seed = 31, .loss = 0.05, .dup = 0.05,
 				  .reorder_ns = 200000 };

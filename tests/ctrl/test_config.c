@@ -108,18 +108,17 @@ static void test_config_profile(void **state)
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
 	cfg.k = 128;		/* set, it wins */
 	assert_int_equal(config_k(&cfg), 128);
-	/* the default fills the MTU with whole passes */
-	assert_true(CONFIG_K_SWITCH % 64 == 0 &&
+	/* the default fills the MTU with whole half passes */
+	assert_true(CONFIG_K_SWITCH % 32 == 0 &&
 		    CONFIG_K_SWITCH <= TLY_K_MTU1500 &&
-		    CONFIG_K_SWITCH + 64 > TLY_K_MTU1500);
-	/* K: one pass of 64 lanes and recirculations, up to the MTU */
+		    CONFIG_K_SWITCH + 32 > TLY_K_MTU1500);
+	/* K: half passes of 32 lanes, up to the MTU */
 	for (int k = 8; k <= 400; k++) {
 		cfg.k = k;
 		assert_int_equal(config_check(&cfg, err, sizeof(err)),
-				 k == 64 || k == 128 || k == 192 || k == 256 ||
-				 k == 320 ? 0 : -1);
+				 k % 32 == 0 && k <= 352 ? 0 : -1);
 	}
-	cfg.k = 96;
+	cfg.k = 336;
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "dataplane.k"));
 	cfg.k = 256;

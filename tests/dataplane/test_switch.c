@@ -449,7 +449,7 @@ static void test_agg_create_limits(void **state)
 		.profile = TLY_PROFILE_SWITCH,
 		.ops = { .alloc = cap_alloc, .send = cap_send },
 	};
-	static const uint16_t ks[] = { 8, 16, 32, 96, 512, 1024 };
+	static const uint16_t ks[] = { 8, 16, 48, 80, 336, 384, 512, 1024 };
 	struct tly_agg *a;
 	unsigned int i;
 
@@ -464,10 +464,12 @@ static void test_agg_create_limits(void **state)
 		c.k = ks[i];
 		assert_null(tly_agg_create(&c));
 	}
-	c.k = 128;
-	a = tly_agg_create(&c);
-	assert_non_null(a);
-	tly_agg_destroy(a);
+	/* whole half passes of 32 lanes, up to the MTU's 352 */
+	for (c.k = 32; c.k <= 352; c.k += 32) {
+		a = tly_agg_create(&c);
+		assert_non_null(a);
+		tly_agg_destroy(a);
+	}
 	c.k = 256;
 	c.profile = 2;
 	assert_null(tly_agg_create(&c));
@@ -974,7 +976,7 @@ static void test_worker_create_limits(void **state)
 {
 	static const uint16_t aggs[1] = { AGG_NODE };
 	struct tly_worker_cfg c = {
-		.job = JOB, .cookie = COOKIE, .k = 32, .n_workers = 2,
+		.job = JOB, .cookie = COOKIE, .k = 48, .n_workers = 2,
 		.rank = 1, .n_slots = SLOTS, .n_aggs = 1, .agg_nodes = aggs,
 		.window = 8, .max_tensors = 4, .rto_ns = 100,
 		.profile = TLY_PROFILE_SWITCH,

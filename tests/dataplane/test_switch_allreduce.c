@@ -2,7 +2,7 @@
 /*
  * test_switch_allreduce.c - all-reduce end to end in the switch profile
  * (docs/switch-profile.md) over the faulty fabric: dedicated and
- * co-located aggregators, 2..32 workers, K 64 .. 320, loss up to 10 %
+ * co-located aggregators, 2..32 workers, K 64 .. 352, loss up to 10 %
  * (20 % in the sweep), duplication, reordering, pools down to 2 slots,
  * every worker its own order.  int32 results bit-exact, float results
  * within quant.h's bound and identical on every worker; afterwards every
@@ -272,10 +272,16 @@ static struct scenario scenarios[] = {
 	   FAB(12, 0.10, 0.05, 8000), .k = 128, .n_dedicated = 2),
 	SC("sw ded n4 f32 k256 loss10", 4, CL_DEDICATED, TLY_DT_F32,
 	   FAB(13, 0.10, 0.05, 8000), .k = 256),
-	/* the daemon's default K (a 1500-byte MTU's whole passes) and 3 */
-	SC("sw ded n4 f32 k320 ack8 loss10 dup reorder", 4, CL_DEDICATED,
-	   TLY_DT_F32, FAB(25, 0.10, 0.05, 8000), .k = 320, .ack_every = 8,
+	/* the daemon's default K (a 1500-byte MTU's whole half passes),
+	 * the most whole passes, and a K of half passes (96) */
+	SC("sw ded n4 f32 k352 ack8 loss10 dup reorder", 4, CL_DEDICATED,
+	   TLY_DT_F32, FAB(25, 0.10, 0.05, 8000), .k = 352, .ack_every = 8,
 	   .window = 16),
+	SC("sw ded n4 f32 k320 ack8 loss10 dup reorder", 4, CL_DEDICATED,
+	   TLY_DT_F32, FAB(27, 0.10, 0.05, 8000), .k = 320, .ack_every = 8,
+	   .window = 16),
+	SC("sw ded n3 i32 k96 loss10 dup reorder", 3, CL_DEDICATED,
+	   TLY_DT_I32, FAB(28, 0.10, 0.05, 8000), .k = 96),
 	SC("sw colo n3 i32 k192 pool2 loss10", 3, CL_COLOCATED, TLY_DT_I32,
 	   FAB(26, 0.10, 0.02, 4000), .k = 192, .n_slots = 2),
 	SC("sw colo n4 i32 pool2 loss10 dup reorder", 4, CL_COLOCATED,

@@ -351,6 +351,10 @@ static void test_int32_wraps(void **state)
 	run_chunk(32, 256, TLY_F_INT, 0, 0, gen_wrap);
 	run_chunk(6, 192, TLY_F_INT, 0, 0, gen_wrap);
 	run_chunk(32, 320, TLY_F_INT, 0, 0, gen_wrap);
+	/* half passes: the last block of lanes is half a pass wide */
+	run_chunk(3, 32, TLY_F_INT, 0, 0, gen_wrap);
+	run_chunk(4, 96, TLY_F_INT, 0, 0, gen_wrap);
+	run_chunk(32, 352, TLY_F_INT, 0, 0, gen_wrap);
 }
 
 static void test_scaled_sum(void **state)
@@ -359,6 +363,7 @@ static void test_scaled_sum(void **state)
 	run_chunk(3, 128, 0, 17, 0, gen_scaled);
 	run_chunk(8, 256, 0, -5, 0, gen_scaled);
 	run_chunk(4, 320, 0, 3, 0, gen_scaled);
+	run_chunk(4, 352, 0, 3, 0, gen_scaled);
 }
 
 static void test_exp_max(void **state)
@@ -367,6 +372,8 @@ static void test_exp_max(void **state)
 	run_chunk(5, 64, TLY_F_EXP, 0, 1, gen_exp);
 	run_chunk(2, 256, TLY_F_EXP, 0, 1, gen_exp);
 	run_chunk(4, 320, TLY_F_EXP, 0, 1, gen_exp);
+	run_chunk(3, 160, TLY_F_EXP, 0, 1, gen_exp);
+	run_chunk(4, 352, TLY_F_EXP, 0, 1, gen_exp);
 }
 
 static void fill(int32_t *l, int32_t base)
@@ -377,10 +384,12 @@ static void fill(int32_t *l, int32_t base)
 		l[i] = base + (int32_t)i;
 }
 
-/* K is whole 64-lane passes up to 320 (tly_switch_k_ok): others refused */
+/* K is whole half passes (32 lanes) up to 352 (tly_switch_k_ok): every
+ * one of them taken, others refused */
 static void test_job_k(void **state)
 {
-	static const uint16_t bad[] = { 0, 8, 96, 255, 257, 384, 1024 };
+	static const uint16_t bad[] = { 0, 8, 16, 48, 255, 257, 336, 384,
+					1024 };
 	int32_t l[TLY_XDP_K_MAX];
 	uint8_t f[FRAME_MAX];
 	struct tly_xdp_job j;
@@ -389,16 +398,23 @@ static void test_job_k(void **state)
 	struct out o;
 
 	(void)state;
-	set_job(2, 320, 64);
+	set_job(2, 352, 64);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		j = job;
 		j.k = bad[i];
 		assert_int_equal(tly_xdp_set_job(ctl, &j), -EINVAL);
 	}
-	/* a DATA of 256 lanes to a job of 320 is a length error */
+	for (i = TLY_SWITCH_K_STEP; i <= TLY_SWITCH_K_MAX;
+	     i += TLY_SWITCH_K_STEP) {
+		j = job;
+		j.k = (uint16_t)i;
+		assert_int_equal(tly_xdp_set_job(ctl, &j), 0);
+	}
+	set_job(2, 352, 64);
+	/* a DATA of 320 lanes to a job of 352 is a length error */
 	fill(l, 5);
 	h = data_hdr(77, 1, TLY_F_INT, 0, 0);
-	run(f, build(f, &h, l, 256), &o);
+	run(f, build(f, &h, l, 320), &o);
 	assert_int_equal(o.ret, XDP_DROP);
 	assert_int_equal(delta(TLY_E_LEN), 1);
 	assert_int_equal(delta(TLY_XDP_C_CLAIMS), 0);
