@@ -48,7 +48,7 @@
 #define TLY_SWITCH_PASS_LANES	64
 /* K is whole half passes: a K that is not whole passes takes its last
  * pass at half width */
-#define TLY_SWITCH_K_STEP	32
+#define TLY_SWITCH_K_STEP	(TLY_SWITCH_PASS_LANES / 2)
 /* the largest K whose DATA frame a 1500-byte IP MTU carries: 11 half
  * passes, 1408 bytes of payload (12 would be 1536) */
 #define TLY_SWITCH_K_MAX	352
