@@ -127,10 +127,13 @@ INLINE void ip_out(__u8 *ip)
 	ip[11] = (__u8)c;
 }
 
-/* a RESULT's payload in the checksum: one block of lanes (half a pass) a
- * call, as the lane loops below take it */
-#define RESULT_BLOCK	(4 * TLY_SWITCH_K_STEP)
-#define RESULT_BLOCKS	(TLY_SWITCH_K_MAX / TLY_SWITCH_K_STEP)
+/*
+ * Lanes are taken in blocks of TLY_SWITCH_K_STEP (half a switch pass): K
+ * is at most BLOCKS of them.  The lane loops go a block at a time, and a
+ * RESULT's payload is checksummed a block a call.
+ */
+#define BLOCK		TLY_SWITCH_K_STEP
+#define BLOCKS		(TLY_SWITCH_K_MAX / TLY_SWITCH_K_STEP)
 
 /*
  * The UDP checksum, written last (the field is 0 until then, and stays 0
@@ -190,13 +193,10 @@ enum act {
 };
 
 /*
- * The lane loops, one block of TLY_SWITCH_K_STEP lanes (half a switch
- * pass) at a time; K is @nb blocks.  The caller checked the payload's
- * length against K, so the bound each block checks for the verifier does
- * not fail and a slot is never left half written.
+ * The lane loops, a block at a time; K is @nb blocks.  The caller checked
+ * the payload's length against K, so the bound each block checks for the
+ * verifier does not fail and a slot is never left half written.
  */
-#define BLOCK		TLY_SWITCH_K_STEP
-#define BLOCKS		(TLY_SWITCH_K_MAX / TLY_SWITCH_K_STEP)
 
 #define FOR_EACH_BLOCK(b, nb, pl, end)					\
 	for ((b) = 0; (b) < BLOCKS; (b)++)				\
@@ -436,8 +436,7 @@ INLINE int result_out(struct xdp_md *ctx, const struct tly_xdp_cfg *cfg,
 	h[15] = 0;
 	if (!all) {
 		swap_addrs(f, tl);
-		udp_csum(ip, end, RESULT_BLOCK, cfg->k / TLY_SWITCH_K_STEP,
-			 RESULT_BLOCKS);
+		udp_csum(ip, end, 4 * BLOCK, cfg->k / BLOCK, BLOCKS);
 		count(TLY_XDP_C_RESULT_RETX);
 		return XDP_TX;
 	}
@@ -458,8 +457,7 @@ INLINE int result_out(struct xdp_md *ctx, const struct tly_xdp_cfg *cfg,
 	udp[3] = (__u8)cfg->group_port;
 	udp[6] = 0;
 	udp[7] = 0;
-	udp_csum(ip, end, RESULT_BLOCK, cfg->k / TLY_SWITCH_K_STEP,
-		 RESULT_BLOCKS);
+	udp_csum(ip, end, 4 * BLOCK, cfg->k / BLOCK, BLOCKS);
 	count(TLY_XDP_C_COMPLETIONS);
 	return XDP_TX;
 }
@@ -688,6 +686,9 @@ int tly_xdp_agg(struct xdp_md *ctx)
 	}
 
 	count(TLY_XDP_C_DATA);
+	/* cannot happen: the control plane takes only whole blocks */
+	if (cfg->k % BLOCK)
+		return drop(TLY_E_LEN);
 	a = data_row(ctx, s, cfg->k / BLOCK, tensor, (__u32)chunk << 1 | exp,
 		     flags, shift, 1u << rank, cfg->n_workers, now, &out_shift,
 		     &out_mode, &ctr);
