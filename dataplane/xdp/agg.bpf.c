@@ -129,8 +129,7 @@ INLINE void ip_out(__u8 *ip)
 
 /*
  * Lanes are taken in blocks of TLY_SWITCH_K_STEP (half a switch pass): K
- * is at most BLOCKS of them.  The lane loops go a block at a time, and a
- * RESULT's payload is checksummed a block a call.
+ * is at most BLOCKS of them.  The lane loops go a block at a time.
  */
 #define BLOCK		TLY_SWITCH_K_STEP
 #define BLOCKS		(TLY_SWITCH_K_MAX / TLY_SWITCH_K_STEP)
@@ -138,36 +137,58 @@ INLINE void ip_out(__u8 *ip)
 /*
  * The UDP checksum, written last (the field is 0 until then, and stays 0
  * where it cannot be taken), over the addresses, the UDP and tally
- * headers and @n blocks of @block bytes after them (the RESULT's 64-lane
- * passes, or an ACK's receipts).  Zero ("none", RFC 768) is what a switch
+ * headers and @n blocks of @block bytes after them (the RESULT's 32-lane
+ * blocks, or an ACK's receipts).  Zero ("none", RFC 768) is what a switch
  * may send, but the kernel's GRO merges no UDP datagram without a
  * checksum, so every frame would reach a worker's socket on its own; with
  * one, a port that runs GRO hands the socket a run of them at a time
- * (docs/xdp-aggregator.md, "Checksums").  bpf_csum_diff() sums at most
- * 512 bytes a call.
+ * (docs/xdp-aggregator.md, "Checksums").
+ *
+ * bpf_csum_diff() sums at most CSUM_MAX bytes a call, and the verifier
+ * checks each call's size, a constant, against the packet's end.  So the
+ * payload goes in whole CSUM_MAX calls, then what is left (less, a
+ * multiple of @block, a power of two) in at most one call of each
+ * smaller power of two: at K = 352 (1408 bytes) 512 + 512 + 256 + 128,
+ * four calls rather than one a block.
  */
+#define CSUM_MAX	512
+#define POW2(x)		((x) && !((x) & ((x) - 1)))
+_Static_assert(POW2(4 * BLOCK) && CSUM_MAX % (4 * BLOCK) == 0 &&
+	       POW2(TLY_RECEIPT_LEN) && CSUM_MAX % TLY_RECEIPT_LEN == 0,
+	       "udp_csum() takes blocks of a power of two dividing CSUM_MAX");
+
 INLINE void udp_csum(__u8 *ip, const void *end, __u32 block, __u32 n,
 		     __u32 n_max)
 {
 	__u8 *udp = ip + TLY_IP_LEN;
-	__u8 *after = udp + TLY_UDP_LEN + TLY_HDR_LEN;
-	__u32 udp_len = TLY_UDP_LEN + TLY_HDR_LEN + block * n;
+	__u8 *b = udp + TLY_UDP_LEN + TLY_HDR_LEN;
+	__u32 left = block * n, size, i;
+	__u32 udp_len = TLY_UDP_LEN + TLY_HDR_LEN + left;
 	__s64 part;
 	__u64 sum;
-	__u32 i;
 
-	if ((void *)after > end || n > n_max)
+	if ((void *)b > end || n > n_max)
 		return;
 	part = bpf_csum_diff(NULL, 0, (__be32 *)(ip + 12),
 			     8 + TLY_UDP_LEN + TLY_HDR_LEN, 0);
-	for (i = 0; i < n_max; i++) {
-		__u8 *b = after + block * i;
-
-		if (part < 0 || i >= n)
+	for (i = 0; i < block * n_max / CSUM_MAX; i++) {
+		if (part < 0 || left < CSUM_MAX)
 			break;
-		if ((void *)(b + block) > end)
+		if ((void *)(b + CSUM_MAX) > end)
 			return;
-		part = bpf_csum_diff(NULL, 0, (__be32 *)b, block, (__u32)part);
+		part = bpf_csum_diff(NULL, 0, (__be32 *)b, CSUM_MAX,
+				     (__u32)part);
+		b += CSUM_MAX;
+		left -= CSUM_MAX;
+	}
+#pragma unroll
+	for (size = CSUM_MAX / 2; size >= block; size /= 2) {
+		if (part < 0 || !(left & size))
+			continue;
+		if ((void *)(b + size) > end)
+			return;
+		part = bpf_csum_diff(NULL, 0, (__be32 *)b, size, (__u32)part);
+		b += size;
 	}
 	if (part < 0)
 		return;		/* cannot happen: the sizes are whole words */

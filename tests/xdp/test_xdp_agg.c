@@ -410,6 +410,11 @@ static void test_job_k(void **state)
 		j.k = (uint16_t)i;
 		assert_int_equal(tly_xdp_set_job(ctl, &j), 0);
 	}
+	/* and each sums and checksums its RESULT (every split of the
+	 * payload into the checksum's calls of 512, 256 and 128 bytes) */
+	for (i = TLY_SWITCH_K_STEP; i <= TLY_SWITCH_K_MAX;
+	     i += TLY_SWITCH_K_STEP)
+		run_chunk(2, (uint16_t)i, TLY_F_INT, 0, 0, gen_wrap);
 	set_job(2, 352, 64);
 	/* a DATA of 320 lanes to a job of 352 is a length error */
 	fill(l, 5);
@@ -613,6 +618,49 @@ static void test_confirm_receipts(void **state)
 	}
 	assert_int_equal(delta(TLY_XDP_C_CLAIMS), 3 + 3);
 	assert_int_equal(delta(TLY_XDP_C_BUSY), 0);
+}
+
+/*
+ * A CONFIRM of 0 to 7 receipts after its header, of chunks no slot
+ * holds: each is answered by an ACK echoing them, whose checksum
+ * (check_out()) covers each length (calls of 32, 16 and 8 bytes).
+ */
+static void test_confirm_ack_lengths(void **state)
+{
+	int32_t rl[2 * (TLY_SWITCH_RECEIPTS - 1)];
+	struct tly_addr w = worker_addr(1);
+	uint8_t f[FRAME_MAX];
+	struct tly_hdr h;
+	struct out o;
+	uint16_t c;
+	uint8_t aux;
+
+	(void)state;
+	set_job(2, 64, 512);
+	for (c = 0; c + 1 < TLY_SWITCH_RECEIPTS; c++) {
+		rl[2 * c] = 91;
+		rl[2 * c + 1] = (c + 1) << 16 |
+				(int32_t)tly_slot_of(91, c + 1, 0, 512);
+	}
+	for (aux = 0; aux < TLY_SWITCH_RECEIPTS; aux++) {
+		h = data_hdr(91, 0, TLY_F_ACK_REQ, 1, 0);
+		h.type = TLY_T_CONFIRM;
+		h.aux = aux;
+		run(f, build(f, &h, rl, 2u * aux), &o);
+		h = check_out(&o, w.mac, w.ip, w.port,
+			      TLY_HDR_LEN + TLY_RECEIPT_LEN * aux);
+		assert_int_equal(h.type, TLY_T_ACK);
+		assert_int_equal(h.flags, TLY_F_RELEASED);
+		assert_int_equal(h.aux, aux);
+		assert_memory_equal(o.f + TLY_L2L4_LEN + TLY_HDR_LEN,
+				    f + TLY_L2L4_LEN + TLY_HDR_LEN,
+				    TLY_RECEIPT_LEN * aux);
+	}
+	/* 1 + 2 + ... + 8 receipts, none held */
+	assert_int_equal(delta(TLY_XDP_C_CONFIRM), TLY_SWITCH_RECEIPTS);
+	assert_int_equal(delta(TLY_XDP_C_CONFIRM_NONE),
+			 TLY_SWITCH_RECEIPTS * (TLY_SWITCH_RECEIPTS + 1) / 2);
+	assert_int_equal(delta(TLY_XDP_C_FREED), 0);
 }
 
 /* malformed or foreign frames: dropped with their counter, or passed */
@@ -1019,6 +1067,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_chunk_life),
 		cmocka_unit_test(test_collision_busy),
 		cmocka_unit_test(test_confirm_receipts),
+		cmocka_unit_test(test_confirm_ack_lengths),
 		cmocka_unit_test(test_drops),
 		cmocka_unit_test(test_sweep),
 		cmocka_unit_test(test_slot_hash_matches),
