@@ -71,6 +71,41 @@ extern void bpf_res_spin_unlock_irqrestore(struct bpf_res_spin_lock *lock,
  * it on its CPU: it keeps interrupts off while it holds a slot */
 #define sweep_lock(s, f)	bpf_res_spin_lock_irqsave(&(s)->lock, (f))
 #define sweep_unlock(s, f)	bpf_res_spin_unlock_irqrestore(&(s)->lock, (f))
+#ifdef TLY_XDP_LOCK_FAULT
+/* tests only (xdp_agg.h, struct tly_xdp_lock_fault): the lock's failure
+ * on demand, before the lock is tried */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tly_xdp_lock_fault);
+} tly_lock_fault SEC(".maps");
+
+static __always_inline int lock_fault(void)
+{
+	__u32 key = 0;
+	struct tly_xdp_lock_fault *f = bpf_map_lookup_elem(&tly_lock_fault,
+							    &key);
+
+	if (!f)
+		return 0;
+	if (f->skip) {
+		f->skip--;
+		return 0;
+	}
+	if (f->fail) {
+		f->fail--;
+		return -1;
+	}
+	return 0;
+}
+#undef slot_lock
+#undef sweep_lock
+#define slot_lock(s)		(lock_fault() ? -1 :				\
+				 bpf_res_spin_lock(&(s)->lock))
+#define sweep_lock(s, f)	(lock_fault() ? -1 :				\
+				 bpf_res_spin_lock_irqsave(&(s)->lock, (f)))
+#endif
 #else
 #define slot_lock(s)		(bpf_spin_lock(&(s)->lock), 0)
 #define slot_unlock(s)		bpf_spin_unlock(&(s)->lock)

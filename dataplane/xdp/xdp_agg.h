@@ -109,6 +109,17 @@ enum tly_xdp_counter {
 	TLY_XDP_C_COUNT
 };
 
+/*
+ * Tests only: the value of the map tly_lock_fault in the build with
+ * TLY_XDP_LOCK_FAULT (the resilient lock's build with its failure on
+ * demand; never loaded by the daemon).  The next @skip slot locks are
+ * taken, the @fail after them fail as a deadlock or timeout would.
+ */
+struct tly_xdp_lock_fault {
+	__u32 skip;
+	__u32 fail;
+};
+
 /* the sweep program's input and output (its test-run packet) */
 struct tly_xdp_sweep {
 	__u32 start;		/* first slot */

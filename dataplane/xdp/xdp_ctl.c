@@ -53,18 +53,16 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt,
 	return 0;
 }
 
-/* open and load one build of the program into @c; 0 or -errno */
-static int load(struct tly_xdp_ctl *c, enum tly_xdp_lock lock,
-		uint32_t n_slots)
+/* open and load one build of the program (@obj, @len bytes, taking
+ * @lock) into @c; 0 or -errno */
+static int load(struct tly_xdp_ctl *c, const void *obj, size_t len,
+		enum tly_xdp_lock lock, uint32_t n_slots)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "tly_xdp_agg");
-	int rq = lock == TLY_XDP_LOCK_RES, err;
 	struct bpf_map *m;
+	int err;
 
-	c->obj = bpf_object__open_mem(rq ? tly_xdp_agg_rq_obj :
-					   tly_xdp_agg_obj,
-				      rq ? tly_xdp_agg_rq_obj_len :
-					   tly_xdp_agg_obj_len, &opts);
+	c->obj = bpf_object__open_mem(obj, len, &opts);
 	err = libbpf_get_error(c->obj);
 	if (err) {
 		c->obj = NULL;
@@ -106,29 +104,45 @@ int tly_xdp_open(struct tly_xdp_ctl **out, uint32_t n_slots)
 	return tly_xdp_open_lock(out, n_slots, lock_from_env());
 }
 
-int tly_xdp_open_lock(struct tly_xdp_ctl **out, uint32_t n_slots,
-		      enum tly_xdp_lock lock)
+/* the embedded build that takes @lock (RES or SPIN) */
+static int load_build(struct tly_xdp_ctl *c, enum tly_xdp_lock lock,
+		      uint32_t n_slots)
+{
+	if (lock == TLY_XDP_LOCK_RES)
+		return load(c, tly_xdp_agg_rq_obj, tly_xdp_agg_rq_obj_len,
+			    lock, n_slots);
+	return load(c, tly_xdp_agg_obj, tly_xdp_agg_obj_len, lock, n_slots);
+}
+
+/* @obj NULL: the embedded builds, as @lock says; else that object,
+ * which takes @lock (RES or SPIN) */
+static int open_ctl(struct tly_xdp_ctl **out, uint32_t n_slots,
+		    const void *obj, size_t len, enum tly_xdp_lock lock)
 {
 	struct tly_xdp_ctl *c;
 	int err;
 
 	*out = NULL;
 	if (n_slots == 0 || n_slots > TLY_MAX_SLOTS ||
-	    lock > TLY_XDP_LOCK_SPIN)
+	    lock > TLY_XDP_LOCK_SPIN || (obj && lock == TLY_XDP_LOCK_AUTO))
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	libbpf_set_print(libbpf_log);
-	err = load(c, lock == TLY_XDP_LOCK_SPIN ? TLY_XDP_LOCK_SPIN :
-						  TLY_XDP_LOCK_RES, n_slots);
-	if (err && lock == TLY_XDP_LOCK_AUTO) {
+	if (obj)
+		err = load(c, obj, len, lock, n_slots);
+	else
+		err = load_build(c, lock == TLY_XDP_LOCK_SPIN ?
+				    TLY_XDP_LOCK_SPIN : TLY_XDP_LOCK_RES,
+				 n_slots);
+	if (err && !obj && lock == TLY_XDP_LOCK_AUTO) {
 		/* a kernel before 6.15 has no resilient lock */
 		dp_info("xdp: no bpf_res_spin_lock here (%s): the build "
 			"with bpf_spin_lock", strerror(-err));
 		bpf_object__close(c->obj);
 		c->obj = NULL;
-		err = load(c, TLY_XDP_LOCK_SPIN, n_slots);
+		err = load_build(c, TLY_XDP_LOCK_SPIN, n_slots);
 	}
 	if (err) {
 		dp_err("xdp: the kernel refused the aggregator program (%s)",
@@ -149,6 +163,18 @@ int tly_xdp_open_lock(struct tly_xdp_ctl **out, uint32_t n_slots,
 fail:
 	tly_xdp_close(c);
 	return err < 0 ? err : -EINVAL;
+}
+
+int tly_xdp_open_lock(struct tly_xdp_ctl **out, uint32_t n_slots,
+		      enum tly_xdp_lock lock)
+{
+	return open_ctl(out, n_slots, NULL, 0, lock);
+}
+
+int tly_xdp_open_mem(struct tly_xdp_ctl **out, uint32_t n_slots,
+		     const void *obj, size_t len, enum tly_xdp_lock lock)
+{
+	return obj ? open_ctl(out, n_slots, obj, len, lock) : -EINVAL;
 }
 
 void tly_xdp_close(struct tly_xdp_ctl *c)
@@ -350,6 +376,13 @@ const char *tly_xdp_counter_name(unsigned int i)
 int tly_xdp_prog_fd(const struct tly_xdp_ctl *c)
 {
 	return bpf_program__fd(c->agg);
+}
+
+int tly_xdp_map_fd(const struct tly_xdp_ctl *c, const char *name)
+{
+	int fd = bpf_object__find_map_fd_by_name(c->obj, name);
+
+	return fd < 0 ? -ENOENT : fd;
 }
 
 int tly_xdp_info(const struct tly_xdp_ctl *c, struct tly_xdp_prog_info *i)

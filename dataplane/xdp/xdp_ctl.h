@@ -9,6 +9,7 @@
 #ifndef TALLY_DATAPLANE_XDP_XDP_CTL_H
 #define TALLY_DATAPLANE_XDP_XDP_CTL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dataplane/xdp/xdp_agg.h"
@@ -52,6 +53,11 @@ int tly_xdp_open(struct tly_xdp_ctl **out, uint32_t n_slots);
  * build does not load, RES and SPIN load that build or fail */
 int tly_xdp_open_lock(struct tly_xdp_ctl **out, uint32_t n_slots,
 		      enum tly_xdp_lock lock);
+/* the same with a build of the program given (@obj, @len bytes: the
+ * tests' build with the lock's failure on demand), which takes @lock
+ * (RES or SPIN) */
+int tly_xdp_open_mem(struct tly_xdp_ctl **out, uint32_t n_slots,
+		     const void *obj, size_t len, enum tly_xdp_lock lock);
 const char *tly_xdp_lock_name(enum tly_xdp_lock lock);
 void tly_xdp_close(struct tly_xdp_ctl *c);
 
@@ -85,6 +91,8 @@ int tly_xdp_counters(struct tly_xdp_ctl *c, uint64_t v[TLY_XDP_C_COUNT]);
 const char *tly_xdp_counter_name(unsigned int i);
 
 int tly_xdp_prog_fd(const struct tly_xdp_ctl *c);
+/* the fd of the program's map @name, or -ENOENT */
+int tly_xdp_map_fd(const struct tly_xdp_ctl *c, const char *name);
 int tly_xdp_info(const struct tly_xdp_ctl *c, struct tly_xdp_prog_info *i);
 
 #endif /* TALLY_DATAPLANE_XDP_XDP_CTL_H */

@@ -1041,10 +1041,159 @@ static void test_lock_builds(void **state)
 	       has ? "has" : "lacks");
 }
 
+/* ---- the resilient lock's failure: the fault build (argv[1] "fault") */
+
+/* the tests' build of agg.bpf.c (TLY_XDP_LOCK_FAULT; meson embeds it) */
+extern const unsigned char tly_xdp_agg_fault_obj[];
+extern const size_t tly_xdp_agg_fault_obj_len;
+
+/* the next @skip slot locks are taken, the @fail after them fail */
+static void lock_fail(uint32_t skip, uint32_t fail)
+{
+	struct tly_xdp_lock_fault f = { .skip = skip, .fail = fail };
+	int fd = tly_xdp_map_fd(ctl, "tly_lock_fault");
+	uint32_t key = 0;
+
+	assert_true(fd >= 0);
+	assert_int_equal(bpf_map_update_elem(fd, &key, &f, BPF_ANY), 0);
+}
+
+/*
+ * A DATA whose slot lock fails is dropped unanswered, as a lost one is,
+ * and counted: the first of a chunk claims nothing, the last completes
+ * nothing.  Sent again, each is taken, and the sum is exact.
+ */
+static void test_fault_data(void **state)
+{
+	int32_t l0[TLY_XDP_K_MAX], l1[TLY_XDP_K_MAX], want[TLY_XDP_K_MAX];
+	struct tly_hdr h;
+	struct out o;
+	unsigned int i;
+
+	(void)state;
+	set_job(2, 64, 64);
+	fill(l0, 3);
+	fill(l1, -1000);
+	for (i = 0; i < job.k; i++)
+		want[i] = l0[i] + l1[i];
+	h = data_hdr(20, 1, TLY_F_INT | TLY_F_ACK_REQ, 0, 0);
+	lock_fail(0, 1);
+	send_data(&h, l0, &o);
+	assert_int_equal(o.ret, XDP_DROP);
+	assert_int_equal(delta(TLY_XDP_C_LOCK), 1);
+	assert_int_equal(delta(TLY_XDP_C_CLAIMS), 0);
+	send_data(&h, l0, &o);
+	check_reply(&o, TLY_T_ACK, 20, 1, TLY_F_INT, 0);
+	assert_int_equal(delta(TLY_XDP_C_CLAIMS), 1);
+	/* the last: not completed, then completed once */
+	h = data_hdr(20, 1, TLY_F_INT, 1, 0);
+	lock_fail(0, 1);
+	send_data(&h, l1, &o);
+	assert_int_equal(o.ret, XDP_DROP);
+	assert_int_equal(delta(TLY_XDP_C_LOCK), 1);
+	assert_int_equal(delta(TLY_XDP_C_COMPLETIONS), 0);
+	send_data(&h, l1, &o);
+	check_result_all(&o, 20, 1, TLY_F_INT, 0, want);
+	assert_int_equal(delta(TLY_XDP_C_COMPLETIONS), 1);
+	assert_int_equal(delta(TLY_XDP_C_DUPS), 0);
+	assert_int_equal(delta(TLY_XDP_C_LOCK), 0);
+}
+
+/*
+ * A CONFIRM of three chunks whose second lock fails: no ACK (it would
+ * release all three), counted; the receipt taken before it is taken
+ * again, not twice, when the worker sends the CONFIRM again, and the
+ * slots are freed once every worker's receipts are in.
+ */
+static void test_fault_confirm(void **state)
+{
+	uint32_t tensor = 95;
+	int32_t l[TLY_XDP_K_MAX], rl[4];
+	uint8_t f[FRAME_MAX];
+	struct tly_hdr h;
+	struct out o;
+	uint16_t c, r;
+
+	(void)state;
+	set_job(2, 64, 512);
+	while (tly_slot_of(tensor, 0, 0, 512) == tly_slot_of(tensor, 1, 0, 512) ||
+	       tly_slot_of(tensor, 0, 0, 512) == tly_slot_of(tensor, 2, 0, 512) ||
+	       tly_slot_of(tensor, 1, 0, 512) == tly_slot_of(tensor, 2, 0, 512))
+		tensor++;
+	fill(l, 7);
+	for (c = 0; c < 3; c++)
+		for (r = 0; r < 2; r++) {
+			h = data_hdr(tensor, c, 0, r, 0);
+			send_data(&h, l, &o);
+		}
+	assert_int_equal(delta(TLY_XDP_C_COMPLETIONS), 3);
+	for (c = 1; c < 3; c++) {
+		rl[2 * (c - 1)] = (int32_t)tensor;
+		rl[2 * (c - 1) + 1] = c << 16 |
+			(int32_t)tly_slot_of(tensor, c, 0, job.n_slots);
+	}
+	h = data_hdr(tensor, 0, TLY_F_ACK_REQ, 0, 0);
+	h.type = TLY_T_CONFIRM;
+	h.aux = 2;
+	lock_fail(1, 1);
+	run(f, build(f, &h, rl, 4), &o);
+	assert_int_equal(o.ret, XDP_DROP);
+	assert_int_equal(delta(TLY_XDP_C_LOCK), 1);
+	/* sent again by worker 0, then worker 1's */
+	for (r = 0; r < 2; r++) {
+		struct tly_addr w = worker_addr(r);
+
+		h.rank = r;
+		run(f, build(f, &h, rl, 4), &o);
+		h = check_out(&o, w.mac, w.ip, w.port, TLY_HDR_LEN + 16);
+		assert_int_equal(h.type, TLY_T_ACK);
+		assert_int_equal(h.flags, TLY_F_RELEASED);
+		assert_int_equal(delta(TLY_XDP_C_FREED), r ? 3 : 0);
+		h = data_hdr(tensor, 0, TLY_F_ACK_REQ, 0, 0);
+		h.type = TLY_T_CONFIRM;
+		h.aux = 2;
+	}
+	assert_int_equal(delta(TLY_XDP_C_CONFIRM), 3);
+	assert_int_equal(delta(TLY_XDP_C_CONFIRM_NONE), 0);
+	assert_int_equal(delta(TLY_XDP_C_LOCK), 0);
+}
+
+/* a sweep whose locks fail frees nothing and counts nothing there; the
+ * next sweep frees the stale partial */
+static void test_fault_sweep(void **state)
+{
+	int32_t l[TLY_XDP_K_MAX];
+	struct tly_xdp_sweep sw;
+	struct tly_hdr h;
+	struct out o;
+
+	(void)state;
+	set_job(2, 64, 64);
+	fill(l, 3);
+	h = data_hdr(10, 1, 0, 0, 0);
+	send_data(&h, l, &o);		/* a partial */
+	lock_fail(0, job.n_slots);
+	assert_int_equal(tly_xdp_sweep(ctl, 0, &sw), 0);
+	assert_int_equal(sw.freed, 0);
+	assert_int_equal(sw.n_agg, 0);
+	assert_int_equal(delta(TLY_XDP_C_EVICTIONS), 0);
+	assert_int_equal(tly_xdp_sweep(ctl, 0, &sw), 0);
+	assert_int_equal(sw.freed, 1);
+	assert_int_equal(delta(TLY_XDP_C_EVICTIONS), 1);
+}
+
 static int setup(void **state)
 {
 	(void)state;
 	return tly_xdp_open_lock(&ctl, TLY_MAX_SLOTS, lock_arg) ? -1 : 0;
+}
+
+static int setup_fault(void **state)
+{
+	(void)state;
+	return tly_xdp_open_mem(&ctl, TLY_MAX_SLOTS, tly_xdp_agg_fault_obj,
+				tly_xdp_agg_fault_obj_len,
+				TLY_XDP_LOCK_RES) ? -1 : 0;
 }
 
 static int teardown(void **state)
@@ -1074,13 +1223,23 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_two_cpus),
 	};
 
+	const struct CMUnitTest fault_tests[] = {
+		cmocka_unit_test(test_fault_data),
+		cmocka_unit_test(test_fault_confirm),
+		cmocka_unit_test(test_fault_sweep),
+	};
+
+	if (argc > 1 && !strcmp(argv[1], "fault"))
+		return cmocka_run_group_tests(fault_tests, setup_fault,
+					      teardown);
 	if (argc > 1) {
 		if (!strcmp(argv[1], "res")) {
 			lock_arg = TLY_XDP_LOCK_RES;
 		} else if (!strcmp(argv[1], "spin")) {
 			lock_arg = TLY_XDP_LOCK_SPIN;
 		} else if (strcmp(argv[1], "auto")) {
-			fprintf(stderr, "usage: %s [auto|res|spin]\n", argv[0]);
+			fprintf(stderr, "usage: %s [auto|res|spin|fault]\n",
+				argv[0]);
 			return 2;
 		}
 	}
