@@ -58,7 +58,7 @@ void config_defaults(struct tally_config *cfg)
 	cfg->cc_init_window = 16;
 	cfg->cc_target_delay_us = 500;
 	cfg->release_batch = TLY_SWITCH_RECEIPTS;
-	cfg->ack_every = 8;
+	cfg->ack_every = 16;
 	cfg->busy_us = 100;
 	cfg->cc_base_window_ms = 100;
 	cfg->rto_us = 10000;

@@ -300,7 +300,7 @@ static void test_config_defaults(void **state)
 	assert_int_equal(cfg.cc_target_delay_us, 500);
 	assert_int_equal(cfg.held_max, 0);	/* the engine's default */
 	assert_int_equal(cfg.release_batch, TLY_SWITCH_RECEIPTS);
-	assert_int_equal(cfg.ack_every, 8);
+	assert_int_equal(cfg.ack_every, 16);
 	assert_int_equal(cfg.busy_us, 100);
 }
 

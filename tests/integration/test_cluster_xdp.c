@@ -160,9 +160,9 @@ static void run_xdp_job(bool dpdk)
 		"--set", dpdk ? "dataplane.transport=dpdk" :
 				"dataplane.transport=udp",
 		/* every DATA asks for its ACK in one of the two, one in
-		 * eight (the default) in the other */
+		 * sixteen (the default) in the other */
 		"--set", dpdk ? "dataplane.ack_every=1" :
-				"dataplane.ack_every=8",
+				"dataplane.ack_every=16",
 		NULL,
 	};
 	const char *const agg[] = {
