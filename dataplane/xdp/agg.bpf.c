@@ -81,7 +81,7 @@ struct {
 	__type(value, struct tly_xdp_lock_fault);
 } tly_lock_fault SEC(".maps");
 
-static __always_inline int lock_fault(void)
+INLINE int lock_fault(void)
 {
 	__u32 key = 0;
 	struct tly_xdp_lock_fault *f = bpf_map_lookup_elem(&tly_lock_fault,
@@ -181,10 +181,10 @@ INLINE void ip_out(__u8 *ip)
  *
  * bpf_csum_diff() sums at most CSUM_MAX bytes a call, and the verifier
  * checks each call's size, a constant, against the packet's end.  So the
- * payload goes in whole CSUM_MAX calls, then what is left (less, a
- * multiple of @block, a power of two) in at most one call of each
- * smaller power of two: at K = 352 (1408 bytes) 512 + 512 + 256 + 128,
- * four calls rather than one a block.
+ * payload goes in whole CSUM_MAX calls, then the rest (a multiple of
+ * @block, itself a power of two) in at most one call of each smaller
+ * power of two: at K = 352 (1408 bytes) 512 + 512 + 256 + 128, four
+ * calls for the payload rather than eleven, one a 32-lane block.
  */
 #define CSUM_MAX	512
 #define POW2(x)		((x) && !((x) & ((x) - 1)))

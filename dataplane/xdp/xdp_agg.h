@@ -112,8 +112,9 @@ enum tly_xdp_counter {
 /*
  * Tests only: the value of the map tly_lock_fault in the build with
  * TLY_XDP_LOCK_FAULT (the resilient lock's build with its failure on
- * demand; never loaded by the daemon).  The next @skip slot locks are
- * taken, the @fail after them fail as a deadlock or timeout would.
+ * demand; never loaded by the daemon).  The next @skip slot locks (the
+ * packet path's or the sweep's) are taken, the @fail after them fail as
+ * a deadlock or timeout would.
  */
 struct tly_xdp_lock_fault {
 	__u32 skip;
