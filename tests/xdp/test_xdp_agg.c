@@ -565,16 +565,19 @@ static void test_collision_busy(void **state)
  * frees it, and the ACK with RELEASED echoes the receipts (aux and the
  * bytes after the header) to the sender alone.
  */
-static void test_confirm_receipts(void **state)
+/*
+ * A job of 2 workers and 512 slots whose chunks 0, 1 and 2 of a tensor
+ * (the first from @tensor whose three have their own slots) are DONE;
+ * @rl gets the receipts of chunks 1 and 2, as a CONFIRM of chunk 0
+ * carries them.  Returns the tensor.
+ */
+static uint32_t three_done_chunks(uint32_t tensor, int32_t rl[4])
 {
-	uint32_t tensor = 90;
-	int32_t l[TLY_XDP_K_MAX], rl[4];
-	uint8_t f[FRAME_MAX];
+	int32_t l[TLY_XDP_K_MAX];
 	struct tly_hdr h;
 	struct out o;
 	uint16_t c, r;
 
-	(void)state;
 	set_job(2, 64, 512);
 	while (tly_slot_of(tensor, 0, 0, 512) == tly_slot_of(tensor, 1, 0, 512) ||
 	       tly_slot_of(tensor, 0, 0, 512) == tly_slot_of(tensor, 2, 0, 512) ||
@@ -592,6 +595,21 @@ static void test_confirm_receipts(void **state)
 		rl[2 * (c - 1) + 1] = c << 16 |
 			(int32_t)tly_slot_of(tensor, c, 0, job.n_slots);
 	}
+	return tensor;
+}
+
+static void test_confirm_receipts(void **state)
+{
+	int32_t l[TLY_XDP_K_MAX], rl[4];
+	uint8_t f[FRAME_MAX];
+	struct tly_hdr h;
+	struct out o;
+	uint32_t tensor;
+	uint16_t c, r;
+
+	(void)state;
+	tensor = three_done_chunks(90, rl);
+	fill(l, 3);
 	for (r = 0; r < 2; r++) {
 		struct tly_addr w = worker_addr(r);
 
@@ -799,6 +817,21 @@ static void test_drops(void **state)
 	assert_int_equal(delta(TLY_XDP_C_CLAIMS), 1);
 }
 
+/* a job of 2 workers, K = 64, 64 slots, with one partial: worker 0's
+ * DATA of chunk 1 of tensor 10 */
+static void one_partial(void)
+{
+	int32_t l[TLY_XDP_K_MAX];
+	struct tly_hdr h;
+	struct out o;
+
+	set_job(2, 64, 64);
+	h = data_hdr(10, 1, 0, 0, 0);	/* its slot is the job's */
+	fill(l, 3);
+	send_data(&h, l, &o);
+	assert_int_equal(o.ret, XDP_DROP);
+}
+
 /* the sweep frees partials older than evict_ns, nothing else */
 static void test_sweep(void **state)
 {
@@ -808,10 +841,8 @@ static void test_sweep(void **state)
 	struct out o;
 
 	(void)state;
-	set_job(2, 64, 64);
+	one_partial();
 	fill(l, 3);
-	h = data_hdr(10, 1, 0, 0, 0);
-	send_data(&h, l, &o);		/* a partial */
 	h = data_hdr(10, 2, 0, 0, 0);
 	send_data(&h, l, &o);
 	h.rank = 1;
@@ -1058,6 +1089,18 @@ static void lock_fail(uint32_t skip, uint32_t fail)
 	assert_int_equal(bpf_map_update_elem(fd, &key, &f, BPF_ANY), 0);
 }
 
+/* @h's DATA sent with its slot lock failing: dropped unanswered, and
+ * counted */
+static void send_lock_failed(const struct tly_hdr *h, const int32_t *l)
+{
+	struct out o;
+
+	lock_fail(0, 1);
+	send_data(h, l, &o);
+	assert_int_equal(o.ret, XDP_DROP);
+	assert_int_equal(delta(TLY_XDP_C_LOCK), 1);
+}
+
 /*
  * A DATA whose slot lock fails is dropped unanswered, as a lost one is,
  * and counted: the first of a chunk claims nothing, the last completes
@@ -1077,20 +1120,14 @@ static void test_fault_data(void **state)
 	for (i = 0; i < job.k; i++)
 		want[i] = l0[i] + l1[i];
 	h = data_hdr(20, 1, TLY_F_INT | TLY_F_ACK_REQ, 0, 0);
-	lock_fail(0, 1);
-	send_data(&h, l0, &o);
-	assert_int_equal(o.ret, XDP_DROP);
-	assert_int_equal(delta(TLY_XDP_C_LOCK), 1);
+	send_lock_failed(&h, l0);
 	assert_int_equal(delta(TLY_XDP_C_CLAIMS), 0);
 	send_data(&h, l0, &o);
 	check_reply(&o, TLY_T_ACK, 20, 1, TLY_F_INT, 0);
 	assert_int_equal(delta(TLY_XDP_C_CLAIMS), 1);
 	/* the last: not completed, then completed once */
 	h = data_hdr(20, 1, TLY_F_INT, 1, 0);
-	lock_fail(0, 1);
-	send_data(&h, l1, &o);
-	assert_int_equal(o.ret, XDP_DROP);
-	assert_int_equal(delta(TLY_XDP_C_LOCK), 1);
+	send_lock_failed(&h, l1);
 	assert_int_equal(delta(TLY_XDP_C_COMPLETIONS), 0);
 	send_data(&h, l1, &o);
 	check_result_all(&o, 20, 1, TLY_F_INT, 0, want);
@@ -1107,31 +1144,15 @@ static void test_fault_data(void **state)
  */
 static void test_fault_confirm(void **state)
 {
-	uint32_t tensor = 95;
-	int32_t l[TLY_XDP_K_MAX], rl[4];
 	uint8_t f[FRAME_MAX];
 	struct tly_hdr h;
 	struct out o;
-	uint16_t c, r;
+	uint32_t tensor;
+	int32_t rl[4];
+	uint16_t r;
 
 	(void)state;
-	set_job(2, 64, 512);
-	while (tly_slot_of(tensor, 0, 0, 512) == tly_slot_of(tensor, 1, 0, 512) ||
-	       tly_slot_of(tensor, 0, 0, 512) == tly_slot_of(tensor, 2, 0, 512) ||
-	       tly_slot_of(tensor, 1, 0, 512) == tly_slot_of(tensor, 2, 0, 512))
-		tensor++;
-	fill(l, 7);
-	for (c = 0; c < 3; c++)
-		for (r = 0; r < 2; r++) {
-			h = data_hdr(tensor, c, 0, r, 0);
-			send_data(&h, l, &o);
-		}
-	assert_int_equal(delta(TLY_XDP_C_COMPLETIONS), 3);
-	for (c = 1; c < 3; c++) {
-		rl[2 * (c - 1)] = (int32_t)tensor;
-		rl[2 * (c - 1) + 1] = c << 16 |
-			(int32_t)tly_slot_of(tensor, c, 0, job.n_slots);
-	}
+	tensor = three_done_chunks(95, rl);
 	h = data_hdr(tensor, 0, TLY_F_ACK_REQ, 0, 0);
 	h.type = TLY_T_CONFIRM;
 	h.aux = 2;
@@ -1162,16 +1183,10 @@ static void test_fault_confirm(void **state)
  * next sweep frees the stale partial */
 static void test_fault_sweep(void **state)
 {
-	int32_t l[TLY_XDP_K_MAX];
 	struct tly_xdp_sweep sw;
-	struct tly_hdr h;
-	struct out o;
 
 	(void)state;
-	set_job(2, 64, 64);
-	fill(l, 3);
-	h = data_hdr(10, 1, 0, 0, 0);
-	send_data(&h, l, &o);		/* a partial */
+	one_partial();
 	lock_fail(0, job.n_slots);
 	assert_int_equal(tly_xdp_sweep(ctl, 0, &sw), 0);
 	assert_int_equal(sw.freed, 0);
