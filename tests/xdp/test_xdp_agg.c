@@ -1144,35 +1144,30 @@ static void test_fault_data(void **state)
  */
 static void test_fault_confirm(void **state)
 {
+	struct tly_hdr confirm, ack;
 	uint8_t f[FRAME_MAX];
-	struct tly_hdr h;
 	struct out o;
-	uint32_t tensor;
 	int32_t rl[4];
 	uint16_t r;
 
 	(void)state;
-	tensor = three_done_chunks(95, rl);
-	h = data_hdr(tensor, 0, TLY_F_ACK_REQ, 0, 0);
-	h.type = TLY_T_CONFIRM;
-	h.aux = 2;
+	confirm = data_hdr(three_done_chunks(95, rl), 0, TLY_F_ACK_REQ, 0, 0);
+	confirm.type = TLY_T_CONFIRM;
+	confirm.aux = 2;
 	lock_fail(1, 1);
-	run(f, build(f, &h, rl, 4), &o);
+	run(f, build(f, &confirm, rl, 4), &o);
 	assert_int_equal(o.ret, XDP_DROP);
 	assert_int_equal(delta(TLY_XDP_C_LOCK), 1);
 	/* sent again by worker 0, then worker 1's */
 	for (r = 0; r < 2; r++) {
 		struct tly_addr w = worker_addr(r);
 
-		h.rank = r;
-		run(f, build(f, &h, rl, 4), &o);
-		h = check_out(&o, w.mac, w.ip, w.port, TLY_HDR_LEN + 16);
-		assert_int_equal(h.type, TLY_T_ACK);
-		assert_int_equal(h.flags, TLY_F_RELEASED);
+		confirm.rank = r;
+		run(f, build(f, &confirm, rl, 4), &o);
+		ack = check_out(&o, w.mac, w.ip, w.port, TLY_HDR_LEN + 16);
+		assert_int_equal(ack.type, TLY_T_ACK);
+		assert_int_equal(ack.flags, TLY_F_RELEASED);
 		assert_int_equal(delta(TLY_XDP_C_FREED), r ? 3 : 0);
-		h = data_hdr(tensor, 0, TLY_F_ACK_REQ, 0, 0);
-		h.type = TLY_T_CONFIRM;
-		h.aux = 2;
 	}
 	assert_int_equal(delta(TLY_XDP_C_CONFIRM), 3);
 	assert_int_equal(delta(TLY_XDP_C_CONFIRM_NONE), 0);
