@@ -182,6 +182,67 @@ uint16_t tly_ip_checksum(const uint8_t *ip)
 	return (uint16_t)~sum;
 }
 
+/* one's complement sum of @len bytes in host order, not folded (byte
+ * order does not matter to it: RFC 1071) */
+static uint64_t ones_sum(const uint8_t *p, size_t len, uint64_t sum)
+{
+	uint32_t w;
+	uint16_t h;
+
+	for (; len >= 4; p += 4, len -= 4) {
+		memcpy(&w, p, 4);
+		sum += w;
+	}
+	if (len >= 2) {
+		memcpy(&h, p, 2);
+		sum += h;
+		p += 2;
+		len -= 2;
+	}
+	if (len) {		/* the odd byte, padded with a zero byte */
+		uint8_t pad[2] = { *p, 0 };
+
+		memcpy(&h, pad, 2);
+		sum += h;
+	}
+	return sum;
+}
+
+static uint16_t ones_fold(uint64_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return tly_be16((uint16_t)sum);
+}
+
+/* the pseudo-header (addresses, protocol, UDP length) and the datagram */
+static uint64_t udp_sum_raw(const uint8_t *ip)
+{
+	const uint8_t *udp = ip + TLY_IP_LEN;
+	uint16_t udp_len = tly_get16(udp + 4);
+	uint8_t pseudo[4] = { 0, 17, (uint8_t)(udp_len >> 8),
+			      (uint8_t)udp_len };
+
+	return ones_sum(udp, udp_len,
+			ones_sum(pseudo, 4, ones_sum(ip + 12, 8, 0)));
+}
+
+uint16_t tly_udp_sum(const uint8_t *ip)
+{
+	return ones_fold(udp_sum_raw(ip));
+}
+
+uint16_t tly_udp_checksum(const uint8_t *ip)
+{
+	const uint8_t *udp = ip + TLY_IP_LEN;
+	/* minus the field's content: add its complement */
+	uint16_t sum = ones_fold(udp_sum_raw(ip) +
+				 (uint16_t)~tly_be16(tly_get16(udp + 6)));
+
+	sum = (uint16_t)~sum;
+	return sum ? sum : 0xffff;
+}
+
 void tly_l2l4_write(uint8_t *p, const struct tly_addr *src,
 		    const struct tly_addr *dst, uint8_t dscp,
 		    size_t tally_len)
@@ -228,6 +289,10 @@ enum tly_drop tly_l2l4_parse(const uint8_t *p, size_t len, uint16_t port,
 	udp_len = tly_get16(udp + 4);
 	if (tly_get16(udp + 2) != port || udp_len != ip_len - TLY_IP_LEN)
 		return TLY_E_L4;
+	/* 0: no checksum (IPv4, tally's own frames); any other is checked,
+	 * as the kernel's UDP does for the socket transport */
+	if (tly_get16(udp + 6) && tly_udp_sum(ip) != 0xffff)
+		return TLY_E_L4;
 	*tally_len = udp_len - TLY_UDP_LEN;
 	return TLY_OK;
 }
@@ -261,6 +326,9 @@ void tly_data_rx_init(struct tly_data_rx *f,
 		tly_put16(udpm + 2, 0xffff);
 		tly_put16(udp + 4, (uint16_t)(TLY_UDP_LEN + tl));
 		tly_put16(udpm + 4, 0xffff);
+		/* checksum 0: a DATA that carries one is checked on the
+		 * general path (tly_l2l4_parse()) */
+		tly_put16(udpm + 6, 0xffff);
 		f->off = TLY_L2L4_LEN;
 		f->len_min = (uint32_t)(TLY_L2L4_LEN + tl);
 		f->len_max = UINT32_MAX;	/* Ethernet padding */

@@ -164,7 +164,8 @@ enum tly_drop {
 	TLY_E_SHORT,		/* shorter than the headers */
 	TLY_E_L2,		/* not IPv4 in Ethernet */
 	TLY_E_L3,		/* bad IPv4: options, fragment, checksum */
-	TLY_E_L4,		/* not UDP to our port, bad UDP length */
+	TLY_E_L4,		/* not UDP to our port, bad UDP length or
+				 * a non-zero UDP checksum that is wrong */
 	TLY_E_VERSION,
 	TLY_E_TYPE,
 	TLY_E_FLAGS,
@@ -378,6 +379,16 @@ void tly_frame_readdress(uint8_t *frame, const struct tly_addr *dst,
 void tly_frame_readdress_bare(uint8_t *pkt, uint16_t dst_rank);
 
 uint16_t tly_ip_checksum(const uint8_t *ip_hdr);
+/*
+ * The UDP checksum (RFC 768) of the datagram after the 20-byte IPv4
+ * header @ip_hdr, its length from the UDP header: tly_udp_sum() is the
+ * one's complement sum over the pseudo-header and the datagram, checksum
+ * field included (0xffff: a checksum that is right); tly_udp_checksum()
+ * the value to store (the field's content ignored; never 0, which means
+ * none).
+ */
+uint16_t tly_udp_sum(const uint8_t *ip_hdr);
+uint16_t tly_udp_checksum(const uint8_t *ip_hdr);
 
 /*
  * One's complement sum of a 20-byte IPv4 header (0xffff: checksum good).
@@ -516,7 +527,8 @@ static inline uint32_t tly_thread_shard(uint32_t id, uint32_t n_threads)
  * was claimed).  A frame is a DATA with aux 0 the general path
  * (tly_l2l4_parse() and tly_hdr_parse()) accepts exactly when both say 1;
  * for any other frame one says 0, and the general path names the drop or
- * takes it (a DATA with aux: block_topk's m(b), PULL, a counted round).
+ * takes it (a DATA with aux: block_topk's m(b), PULL, a counted round; a
+ * frame with a UDP checksum, which the general path verifies).
  */
 struct tly_data_rx {
 	uint64_t mask[5];	/* frame bytes 12, 20, 34; header bytes 0, 8 */

@@ -486,6 +486,95 @@ static void test_l2l4_bad(void **state)
 	assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_E_L4);
 }
 
+/*
+ * RFC 768 the plain way, for comparison: 16-bit big-endian words of the
+ * pseudo-header and the datagram (checksum field taken as 0), an odd
+ * last byte padded, folded, complemented; 0 sent as 0xffff.
+ */
+static uint16_t udp_checksum_ref(const uint8_t *ip)
+{
+	const uint8_t *udp = ip + TLY_IP_LEN;
+	uint32_t i, n = tly_get16(udp + 4), sum = 17 + n;
+
+	for (i = 0; i < 8; i += 2)
+		sum += tly_get16(ip + 12 + i);
+	for (i = 0; i + 1 < n; i += 2)
+		sum += i == 6 ? 0 : tly_get16(udp + i);
+	if (n & 1)
+		sum += (uint32_t)udp[n - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	sum = ~sum & 0xffff;
+	return sum ? (uint16_t)sum : 0xffff;
+}
+
+/* a frame with @tally_len bytes after the UDP header, its checksum set */
+static size_t build_summed(size_t tally_len)
+{
+	uint8_t *ip = pkt + TLY_ETH_LEN;
+	size_t i;
+
+	tly_l2l4_write(pkt, &src, &dst, 40, tally_len);
+	for (i = 0; i < tally_len; i++)
+		pkt[TLY_L2L4_LEN + i] = (uint8_t)(i * 29 + 7);
+	tly_put16(ip + TLY_IP_LEN + 6, tly_udp_checksum(ip));
+	return TLY_L2L4_LEN + tally_len;
+}
+
+/*
+ * A UDP checksum of 0 is none (tally's own frames); any other must be
+ * right (the XDP aggregator's frames carry one; the kernel checks it
+ * for the socket transport, the parser for the frame transports).
+ */
+static void test_l2l4_udp_checksum(void **state)
+{
+	static const size_t lens[] = { 0, 1, 2, 3, 21, 64, 1039, 1040 };
+	uint8_t *ip = pkt + TLY_ETH_LEN, *udp = ip + TLY_IP_LEN;
+	size_t i, len, tl;
+
+	(void)state;
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		len = build_summed(lens[i]);
+		assert_int_equal(tly_get16(udp + 6), udp_checksum_ref(ip));
+		assert_int_equal(tly_udp_sum(ip), 0xffff);
+		assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_OK);
+		assert_int_equal(tl, lens[i]);
+		/* a flipped bit anywhere in the datagram or the addresses */
+		pkt[len - 1] ^= 0x10;
+		assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl),
+				 TLY_E_L4);
+		pkt[len - 1] ^= 0x10;
+		udp[6] ^= 0x01;
+		assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl),
+				 TLY_E_L4);
+		udp[6] ^= 0x01;
+		/* the source address, with the IPv4 checksum made right:
+		 * only the pseudo-header catches it */
+		ip[15] ^= 0x02;
+		tly_put16(ip + 10, tly_ip_checksum(ip));
+		assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl),
+				 TLY_E_L4);
+		ip[15] ^= 0x02;
+		tly_put16(ip + 10, tly_ip_checksum(ip));
+		assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_OK);
+		/* no checksum: a corruption passes the envelope */
+		tly_put16(udp + 6, 0);
+		udp[0] ^= 0x10;		/* the source port */
+		assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_OK);
+	}
+	/* the checksum whose sum is 0 is sent as 0xffff, and verifies */
+	len = build_summed(2);
+	for (i = 0; i < 0x10000; i++) {
+		tly_put16(pkt + TLY_L2L4_LEN, (uint16_t)i);
+		if (tly_udp_checksum(ip) == 0xffff)
+			break;
+	}
+	assert_true(i < 0x10000);
+	tly_put16(udp + 6, tly_udp_checksum(ip));
+	assert_int_equal(tly_get16(udp + 6), udp_checksum_ref(ip));
+	assert_int_equal(tly_l2l4_parse(pkt, len, 9191, &tl), TLY_OK);
+}
+
 /* the general path's verdict on a frame: DATA accepted, and its header */
 static int general_data(const uint8_t *f, size_t len, int l2,
 			struct tly_hdr *h)
@@ -605,6 +694,19 @@ static void test_fast_data_check(void **state)
 		assert_true(tly_data_rx(&fr[l2], pkt, len,
 					&(struct tly_hdr){ 0 },
 					&(uint64_t){ 0 }, &(uint8_t){ 0 }));
+		if (!l2)
+			continue;
+		/* a DATA with a right UDP checksum: the general path's,
+		 * which verifies it; the fast check leaves it to it */
+		tly_put16(pkt + TLY_ETH_LEN + TLY_IP_LEN + 6,
+			  tly_udp_checksum(pkt + TLY_ETH_LEN));
+		assert_true(general_data(pkt, len, l2, &(struct tly_hdr){ 0 }));
+		assert_false(tly_data_rx(&fr[l2], pkt, len,
+					 &(struct tly_hdr){ 0 },
+					 &(uint64_t){ 0 }, &(uint8_t){ 0 }));
+		pkt[len - 1] ^= 1;
+		assert_false(general_data(pkt, len, l2,
+					  &(struct tly_hdr){ 0 }));
 	}
 }
 
@@ -637,6 +739,7 @@ int main(void)
 		cmocka_unit_test(test_confirm),
 		cmocka_unit_test(test_l2l4_ok),
 		cmocka_unit_test(test_l2l4_bad),
+		cmocka_unit_test(test_l2l4_udp_checksum),
 		cmocka_unit_test(test_fast_data_check),
 		cmocka_unit_test(test_ids),
 	};

@@ -164,22 +164,13 @@ static void send_confirm(uint32_t tensor, uint16_t chunk, uint8_t flags,
 static void check_csum(const uint8_t *f, uint32_t len)
 {
 	const uint8_t *ip = f + TLY_ETH_LEN, *udp = ip + TLY_IP_LEN;
-	uint32_t i, n = len - TLY_ETH_LEN - TLY_IP_LEN, sum = 0;
+	uint32_t n = len - TLY_ETH_LEN - TLY_IP_LEN;
 
 	assert_int_equal(tly_get16(ip + 4), 0);
 	assert_int_equal(tly_get16(ip + 6), 0x4000);
 	assert_int_equal(tly_get16(udp + 4), n);
 	assert_int_not_equal(tly_get16(udp + 6), 0);
-	for (i = 0; i < 8; i += 2)
-		sum += tly_get16(ip + 12 + i);
-	sum += 17 + n;
-	for (i = 0; i + 1 < n; i += 2)
-		sum += tly_get16(udp + i);
-	if (n & 1)
-		sum += (uint32_t)udp[n - 1] << 8;
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	assert_int_equal(sum, 0xffff);
+	assert_int_equal(tly_udp_sum(ip), 0xffff);
 }
 
 /*
