@@ -223,6 +223,8 @@ static void fab_send(void *ctx, uint16_t dst, uint8_t *frame, size_t len)
 	f->sent++;
 	if (dst != p->node)
 		f->tx_bytes[p->node] += len;
+	if (f->cfg.mutate && dst < f->n_nodes)
+		f->cfg.mutate(f->cfg.mutate_ctx, p->node, dst, frame, len);
 	if (dst >= f->n_nodes ||
 	    (f->cfg.drop &&
 	     f->cfg.drop(f->cfg.drop_ctx, p->node, dst, frame, len)) ||

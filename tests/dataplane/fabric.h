@@ -32,6 +32,11 @@ struct fab_cfg {
 	int (*drop)(void *ctx, uint16_t src, uint16_t dst,
 		    const uint8_t *frame, size_t len);
 	void *drop_ctx;
+	/* tests: may change the frame @src sends to @dst, on the wire
+	 * (before the drop hook); NULL: none */
+	void (*mutate)(void *ctx, uint16_t src, uint16_t dst,
+		       uint8_t *frame, size_t len);
+	void *mutate_ctx;
 };
 
 typedef void fab_rx_fn(void *ctx, const uint8_t *frame, size_t len,
