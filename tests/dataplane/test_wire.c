@@ -514,6 +514,7 @@ static size_t build_summed(size_t tally_len)
 	uint8_t *ip = pkt + TLY_ETH_LEN;
 	size_t i;
 
+	assert_true(TLY_L2L4_LEN + tally_len <= sizeof(pkt));
 	tly_l2l4_write(pkt, &src, &dst, 40, tally_len);
 	for (i = 0; i < tally_len; i++)
 		pkt[TLY_L2L4_LEN + i] = (uint8_t)(i * 29 + 7);
@@ -528,7 +529,10 @@ static size_t build_summed(size_t tally_len)
  */
 static void test_l2l4_udp_checksum(void **state)
 {
-	static const size_t lens[] = { 0, 1, 2, 3, 21, 64, 1039, 1040 };
+	static const size_t lens[] = {
+		0, 1, 2, 3, 21, 64, sizeof(pkt) - TLY_L2L4_LEN - 1,
+		sizeof(pkt) - TLY_L2L4_LEN,
+	};
 	uint8_t *ip = pkt + TLY_ETH_LEN, *udp = ip + TLY_IP_LEN;
 	size_t i, len, tl;
 
