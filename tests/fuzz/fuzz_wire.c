@@ -8,12 +8,15 @@
  * same packets, bare or in full Ethernet/IPv4/UDP frames, in the software
  * profile or the switch profile (docs/switch-profile.md: K = 64, no ring,
  * its CONFIRM of 1 to 8 chunks and the ACK echoing them, the aggregator's
- * sweep).
+ * sweep).  Full frames may carry a UDP checksum: mode bit 2 makes each
+ * record's right (where its lengths let one be computed), so that the
+ * path past the check is reached with any content.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dataplane/engine/agg.h"
 #include "dataplane/engine/worker.h"
@@ -133,9 +136,28 @@ static void make(struct engines *e, int l2l4, int sw)
 	tly_worker_poll(e->w, 0);
 }
 
+/* a record as a frame whose UDP checksum is right, where its IPv4 and
+ * UDP lengths agree and fit (otherwise as it came) */
+static const uint8_t *with_checksum(const uint8_t *rec, size_t len)
+{
+	static uint8_t frame[65536];
+	uint8_t *ip = frame + TLY_ETH_LEN, *udp = ip + TLY_IP_LEN;
+	size_t ip_len;
+
+	if (len < TLY_L2L4_LEN || len > sizeof(frame))
+		return rec;
+	memcpy(frame, rec, len);
+	ip_len = tly_get16(ip + 2);
+	if (ip_len < TLY_IP_LEN + TLY_UDP_LEN || ip_len > len - TLY_ETH_LEN ||
+	    tly_get16(udp + 4) != ip_len - TLY_IP_LEN)
+		return rec;
+	tly_put16(udp + 6, tly_udp_checksum(ip));
+	return frame;
+}
+
 /*
  * Input: one byte of mode (bit 0: full frames; bit 1: the switch
- * profile), then records of
+ * profile; bit 2: full frames' UDP checksums made right), then records of
  * [op][len:2][len bytes].  Each record goes to the aggregator and to the
  * worker; op's high bits advance the clock and run the pollers.  Fresh
  * engines per input, so a crash reproduces from its input alone.
@@ -161,13 +183,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			  .profile = TLY_PROFILE_SWITCH },
 		};
 
+		const uint8_t *rec;
+
 		off += 3;
 		if (len > size - off)
 			len = size - off;
-		(void)tly_hdr_parse(data + off, len, &lim[0], &h);
-		(void)tly_hdr_parse(data + off, len, &lim[1], &h);
-		tly_agg_rx(e.a, data + off, len, now);
-		tly_worker_rx(e.w, data + off, len, now);
+		rec = (data[0] & 5) == 5 ? with_checksum(data + off, len) :
+					   data + off;
+		(void)tly_hdr_parse(rec, len, &lim[0], &h);
+		(void)tly_hdr_parse(rec, len, &lim[1], &h);
+		tly_agg_rx(e.a, rec, len, now);
+		tly_worker_rx(e.w, rec, len, now);
 		now += (uint64_t)(op >> 2) * 3;
 		if (op & 2) {
 			tly_agg_poll(e.a, now);
