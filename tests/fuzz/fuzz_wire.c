@@ -174,6 +174,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (off + 3 <= size) {
 		uint8_t op = data[off];
 		size_t len = (size_t)data[off + 1] << 8 | data[off + 2];
+		const uint8_t *rec;
 		struct tly_hdr h;
 		static const struct tly_wire_limits lim[2] = {
 			{ .job = 0x7a11, .k = K, .n_ranks = 3, .n_slots = 16,
@@ -182,8 +183,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			  .n_slots = 16, .n_hops = 4,
 			  .profile = TLY_PROFILE_SWITCH },
 		};
-
-		const uint8_t *rec;
 
 		off += 3;
 		if (len > size - off)
