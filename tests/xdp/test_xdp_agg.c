@@ -552,11 +552,6 @@ static void test_collision_busy(void **state)
 }
 
 /*
- * A CONFIRM of three chunks: each receipt is taken at its slot, the n-th
- * frees it, and the ACK with RELEASED echoes the receipts (aux and the
- * bytes after the header) to the sender alone.
- */
-/*
  * A job of 2 workers and 512 slots whose chunks 0, 1 and 2 of a tensor
  * (the first from @tensor whose three have their own slots) are DONE;
  * @rl gets the receipts of chunks 1 and 2, as a CONFIRM of chunk 0
@@ -589,6 +584,11 @@ static uint32_t three_done_chunks(uint32_t tensor, int32_t rl[4])
 	return tensor;
 }
 
+/*
+ * A CONFIRM of three chunks: each receipt is taken at its slot, the n-th
+ * frees it, and the ACK with RELEASED echoes the receipts (aux and the
+ * bytes after the header) to the sender alone.
+ */
 static void test_confirm_receipts(void **state)
 {
 	int32_t l[TLY_XDP_K_MAX], rl[4];
