@@ -407,6 +407,12 @@ void tly_worker_poll(struct tly_worker *w, uint64_t now)
 void tly_worker_rx(struct tly_worker *w, const uint8_t *frame, size_t len,
 		   uint64_t now)
 {
+	tly_worker_rx_at(w, frame, len, now, 0);
+}
+
+static void worker_rx(struct tly_worker *w, const uint8_t *frame, size_t len,
+		      uint64_t now)
+{
 	const struct worker_algo *algo;
 	const uint8_t *pkt;
 	struct tly_hdr h;
@@ -433,4 +439,12 @@ void tly_worker_rx(struct tly_worker *w, const uint8_t *frame, size_t len,
 	t = algo->rx(w, &h, pkt, now);
 	if (t)
 		worker_finish(w, t);
+}
+
+void tly_worker_rx_at(struct tly_worker *w, const uint8_t *frame,
+		      size_t len, uint64_t now, uint64_t arrival)
+{
+	w->rx_arrival = arrival;
+	worker_rx(w, frame, len, now);
+	w->rx_arrival = 0;
 }

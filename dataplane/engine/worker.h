@@ -141,6 +141,13 @@ int tly_worker_submit(struct tly_worker *w, const struct tly_tensor_desc *d,
 		      uint64_t now_ns);
 void tly_worker_rx(struct tly_worker *w, const uint8_t *frame, size_t len,
 		   uint64_t now_ns);
+/* tly_worker_rx() of a frame that reached the host at @arrival_ns (the
+ * kernel's receive stamp, on the @now_ns clock; 0: not known) and is
+ * read at @now_ns: an answer's RTT sample ends at its arrival, so the
+ * time it waited for this thread to run is not taken for queueing on the
+ * path (docs/protocol.md, "Congestion control") */
+void tly_worker_rx_at(struct tly_worker *w, const uint8_t *frame,
+		      size_t len, uint64_t now_ns, uint64_t arrival_ns);
 void tly_worker_poll(struct tly_worker *w, uint64_t now_ns);
 uint32_t tly_worker_inflight(const struct tly_worker *w);
 uint32_t tly_worker_active(const struct tly_worker *w);

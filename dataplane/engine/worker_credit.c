@@ -142,10 +142,16 @@ void credit_release(struct tly_worker *w, struct wtensor *t, uint32_t idx,
 	if (!d->any_answer || ch->sent > d->answered)
 		d->answered = ch->sent;
 	d->any_answer = 1;
-	if (!w->cfg.cc_off)
+	if (!w->cfg.cc_off) {
+		/* the sample ends when the answer reached the host, not when
+		 * this thread got round to it (tly_worker_rx_at) */
+		uint64_t at = w->rx_arrival && w->rx_arrival < now ?
+			      w->rx_arrival : now;
+
 		tly_cc_on_ack(&d->cc, &w->ccp,
-			      ch->timed && now > ch->sent ? now - ch->sent : 0,
+			      ch->timed && at > ch->sent ? at - ch->sent : 0,
 			      now);
+	}
 }
 
 /*

@@ -225,6 +225,9 @@ struct tly_worker {
 	uint32_t inflight;
 	uint32_t n_active;
 	uint64_t seq;
+	/* the frame tly_worker_rx_at() is handling arrived then; 0 outside
+	 * it, or not known (credit_release's RTT sample) */
+	uint64_t rx_arrival;
 	struct wtensor *tensors;	/* max_tensors entries */
 	struct wtensor **order;		/* active ones, by (prio, seq) */
 	struct confirm_batch *cb;	/* one per aggregator */

@@ -157,6 +157,70 @@ static void test_window_and_ack(void **state)
 	tly_worker_destroy(w);
 }
 
+/* an ACK of sent[i] read at @now that reached the host at @arrival */
+static void ack_at(struct tly_worker *w, unsigned int i, uint64_t now,
+		   uint64_t arrival)
+{
+	uint8_t f[TLY_HDR_LEN] = { 0 };
+	struct tly_hdr h = sent[i].h;
+
+	h.type = TLY_T_ACK;
+	h.flags &= TLY_F_EXP | TLY_F_INT;
+	h.shift = 0;
+	tly_hdr_write(f, &h);
+	tly_worker_rx_at(w, f, sizeof(f), now, arrival);
+}
+
+static uint64_t srtt_to_agg(const struct tly_worker *w)
+{
+	struct tly_worker_path p;
+
+	assert_int_equal(tly_worker_path(w, 3, &p), 0);
+	return p.srtt_ns;
+}
+
+/*
+ * An answer's RTT ends when it reached the host, not when it was read:
+ * the time it waited for the worker's thread is the host's, not a queue
+ * on the path.  An arrival not known (0), or later than the read (a
+ * clock's error), ends it at the read; one before the send answers an
+ * earlier transmission and is no sample.
+ */
+static void test_rtt_ends_at_arrival(void **state)
+{
+	struct tly_worker *w = make(2, 8);
+	static uint32_t x[K * 8];
+	struct tly_tensor_desc d = {
+		.id = 4, .dtype = TLY_DT_I32, .src = x, .dst = x,
+		.count = K * 8,
+	};
+
+	(void)state;
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 1000);		/* sent at 1000 */
+	assert_true(n_sent >= 4);
+	assert_int_equal(srtt_to_agg(w), 0);
+	ack_at(w, 0, 90000, 3000);		/* read 89 us late */
+	assert_int_equal(srtt_to_agg(w), 2000);
+	tly_worker_destroy(w);
+
+	w = make(2, 8);
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 1000);
+	ack_at(w, 0, 90000, 0);			/* not known: the read */
+	assert_int_equal(srtt_to_agg(w), 89000);
+	tly_worker_destroy(w);
+
+	w = make(2, 8);
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 1000);
+	ack_at(w, 0, 9000, 50000);		/* after the read */
+	assert_int_equal(srtt_to_agg(w), 8000);
+	ack_at(w, 1, 12000, 500);		/* before the send */
+	assert_int_equal(srtt_to_agg(w), 8000);
+	tly_worker_destroy(w);
+}
+
 /* An answer without the epoch's cookie moves nothing: no credit back. */
 static void test_wrong_cookie_dropped(void **state)
 {
@@ -488,6 +552,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_submit_checks),
 		cmocka_unit_test(test_window_and_ack),
+		cmocka_unit_test(test_rtt_ends_at_arrival),
 		cmocka_unit_test(test_wrong_cookie_dropped),
 		cmocka_unit_test(test_receipt_for_placed_chunk),
 		cmocka_unit_test(test_inplace_and_callback),
