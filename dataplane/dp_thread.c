@@ -218,7 +218,9 @@ static int receive(struct dp_thread *t, uint64_t now)
 		if ((type == TLY_T_DATA || type == TLY_T_CONFIRM) && t->agg)
 			tly_agg_rx(t->agg, rx[i].data, rx[i].len, now);
 		else if (type > 0 && t->worker)
-			tly_worker_rx(t->worker, rx[i].data, rx[i].len, now);
+			tly_worker_rx_at(t->worker, rx[i].data, rx[i].len,
+					 now, t->tp->rx_stamps ?
+					 rx[i].arrival_ns : 0);
 	}
 	if (n > 0)
 		transport_rx_release(t->tp, rx, n);

@@ -103,7 +103,8 @@ int transport_open(struct transport *tp, const struct transport_config *cfg)
 		 * time and wakes on time; a sender's delay left the receiver
 		 * to wake on the frame, late by a wake-up (docs/transports.md,
 		 * "Holding and releasing frames") */
-		tp->cfg.emu.delay_on_ingress = tp->rx_stamps;
+		tp->cfg.emu.delay_on_ingress = tp->rx_stamps &&
+					       tp->cfg.emu.delay_ns;
 		tp->emu = link_emu_create(&tp->cfg.emu, TRANSPORT_EMU_BUFS,
 					  mtu, extra);
 		if (!tp->emu) {
@@ -337,6 +338,7 @@ int transport_rx_burst(struct transport *tp, struct transport_rx *rx, int n)
 		rx[i].data = t.data;
 		rx[i].len = t.len;
 		rx[i].cookie = t.data;
+		rx[i].arrival_ns = t.due_ns;	/* the emulated arrival */
 	}
 	return i;
 }

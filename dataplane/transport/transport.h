@@ -173,8 +173,9 @@ struct transport_ops {
 struct transport {
 	const struct transport_ops *ops;
 	bool full_frames;		/* see the top of this file */
-	/* set by open: rx_burst fills transport_rx.arrival_ns (udp, when
-	 * the emulator has a delay: the kernel's receive timestamps) */
+	/* set by open: rx_burst fills transport_rx.arrival_ns (udp: the
+	 * kernel's receive stamps; frames out of the emulator: their due
+	 * time) */
 	bool rx_stamps;
 	struct transport_config cfg;
 	struct transport_stats stats;

@@ -133,20 +133,22 @@ static void udp_close(struct transport *tp)
 }
 
 /*
- * With an emulated delay, the kernel stamps each datagram when it arrives
- * (SO_TIMESTAMPNS): the emulator delays it from then, not from when this
- * thread got round to reading it (transport.c).  Without the stamps (an
- * old kernel) the delay stays on the sender's side.
+ * The kernel stamps each datagram when it arrives (SO_TIMESTAMPNS), and
+ * the stamp stands for when it reached this host: an answer's RTT sample
+ * ends there (tly_worker_rx_at), and an emulated delay runs from there
+ * (transport.c), not from when this thread got round to reading it.
+ * Without the stamps (a kernel that refuses them) both use the read, and
+ * an emulated delay stays on the sender's side.
  */
 static void rx_stamps_setup(struct transport *tp, int fd)
 {
 	int one = 1;
 
-	if (!tp->cfg.emu.delay_ns)
-		return;
 	if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one))) {
-		dp_warn("transport udp: no SO_TIMESTAMPNS (%s): the emulated "
-			"delay is added by the sender", strerror(errno));
+		dp_warn("transport udp: no SO_TIMESTAMPNS (%s): RTTs end when "
+			"a frame is read%s", strerror(errno),
+			tp->cfg.emu.delay_ns ? ", and the emulated delay is "
+			"added by the sender" : "");
 		tp->rx_stamps = false;
 		return;
 	}

@@ -351,8 +351,60 @@ static void test_emu_delay_from_arrival(void **state)
 	}
 	assert_int_equal(n, 1);
 	assert_true(t + TRANSPORT_EMU_GATHER_NS >= due);
+	/* out of the emulator, the frame arrived when it was due */
+	assert_true(rx[0].arrival_ns == due);
 	assert_int_equal(tp_frame_check(rx[0].data, rx[0].len, 1, &seq), 0);
 	assert_int_equal(seq, 7);
+	transport_rx_release(&b, rx, n);
+	transport_close(&a);
+	transport_close(&b);
+}
+
+/*
+ * Without an emulator too, every frame carries the kernel's arrival
+ * stamp: a frame read late still says when it came (the worker's RTT
+ * samples end there, tly_worker_rx_at).
+ */
+static void test_arrival_stamp(void **state)
+{
+	const uint64_t read_late = 20 * MS;
+	static struct transport a, b;
+	struct transport_rx rx[4];
+	uint64_t before, after, t;
+	int64_t step;
+	uint32_t seq = 0;
+	int n = 0;
+
+	(void)state;
+	open_node(&a, 0, NULL);
+	open_node(&b, 1, NULL);
+	assert_true(b.rx_stamps);
+	step = tly_mono_minus_real_ns();
+	before = transport_now_ns();
+	assert_int_equal(tp_send_frames(&a, 1, 9, 1), 1);
+	transport_tx_flush(&a, transport_now_ns());
+	after = transport_now_ns();
+	while (transport_now_ns() < after + read_late)
+		usleep(200);
+	while (!n && transport_now_ns() < after + 1000 * MS) {
+		n = transport_rx_burst(&b, rx, 4);
+		if (!n)
+			usleep(100);
+	}
+	t = transport_now_ns();
+	assert_int_equal(n, 1);
+	assert_int_equal(tp_frame_check(rx[0].data, rx[0].len, 1, &seq), 0);
+	assert_int_equal(seq, 9);
+	/* a wall-clock step between the stamp and the read moves it (see
+	 * test_emu_delay_from_arrival) */
+	step = tly_mono_minus_real_ns() - step;
+	if (step < 0)
+		step = -step;
+	assert_true(rx[0].arrival_ns + (uint64_t)step >= before);
+	/* not the read's time, read_late later (loopback delivers in the
+	 * send's softirq, or soon after it in ksoftirqd) */
+	assert_true(rx[0].arrival_ns <= after + read_late / 2 + (uint64_t)step);
+	assert_true(t >= after + read_late);
 	transport_rx_release(&b, rx, n);
 	transport_close(&a);
 	transport_close(&b);
@@ -490,6 +542,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_emu_ingress_rate, tp_close_all),
 		cmocka_unit_test_teardown(test_emu_delay_from_arrival,
 					  tp_close_all),
+		cmocka_unit_test_teardown(test_arrival_stamp, tp_close_all),
 		cmocka_unit_test_teardown(test_throughput, tp_close_all),
 		cmocka_unit_test_teardown(test_set_nodes, tp_close_all),
 		cmocka_unit_test_teardown(test_open_errors, tp_close_all),
