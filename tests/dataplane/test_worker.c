@@ -82,9 +82,10 @@ static struct tly_worker *make(uint16_t n, uint32_t window)
 	return tly_worker_create(&c);
 }
 
-/* an aggregator answer to sent[i] */
-static void answer(struct tly_worker *w, unsigned int i, uint8_t type,
-		   uint64_t now)
+/* an aggregator answer to sent[i], read at @now, that reached the host
+ * at @arrival (0: not known) */
+static void answer_at(struct tly_worker *w, unsigned int i, uint8_t type,
+		      uint64_t now, uint64_t arrival)
 {
 	uint8_t f[TLY_HDR_LEN + 4 * K] = { 0 };
 	struct tly_hdr h = sent[i].h;
@@ -94,8 +95,14 @@ static void answer(struct tly_worker *w, unsigned int i, uint8_t type,
 	if (type != TLY_T_RESULT)
 		h.shift = 0;
 	tly_hdr_write(f, &h);
-	tly_worker_rx(w, f, type == TLY_T_RESULT ? sizeof(f) : TLY_HDR_LEN,
-		      now);
+	tly_worker_rx_at(w, f, type == TLY_T_RESULT ? sizeof(f) : TLY_HDR_LEN,
+			 now, arrival);
+}
+
+static void answer(struct tly_worker *w, unsigned int i, uint8_t type,
+		   uint64_t now)
+{
+	answer_at(w, i, type, now, 0);
 }
 
 static void test_submit_checks(void **state)
@@ -157,20 +164,6 @@ static void test_window_and_ack(void **state)
 	tly_worker_destroy(w);
 }
 
-/* an ACK of sent[i] read at @now that reached the host at @arrival */
-static void ack_at(struct tly_worker *w, unsigned int i, uint64_t now,
-		   uint64_t arrival)
-{
-	uint8_t f[TLY_HDR_LEN] = { 0 };
-	struct tly_hdr h = sent[i].h;
-
-	h.type = TLY_T_ACK;
-	h.flags &= TLY_F_EXP | TLY_F_INT;
-	h.shift = 0;
-	tly_hdr_write(f, &h);
-	tly_worker_rx_at(w, f, sizeof(f), now, arrival);
-}
-
 static uint64_t srtt_to_agg(const struct tly_worker *w)
 {
 	struct tly_worker_path p;
@@ -186,7 +179,8 @@ static uint64_t srtt_to_agg(const struct tly_worker *w)
  * clock's error), ends it at the read; one before the send answers an
  * earlier transmission and is no sample.
  */
-static void test_rtt_ends_at_arrival(void **state)
+/* a worker with a tensor of 8 chunks whose first ones left at 1000 */
+static struct tly_worker *sent_at_1000(void)
 {
 	struct tly_worker *w = make(2, 8);
 	static uint32_t x[K * 8];
@@ -195,28 +189,31 @@ static void test_rtt_ends_at_arrival(void **state)
 		.count = K * 8,
 	};
 
-	(void)state;
 	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
-	tly_worker_poll(w, 1000);		/* sent at 1000 */
+	tly_worker_poll(w, 1000);
 	assert_true(n_sent >= 4);
 	assert_int_equal(srtt_to_agg(w), 0);
-	ack_at(w, 0, 90000, 3000);		/* read 89 us late */
+	return w;
+}
+
+static void test_rtt_ends_at_arrival(void **state)
+{
+	struct tly_worker *w = sent_at_1000();
+
+	(void)state;
+	answer_at(w, 0, TLY_T_ACK, 90000, 3000);	/* read 87 us late */
 	assert_int_equal(srtt_to_agg(w), 2000);
 	tly_worker_destroy(w);
 
-	w = make(2, 8);
-	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
-	tly_worker_poll(w, 1000);
-	ack_at(w, 0, 90000, 0);			/* not known: the read */
+	w = sent_at_1000();
+	answer_at(w, 0, TLY_T_ACK, 90000, 0);	/* not known: the read */
 	assert_int_equal(srtt_to_agg(w), 89000);
 	tly_worker_destroy(w);
 
-	w = make(2, 8);
-	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
-	tly_worker_poll(w, 1000);
-	ack_at(w, 0, 9000, 50000);		/* after the read */
+	w = sent_at_1000();
+	answer_at(w, 0, TLY_T_ACK, 9000, 50000);	/* after the read */
 	assert_int_equal(srtt_to_agg(w), 8000);
-	ack_at(w, 1, 12000, 500);		/* before the send */
+	answer_at(w, 1, TLY_T_ACK, 12000, 500);	/* before the send */
 	assert_int_equal(srtt_to_agg(w), 8000);
 	tly_worker_destroy(w);
 }
