@@ -172,13 +172,6 @@ static uint64_t srtt_to_agg(const struct tly_worker *w)
 	return p.srtt_ns;
 }
 
-/*
- * An answer's RTT ends when it reached the host, not when it was read:
- * the time it waited for the worker's thread is the host's, not a queue
- * on the path.  An arrival not known (0), or later than the read (a
- * clock's error), ends it at the read; one before the send answers an
- * earlier transmission and is no sample.
- */
 /* a worker with a tensor of 8 chunks whose first ones left at 1000 */
 static struct tly_worker *sent_at_1000(void)
 {
@@ -196,6 +189,13 @@ static struct tly_worker *sent_at_1000(void)
 	return w;
 }
 
+/*
+ * An answer's RTT ends when it reached the host, not when it was read:
+ * the time it waited for the worker's thread is the host's, not a queue
+ * on the path.  An arrival not known (0), or later than the read (a
+ * clock's error), ends it at the read; one before the send answers an
+ * earlier transmission and is no sample.
+ */
 static void test_rtt_ends_at_arrival(void **state)
 {
 	struct tly_worker *w = sent_at_1000();

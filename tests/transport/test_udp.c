@@ -293,6 +293,24 @@ static void test_emu_ingress_rate(void **state)
 }
 
 /*
+ * How far the wall clock stepped against the monotonic one since
+ * @mono_minus_real was read: an arrival stamp is CLOCK_REALTIME, moved
+ * onto the monotonic clock at the read, so a step in between (this VM's
+ * clock is set by its host) moves it by as much.
+ */
+static uint64_t wall_step_since(int64_t mono_minus_real)
+{
+	int64_t step = tly_mono_minus_real_ns() - mono_minus_real;
+
+	if (step < 0)
+		step = -step;
+	if (step > 20000)
+		printf("the wall clock moved by %lld ns during the test\n",
+		       (long long)step);
+	return (uint64_t)step;
+}
+
+/*
  * With a delay, the receiver stamps arrivals: a frame read late (the
  * receiving thread was asleep) is still due at its arrival + delay, not
  * at the read + delay.  The sender does not hold it.
@@ -305,17 +323,16 @@ static void test_emu_delay_from_arrival(void **state)
 	struct link_emu_config emu = { .delay_ns = delay };
 	static struct transport a, b;
 	struct transport_rx rx[4];
-	uint64_t before, after, due, t = 0;
+	uint64_t before, after, due, step, t = 0;
+	int64_t mono_minus_real;
 	uint32_t seq = 0;
 	int n = 0;
-
-	int64_t step;
 
 	(void)state;
 	open_node(&a, 0, &emu);
 	open_node(&b, 1, &emu);
 	assert_true(a.rx_stamps && b.rx_stamps);
-	step = tly_mono_minus_real_ns();
+	mono_minus_real = tly_mono_minus_real_ns();
 	before = transport_now_ns();
 	assert_int_equal(tp_send_frames(&a, 1, 7, 1), 1);
 	transport_tx_flush(&a, transport_now_ns());
@@ -327,18 +344,10 @@ static void test_emu_delay_from_arrival(void **state)
 	/* read late: the frame goes into the emulator, not up yet */
 	assert_int_equal(transport_rx_burst(&b, rx, 4), 0);
 	due = transport_emu_next_due(&b);
-	/* the stamp is CLOCK_REALTIME, moved onto the monotonic clock at
-	 * the read: a step of the wall clock in between (this VM's clock
-	 * is set by its host) moves it by as much, which is not the
-	 * emulator's error */
-	step = tly_mono_minus_real_ns() - step;
-	if (step < 0)
-		step = -step;
-	if (step > 20000)
-		printf("the wall clock moved by %lld ns during the test\n",
-		       (long long)step);
-	assert_true(due + (uint64_t)step >= before + delay);
-	assert_true(due <= after + delay + (uint64_t)step);
+	/* a step of the wall clock is not the emulator's error */
+	step = wall_step_since(mono_minus_real);
+	assert_true(due + step >= before + delay);
+	assert_true(due <= after + delay + step);
 	/* and comes up once due, not before (a release takes the frames
 	 * due within TRANSPORT_EMU_GATHER_NS with it; @t is read after the
 	 * call that returned the frame: read before it, a slow call made it
@@ -370,8 +379,8 @@ static void test_arrival_stamp(void **state)
 	const uint64_t read_late = 20 * MS;
 	static struct transport a, b;
 	struct transport_rx rx[4];
-	uint64_t before, after, t;
-	int64_t step;
+	uint64_t before, after, step, t;
+	int64_t mono_minus_real;
 	uint32_t seq = 0;
 	int n = 0;
 
@@ -379,7 +388,7 @@ static void test_arrival_stamp(void **state)
 	open_node(&a, 0, NULL);
 	open_node(&b, 1, NULL);
 	assert_true(b.rx_stamps);
-	step = tly_mono_minus_real_ns();
+	mono_minus_real = tly_mono_minus_real_ns();
 	before = transport_now_ns();
 	assert_int_equal(tp_send_frames(&a, 1, 9, 1), 1);
 	transport_tx_flush(&a, transport_now_ns());
@@ -395,15 +404,11 @@ static void test_arrival_stamp(void **state)
 	assert_int_equal(n, 1);
 	assert_int_equal(tp_frame_check(rx[0].data, rx[0].len, 1, &seq), 0);
 	assert_int_equal(seq, 9);
-	/* a wall-clock step between the stamp and the read moves it (see
-	 * test_emu_delay_from_arrival) */
-	step = tly_mono_minus_real_ns() - step;
-	if (step < 0)
-		step = -step;
-	assert_true(rx[0].arrival_ns + (uint64_t)step >= before);
+	step = wall_step_since(mono_minus_real);
+	assert_true(rx[0].arrival_ns + step >= before);
 	/* not the read's time, read_late later (loopback delivers in the
 	 * send's softirq, or soon after it in ksoftirqd) */
-	assert_true(rx[0].arrival_ns <= after + read_late / 2 + (uint64_t)step);
+	assert_true(rx[0].arrival_ns <= after + read_late / 2 + step);
 	assert_true(t >= after + read_late);
 	transport_rx_release(&b, rx, n);
 	transport_close(&a);
