@@ -43,8 +43,6 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 	if (!w->cfg.release_batch ||
 	    w->cfg.release_batch > TLY_SWITCH_RECEIPTS)
 		w->cfg.release_batch = TLY_SWITCH_RECEIPTS;
-	if (!w->cfg.release_max)
-		w->cfg.release_max = cfg->window < 64 ? 256 : 4 * cfg->window;
 	if (!w->cfg.held_max) {
 		/* its share of the pool, at most 4 windows:
 		 * docs/protocol.md, "What a worker holds" */
@@ -54,6 +52,11 @@ struct tly_worker *tly_worker_create(const struct tly_worker_cfg *cfg)
 	}
 	if (w->cfg.held_max < cfg->window)
 		w->cfg.held_max = cfg->window;
+	if (!w->cfg.release_max) {
+		w->cfg.release_max = 2 * (w->cfg.held_max + cfg->window);
+		if (w->cfg.release_max < 256)
+			w->cfg.release_max = 256;
+	}
 	if (!w->cfg.acked_probes)
 		w->cfg.acked_probes = 4;
 	if (cfg->profile != TLY_PROFILE_SWITCH || !w->cfg.switch_busy_ns)

@@ -98,8 +98,9 @@ struct tly_worker_cfg {
 	 * group this worker's transport joined (rank TLY_RANK_ALL is then
 	 * accepted), either profile; 0: RESULTs of our rank only */
 	uint8_t result_group;
-	uint32_t release_max;		/* chunks releasing at once (0: 4 x
-					 * window, at least 256) */
+	/* chunks releasing at once (0: 2 x (held_max + window), at
+	 * least 256: two bursts of RESULTs, docs/switch-profile.md) */
+	uint32_t release_max;
 	uint32_t release_batch;		/* chunks a CONFIRM names, 1 ..
 					 * TLY_SWITCH_RECEIPTS (0: the most) */
 	/* switch profile: chunks launched and not completed (in flight,

@@ -503,8 +503,15 @@ static struct wtensor *agg_rx_result(struct tly_worker *w,
 	}
 	if (w->cfg.profile == TLY_PROFILE_SWITCH && !release_room(w)) {
 		/* no room to track its release: not placed; the chunk's
-		 * retransmitted DATA fetches the RESULT again later */
+		 * retransmitted DATA fetches the RESULT again later.  An
+		 * ACKED chunk's probe goes a timeout from now, when ACKs
+		 * will have made room, not acked_ns later (80 ms by
+		 * default, which held up whole all-reduces) */
+		uint64_t soon = now + credit_rto(w, t, idx, 0);
+
 		w->c.tx_nobuf++;
+		if (ch->state == C_ACKED && ch->deadline > soon)
+			worker_arm(t, ch, soon);
 		return NULL;
 	}
 	/* the round's combine must be the codec's (counted for block_topk) */

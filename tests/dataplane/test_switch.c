@@ -905,6 +905,8 @@ static uint32_t mk_ack;		/* make_worker's cfg.ack_every */
 static uint32_t mk_cwnd;
 /* make_worker's cfg.switch_busy_ns (0: busy_ns, 50) */
 static uint64_t mk_sbusy;
+/* make_worker's cfg.held_max (0: the default, a window with SLOTS) */
+static uint32_t mk_held;
 
 static struct tly_worker *make_worker(uint32_t release_max)
 {
@@ -917,7 +919,8 @@ static struct tly_worker *make_worker(uint32_t release_max)
 		.switch_busy_ns = mk_sbusy,
 		.cc_off = !mk_cwnd, .cc_init_window = mk_cwnd,
 		.cc_min_window = mk_cwnd, .profile = TLY_PROFILE_SWITCH,
-		.release_max = release_max, .result_group = mk_group,
+		.release_max = release_max, .held_max = mk_held,
+		.result_group = mk_group,
 		.release_batch = mk_batch, .ack_every = mk_ack,
 		.ops = { .alloc = w_alloc, .send = w_send }, .done = w_done,
 	};
@@ -1524,6 +1527,103 @@ static void test_worker_release_bound(void **state)
 	tly_worker_destroy(w);
 }
 
+/*
+ * An ACKED chunk whose RESULT finds the releasing table full is probed a
+ * timeout later (when ACKs will have made room), not acked_ns later.
+ */
+static void test_worker_release_bound_acked(void **state)
+{
+	struct tly_worker *w = make_worker(2);
+	int32_t in[3 * K], res[3 * K];
+	struct tly_tensor_desc d = {
+		.id = 81, .dtype = TLY_DT_I32, .src = in, .dst = res,
+		.count = 3 * K,
+	};
+	unsigned int i, mark, probes = 0;
+	uint64_t t;
+
+	(void)state;
+	memset(in, 0, sizeof(in));
+	memset(res, 0xff, sizeof(res));
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	tly_worker_poll(w, 0);
+	to_worker(w, TLY_T_ACK, TLY_F_INT, 81, 2, 0, 1);   /* 2 is ACKED */
+	to_worker(w, TLY_T_RESULT, TLY_F_INT, 81, 0, 1, 2);
+	to_worker(w, TLY_T_RESULT, TLY_F_INT, 81, 1, 2, 2);
+	to_worker(w, TLY_T_RESULT, TLY_F_INT, 81, 2, 3, 3);   /* no room */
+	assert_int_equal(tly_worker_counters(w)->tx_nobuf, 1);
+	assert_int_equal(res[2 * K], -1);
+	to_worker(w, TLY_T_ACK, TLY_F_RELEASED, 81, 0, 0, 4);
+	mark = n_ws;
+	/* its rto (100) after the drop, long before acked_ns (1000) */
+	for (t = 5; t <= 110; t++) {
+		unsigned int before = n_ws;
+
+		tly_worker_poll(w, t);
+		for (i = before; i < n_ws; i++)
+			if (ws[i].h.type == TLY_T_DATA && ws[i].h.chunk == 2) {
+				assert_int_equal(t, 3 + 100);
+				assert_int_equal(ws[i].h.flags,
+						 TLY_F_INT | TLY_F_ACK_REQ |
+						 TLY_F_RETX);
+				probes++;
+			}
+	}
+	assert_true(n_ws > mark);
+	assert_int_equal(probes, 1);
+	to_worker(w, TLY_T_RESULT, TLY_F_INT, 81, 2, 3, 111);
+	assert_int_equal(res[2 * K], 3);
+	assert_int_equal(n_done, 1);
+	tly_worker_destroy(w);
+}
+
+/*
+ * The default releasing table holds two of a worker's largest bursts of
+ * RESULTs (held_max + window chunks), so RESULTs read while the ACKs of
+ * earlier releases are still on their way are all placed: here 640
+ * chunks with a window of 64 and held_max 256, none ACKed.
+ */
+static void test_worker_release_default(void **state)
+{
+	static int32_t in[640 * K], res[640 * K];
+	struct tly_tensor_desc d = {
+		.id = 82, .dtype = TLY_DT_I32, .src = in, .dst = res,
+		.count = 640 * K,
+	};
+	struct tly_worker *w;
+	unsigned int i, mark = 0;
+	uint64_t t;
+
+	(void)state;
+	mk_held = 256;		/* 4 windows, a large pool's default */
+	mk_cwnd = 64;
+	mk_batch = 0;		/* 8 receipts a CONFIRM */
+	w = make_worker(0);
+	mk_held = 0;
+	mk_cwnd = 0;
+	mk_batch = 1;
+	assert_non_null(w);
+	assert_int_equal(tly_worker_submit(w, &d, 0), 0);
+	for (t = 1; n_done == 0 && t < 100; t++) {
+		unsigned int end;
+
+		tly_worker_poll(w, t);
+		end = n_ws;
+		for (i = mark; i < end; i++)
+			if (ws[i].h.type == TLY_T_DATA)
+				to_worker(w, TLY_T_RESULT, TLY_F_INT, 82,
+					  ws[i].h.chunk, (int32_t)ws[i].h.chunk,
+					  t);
+		mark = end;
+	}
+	assert_int_equal(n_done, 1);
+	assert_int_equal(tly_worker_counters(w)->tx_nobuf, 0);
+	assert_int_equal(tly_worker_releasing(w), 640);
+	for (i = 0; i < 640; i++)
+		assert_int_equal(res[i * K], (int32_t)i);
+	tly_worker_destroy(w);
+}
+
 /* exponent chunks are released too, by CONFIRMs with EXP */
 static void test_worker_release_exp(void **state)
 {
@@ -1628,6 +1728,8 @@ int main(void)
 		cmocka_unit_test(test_worker_busy_wait),
 		cmocka_unit_test(test_worker_result_group),
 		cmocka_unit_test(test_worker_release_bound),
+		cmocka_unit_test(test_worker_release_bound_acked),
+		cmocka_unit_test(test_worker_release_default),
 		cmocka_unit_test(test_worker_release_exp),
 		cmocka_unit_test(test_worker_release_table),
 	};
