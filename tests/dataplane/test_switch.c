@@ -1539,7 +1539,7 @@ static void test_worker_release_bound_acked(void **state)
 		.id = 81, .dtype = TLY_DT_I32, .src = in, .dst = res,
 		.count = 3 * K,
 	};
-	unsigned int i, mark, probes = 0;
+	unsigned int i, probes = 0;
 	uint64_t t;
 
 	(void)state;
@@ -1554,7 +1554,6 @@ static void test_worker_release_bound_acked(void **state)
 	assert_int_equal(tly_worker_counters(w)->tx_nobuf, 1);
 	assert_int_equal(res[2 * K], -1);
 	to_worker(w, TLY_T_ACK, TLY_F_RELEASED, 81, 0, 0, 4);
-	mark = n_ws;
 	/* its rto (100) after the drop, long before acked_ns (1000) */
 	for (t = 5; t <= 110; t++) {
 		unsigned int before = n_ws;
@@ -1569,7 +1568,6 @@ static void test_worker_release_bound_acked(void **state)
 				probes++;
 			}
 	}
-	assert_true(n_ws > mark);
 	assert_int_equal(probes, 1);
 	to_worker(w, TLY_T_RESULT, TLY_F_INT, 81, 2, 3, 111);
 	assert_int_equal(res[2 * K], 3);
