@@ -85,6 +85,12 @@ struct transport_config {
 	 * gets a multicast); with group_send_only without joining it (an
 	 * aggregator that is no worker) */
 	bool group_send, group_send_only;
+	/* udp: frames are never fragmented (DF); open and set_nodes refuse
+	 * a node whose route's MTU cannot carry an IP packet of mtu - 14
+	 * bytes (-EMSGSIZE).  The switch profile: its aggregator takes
+	 * whole frames only (udp_mtu.c).  dpdk sets its port's MTU, rdma
+	 * checks the port's active MTU, each with or without it. */
+	bool no_fragments;
 	/*
 	 * Link emulator, applied under any transport (all 0: off).  It models
 	 * this node's NIC port on a switch: rate_bps limits egress (one

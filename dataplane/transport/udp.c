@@ -306,7 +306,10 @@ static int udp_open(struct transport *tp, const struct transport_config *cfg)
 		u->tx_free[i] = UDP_TX_BUFS - 1 - i;
 	u->n_tx_free = UDP_TX_BUFS;
 	peers_fill(u, cfg);
-	return 0;
+	err = udp_whole_frames(tp);
+	if (err)
+		udp_close(tp);
+	return err;
 }
 
 static int udp_wait_fd(struct transport *tp)
@@ -321,6 +324,7 @@ static int udp_set_nodes(struct transport *tp)
 	const struct transport_config *cfg = &tp->cfg;
 	const struct tly_addr *me = &cfg->addrs[cfg->self];
 	struct udp_priv *u = tp->priv;
+	int ret;
 
 	/* with bind_ip the table's address of ours is not what we bound */
 	if ((!cfg->bind_ip && ntohl(u->bound.sin_addr.s_addr) != me->ip) ||
@@ -330,6 +334,9 @@ static int udp_set_nodes(struct transport *tp)
 			(me->ip >> 8) & 0xff, me->ip & 0xff, me->port);
 		return -EADDRNOTAVAIL;
 	}
+	ret = udp_whole_frames(tp);
+	if (ret)
+		return ret;
 	peers_fill(u, cfg);
 	/* port 0 for nodes gone: a frame still queued to one is dropped
 	 * (the group's entry, after the nodes, stays) */

@@ -119,6 +119,10 @@ void udp_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
 int udp_tx_flush(struct transport *tp);
 int udp_tx_pending(struct transport *tp);
 
+/* udp_mtu.c: with cfg.no_fragments, DF on and every route checked
+ * against the largest frame; 0 or -errno (-EMSGSIZE), logged */
+int udp_whole_frames(struct transport *tp);
+
 /* udp_rx.c */
 int udp_rx_burst(struct transport *tp, struct transport_rx *rx, int n);
 void udp_rx_release(struct transport *tp, struct transport_rx *rx, int n);

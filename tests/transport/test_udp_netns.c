@@ -14,6 +14,11 @@
  *   - a route whose MTU is below the frames (veth MTU 1000, frames of
  *     1200): the kernel refuses GSO (EINVAL), the run goes out one by one
  *     (IP fragments), GSO is turned off for the socket, nothing is lost.
+ *   - whole frames only (no_fragments, the switch profile): open refuses
+ *     a frame size the route's MTU cannot carry and takes one it can;
+ *     set_nodes refuses such a table and keeps the old one; a frame too
+ *     long for a route that shrank after open is never sent as
+ *     fragments (the sender counts it dropped, the peer gets nothing).
  *   - the result group: a transport opened with a multicast group joins
  *     it on its interface; datagrams a plain socket of the other
  *     namespace sends to the group arrive through rx_burst next to the
@@ -287,6 +292,71 @@ static void test_small_mtu_fallback(void **state)
 	assert_int_equal(set_mtu(1500), 0);
 }
 
+/* node @self with whole frames only, frames of @mtu bytes, the table
+ * @t of @n nodes; transport_open()'s return */
+static int open_whole(struct transport *tp, uint16_t self, uint32_t mtu,
+		      const struct tly_addr *t, uint16_t n)
+{
+	struct transport_config c = {
+		.kind = "udp", .self = self, .n_nodes = n, .addrs = t,
+		.mtu = mtu, .no_fragments = true,
+	};
+	int ret;
+
+	assert_int_equal(setns(ns_fd[self], CLONE_NEWNET), 0);
+	ret = transport_open(tp, &c);
+	assert_int_equal(setns(home_fd, CLONE_NEWNET), 0);
+	if (!ret)
+		tp_track(tp);
+	return ret;
+}
+
+/* transport_set_nodes() in node @self's namespace, where a daemon calls
+ * it (the routes are looked up in the caller's) */
+static int set_nodes_in(struct transport *tp, uint16_t self,
+			const struct tly_addr *t)
+{
+	int ret;
+
+	assert_int_equal(setns(ns_fd[self], CLONE_NEWNET), 0);
+	ret = transport_set_nodes(tp, self, 2, t);
+	assert_int_equal(setns(home_fd, CLONE_NEWNET), 0);
+	return ret;
+}
+
+static void test_whole_frames(void **state)
+{
+	static struct transport a, b;
+	struct tly_addr half[2] = { addrs[0], { { 0 }, 0, 0 } };
+	uint32_t i;
+
+	(void)state;
+	assert_int_equal(set_mtu(1000), 0);
+	/* a frame's IP packet is its length less Ethernet's 14 bytes */
+	assert_int_equal(open_whole(&a, 0, 1015, addrs, 2), -EMSGSIZE);
+	assert_int_equal(open_whole(&a, 0, 1014, addrs, 2), 0);
+	transport_close(&a);
+	/* a node not known yet is not checked; set_nodes checks it */
+	assert_int_equal(open_whole(&a, 0, 1200, half, 2), 0);
+	assert_int_equal(set_nodes_in(&a, 0, addrs), -EMSGSIZE);
+	assert_int_equal(a.cfg.addrs[1].ip, 0);
+	transport_close(&a);
+	assert_int_equal(set_mtu(1500), 0);
+	assert_int_equal(open_whole(&a, 0, 1200, half, 2), 0);
+	assert_int_equal(set_nodes_in(&a, 0, addrs), 0);
+	assert_int_equal(open_whole(&b, 1, 1200, addrs, 2), 0);
+	/* the route shrinks after open: DF, so nothing leaves as fragments */
+	assert_int_equal(set_mtu(1000), 0);
+	for (i = 0; i < 20; i++)
+		uf_send(&a, 1, i, 1200);
+	transport_tx_flush(&a, transport_now_ns());
+	assert_int_equal(a.stats.tx_drops, 20);
+	usleep(20000);
+	uf_assert_no_more(&b);
+	assert_int_equal(b.stats.rx_pkts, 0);
+	assert_int_equal(set_mtu(1500), 0);
+}
+
 #define GROUP_IP	0xef610203u	/* 239.97.2.3 */
 #define GROUP_PORT	47200
 
@@ -498,6 +568,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_exchange_on_off, close_all),
 		cmocka_unit_test_teardown(test_exchange_off_on, close_all),
 		cmocka_unit_test_teardown(test_small_mtu_fallback, close_all),
+		cmocka_unit_test_teardown(test_whole_frames, close_all),
 		cmocka_unit_test_teardown(test_result_group, close_all),
 		cmocka_unit_test_teardown(test_group_send, close_all),
 		cmocka_unit_test_teardown(test_group_send_only, close_all),
