@@ -213,6 +213,8 @@ static void open_transport(struct cluster *c, struct cluster_shard *sh)
 		.addrs = sh->addrs,
 		.mtu = (uint32_t)(TLY_L2L4_LEN + TLY_HDR_LEN +
 				  4 * config_k(c->cfg)),
+		/* a switch, or the XDP program, takes whole frames only */
+		.no_fragments = c->cfg->dp_profile == TLY_PROFILE_SWITCH,
 		.eal_args = c->cfg->eal_args,
 		.mbufs = (uint32_t)c->cfg->mbufs,
 		/* dpdk: one queue pair per thread (udp: one socket each) */
@@ -449,6 +451,9 @@ static void on_roster(void *ctx, const struct boot_msg *r)
 		 c->n_workers > TLY_SWITCH_MAX_WORKERS)
 		c->env.job_abort(c->env.ctx, "dataplane.profile = switch takes "
 				 "at most 32 workers");
+	else if (me && !c->have_roster)	/* e.g. a route's MTU (udp_mtu.c) */
+		c->env.job_abort(c->env.ctx, "the dataplane cannot take the "
+				 "roster (the log says why)");
 	if (!c->have_roster)
 		return;
 	/* docs/compression.md section 2: lim = 2^(7 - ceil(log2 n)) - 1 */
