@@ -132,7 +132,7 @@ static const struct key_spec keys[] = {
 	STR("dataplane", "rdma_device", rdma_device),
 	{ "dataplane", "rdma_port", K_INT, F(rdma_port), 1, 255, 0 },
 	{ "dataplane", "rdma_gid_index", K_INT, F(rdma_gid_index), 0, 255, 0 },
-	{ "dataplane", "k", K_INT, F(k), TLY_K_MIN, TLY_K_MTU1500, 0 },
+	{ "dataplane", "k", K_INT, F(k), TLY_K_MIN, TLY_K_MAX, 0 },
 	{ "dataplane", "pool_slots", K_INT, F(pool_slots), 1, TLY_MAX_SLOTS - 1,
 	  0 },
 	{ "dataplane", "window", K_INT, F(window), 1, 65536, 0 },
@@ -582,9 +582,11 @@ int config_profile_check(const struct tally_config *cfg, char *err,
 		return 0;
 	if (!tly_switch_k_ok((uint32_t)config_k(cfg))) {
 		snprintf(err, (size_t)errlen, "dataplane.profile = switch needs "
-			 "dataplane.k = a multiple of 32 up to 352 (a switch "
-			 "adds 64 lanes a pass, the last may be half; 352 "
-			 "fills a 1500-byte MTU), not %d", config_k(cfg));
+			 "dataplane.k = a multiple of 32 up to %d (a switch "
+			 "adds 64 lanes a pass, the last may be half; %d "
+			 "fills a 1500-byte MTU, more needs jumbo frames), "
+			 "not %d", TLY_SWITCH_K_MAX, TLY_SWITCH_K_MTU1500,
+			 config_k(cfg));
 		return -1;
 	}
 	if (cfg->algorithm != ALGO_AGGREGATE) {

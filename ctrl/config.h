@@ -151,12 +151,13 @@ int config_check(const struct tally_config *cfg, char *err, int errlen);
  * 40 % more than 256 for the same per-packet cost (docs/performance.md,
  * "Lanes a packet").  The switch profile: 352, the most whole 32-lane
  * half passes that fit the same MTU (docs/switch-profile.md; 10 % more
- * than 320 a frame, the XDP scenario 4-7 % faster).  A compressed job
+ * than 320 a frame, the XDP scenario 4-7 % faster); up to 832 on links
+ * with jumbo frames, set by dataplane.k.  A compressed job
  * (compression.method other than none) of the software profile keeps
  * 256, the K its codecs were measured with (docs/compression.md).
  */
 #define CONFIG_K_SOFTWARE 360
-#define CONFIG_K_SWITCH TLY_SWITCH_K_MAX
+#define CONFIG_K_SWITCH TLY_SWITCH_K_MTU1500
 #define CONFIG_K_COMPRESSED 256
 
 /* config_k - the job's K: dataplane.k, or the profile's default */

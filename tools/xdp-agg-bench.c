@@ -15,7 +15,7 @@
  * (CAP_BPF).
  *
  *   figure xdp_agg_mpps <Mpps at the profile's default K = 352, n = 4>
- *   figure xdp_agg_mpps_k64, _k128, _k256
+ *   figure xdp_agg_mpps_k64, _k128, _k256, _k832 (jumbo frames)
  *   figure xdp_agg_data_ns <ns per DATA at K = 352>
  */
 #include <stdint.h>
@@ -90,7 +90,7 @@ static uint32_t frame(uint8_t *f, const struct tly_xdp_job *j, uint8_t type,
  * *busy (if not NULL) whether its answer was a BUSY */
 static uint32_t run(const uint8_t *f, uint32_t len, uint64_t *ns, int *busy)
 {
-	uint8_t out[2048];
+	uint8_t out[4096];
 	LIBBPF_OPTS(bpf_test_run_opts, t, .data_in = f, .data_size_in = len,
 		    .data_out = out, .data_size_out = sizeof(out),
 		    .repeat = 1);
@@ -120,7 +120,7 @@ static double bench(uint16_t k, double *data_ns)
 	uint64_t pkts;
 	uint32_t retry[RECEIPTS], next = 0, len;
 	unsigned int n_retry = 0;
-	uint8_t f[2048];
+	uint8_t f[4096];
 	uint16_t r;
 
 	tly_group_mac(j.group_ip, j.group_mac);
@@ -200,7 +200,7 @@ static double baseline(void)
 {
 	struct tly_xdp_job j = { .k = 64, .n_slots = 1 };
 	uint64_t ns = 0;
-	uint8_t f[2048];
+	uint8_t f[4096];
 	uint32_t len, i, c = 1025;
 
 	len = frame(f, &j, TLY_T_DATA, &c, 1, 0);
@@ -214,7 +214,7 @@ static double baseline(void)
 int main(void)
 {
 	struct tly_xdp_prog_info info;
-	double m64, m128, m256, m_default, d;
+	double m64, m128, m256, m832, m_default, d, d832;
 
 	if (tly_xdp_open(&ctl, 4096)) {
 		fprintf(stderr, "xdp-agg-bench: cannot load (root?)\n");
@@ -227,14 +227,17 @@ int main(void)
 	m64 = bench(64, &d);
 	m128 = bench(128, &d);
 	m256 = bench(256, &d);
-	m_default = bench(TLY_SWITCH_K_MAX, &d);	/* the daemon's default */
+	m832 = bench(TLY_SWITCH_K_MAX, &d832);
+	m_default = bench(TLY_SWITCH_K_MTU1500, &d);	/* the daemon's default */
 	printf("a run that passes the frame at once: %.1f ns (the test run's "
 	       "own cost, included above)\n", baseline());
 	printf("figure xdp_agg_mpps %.2f Mpps\n", m_default);
 	printf("figure xdp_agg_mpps_k64 %.2f Mpps\n", m64);
 	printf("figure xdp_agg_mpps_k128 %.2f Mpps\n", m128);
 	printf("figure xdp_agg_mpps_k256 %.2f Mpps\n", m256);
+	printf("figure xdp_agg_mpps_k832 %.2f Mpps\n", m832);
 	printf("figure xdp_agg_data_ns %.1f ns\n", d);
+	printf("figure xdp_agg_data_ns_k832 %.1f ns\n", d832);
 	tly_xdp_close(ctl);
 	return 0;
 }

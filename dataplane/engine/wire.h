@@ -50,10 +50,23 @@
  * pass at half width */
 #define TLY_SWITCH_K_STEP	(TLY_SWITCH_PASS_LANES / 2)
 /* the largest K whose DATA frame a 1500-byte IP MTU carries: 11 half
- * passes, 1408 bytes of payload (12 would be 1536) */
-#define TLY_SWITCH_K_MAX	352
-_Static_assert(TLY_SWITCH_K_MAX <= TLY_K_MTU1500 &&
+ * passes, 1408 bytes of payload (12 would be 1536); the default */
+#define TLY_SWITCH_K_MTU1500	352
+_Static_assert(TLY_SWITCH_K_MTU1500 <= TLY_K_MTU1500 &&
+	       TLY_SWITCH_K_MTU1500 % TLY_SWITCH_K_STEP == 0,
+	       "TLY_SWITCH_K_MTU1500");
+/*
+ * The largest K on links with jumbo frames: 26 half passes, a 3376-byte
+ * IP packet (3390-byte frame), which one XDP buffer holds.  Without
+ * multi-buffer XDP a driver takes frames of one 4 KiB page less its
+ * 256-byte headroom and the skb's shared info: an IP MTU of 3506 on veth
+ * here, 3498 on mlx5 (docs/switch-profile.md, "Jumbo frames").
+ */
+#define TLY_SWITCH_K_MAX	832
+_Static_assert(TLY_SWITCH_K_MAX <= TLY_K_MAX &&
 	       TLY_SWITCH_K_MAX % TLY_SWITCH_K_STEP == 0, "TLY_SWITCH_K_MAX");
+/* the IP packet of a DATA of @k lanes: what the links' MTU must carry */
+#define TLY_DATA_IP_LEN(k)	(TLY_IP_LEN + TLY_UDP_LEN + TLY_HDR_LEN + 4 * (k))
 /*
  * The switch profile's CONFIRM names up to this many chunks: the header's
  * and aux (at most 7) more, 8 bytes each (tensor, chunk, slot), one slot
@@ -69,7 +82,8 @@ enum tly_profile {
 	TLY_PROFILE_SWITCH = 1,		/* docs/switch-profile.md */
 };
 
-/* K values the switch profile allows: whole half passes, 32 .. 352 */
+/* K values the switch profile allows: whole half passes, 32 .. 832 (above
+ * 352 the links need jumbo frames) */
 static inline int tly_switch_k_ok(uint32_t k)
 {
 	return k && k <= TLY_SWITCH_K_MAX && k % TLY_SWITCH_K_STEP == 0;

@@ -184,7 +184,8 @@ INLINE void ip_out(__u8 *ip)
  * payload goes in whole CSUM_MAX calls, then the rest (a multiple of
  * @block, itself a power of two) in at most one call of each smaller
  * power of two: at K = 352 (1408 bytes) 512 + 512 + 256 + 128, four
- * calls for the payload rather than eleven, one a 32-lane block.
+ * calls for the payload rather than eleven, one a 32-lane block; at
+ * K = 832 (3328 bytes) six of 512, then 256.
  */
 #define CSUM_MAX	512
 #define POW2(x)		((x) && !((x) & ((x) - 1)))

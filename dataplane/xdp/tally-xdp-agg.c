@@ -168,7 +168,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: tally-xdp-agg --ifname IF [--config FILE] [--job KEY]\n"
-		"  [--cookie C] [--workers N] [--k 32..352, step 32]\n"
+		"  [--cookie C] [--workers N] [--k 32..832, step 32]\n"
 		"  [--port P] [--slots S] [--group IP:PORT] [--evict-ms MS]\n"
 		"  [--stats-ms MS] [--seconds S] [--skb]\n"
 		"       tally-xdp-agg --pass IF   (a pass-all program on IF,\n"
@@ -211,7 +211,7 @@ int main(int argc, char **argv)
 		{ 0, 0, 0, 0 },
 	};
 	struct opts o = {
-		.job = { .n_workers = 0, .k = TLY_SWITCH_K_MAX,
+		.job = { .n_workers = 0, .k = TLY_SWITCH_K_MTU1500,
 			 .n_slots = 4096 },
 		.evict_ns = 200000000ull,
 		.stats_ns = 1000000000ull,

@@ -34,7 +34,7 @@ struct tly_xdp_cfg {
 	__u32 cookie;		/* host order */
 	__u16 job;		/* wire job key */
 	__u16 n_workers;	/* 1 .. 32 */
-	__u16 k;		/* 32 .. 352, a multiple of 32 */
+	__u16 k;		/* 32 .. 832, a multiple of 32 */
 	__u16 port;		/* the job's UDP port (DATA's destination) */
 	__u32 n_slots;		/* slot pool; the map has at least this */
 	/* where the RESULT to every worker goes: an IPv4 multicast group

@@ -108,15 +108,15 @@ static void test_config_profile(void **state)
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), 0);
 	cfg.k = 128;		/* set, it wins */
 	assert_int_equal(config_k(&cfg), 128);
-	/* the default fills the MTU with whole half passes */
+	/* the default fills a 1500-byte MTU with whole half passes */
 	assert_true(CONFIG_K_SWITCH % 32 == 0 &&
 		    CONFIG_K_SWITCH <= TLY_K_MTU1500 &&
 		    CONFIG_K_SWITCH + 32 > TLY_K_MTU1500);
-	/* K: half passes of 32 lanes, up to the MTU */
-	for (int k = 8; k <= 400; k++) {
+	/* K: half passes of 32 lanes, up to 832 (jumbo frames) */
+	for (int k = 8; k <= 1024; k++) {
 		cfg.k = k;
 		assert_int_equal(config_check(&cfg, err, sizeof(err)),
-				 k % 32 == 0 && k <= 352 ? 0 : -1);
+				 k % 32 == 0 && k <= 832 ? 0 : -1);
 	}
 	cfg.k = 336;
 	assert_int_equal(config_check(&cfg, err, sizeof(err)), -1);
@@ -405,6 +405,8 @@ static void test_config_cluster_bad_values(void **state)
 	expect_error(*state, "[dataplane]\ntransport = tcp\n", 2,
 		     "dataplane.transport");
 	expect_error(*state, "[dataplane]\nk = 4\n", 2, "dataplane.k");
+	/* up to TLY_K_MAX: above 363 the links need jumbo frames */
+	expect_error(*state, "[dataplane]\nk = 1025\n", 2, "dataplane.k");
 	expect_error(*state, "[dataplane]\ncongestion = maybe\n", 2,
 		     "dataplane.congestion");
 	expect_error(*state, "[dataplane]\ncc_min_window = 0\n", 2,

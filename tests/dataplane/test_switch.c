@@ -449,7 +449,7 @@ static void test_agg_create_limits(void **state)
 		.profile = TLY_PROFILE_SWITCH,
 		.ops = { .alloc = cap_alloc, .send = cap_send },
 	};
-	static const uint16_t ks[] = { 8, 16, 48, 80, 336, 384, 512, 1024 };
+	static const uint16_t ks[] = { 8, 16, 48, 80, 336, 400, 864, 1024 };
 	struct tly_agg *a;
 	unsigned int i;
 
@@ -464,8 +464,8 @@ static void test_agg_create_limits(void **state)
 		c.k = ks[i];
 		assert_null(tly_agg_create(&c));
 	}
-	/* whole half passes of 32 lanes, up to the MTU's 352 */
-	for (c.k = 32; c.k <= 352; c.k += 32) {
+	/* whole half passes of 32 lanes, up to 832 (jumbo frames) */
+	for (c.k = 32; c.k <= TLY_SWITCH_K_MAX; c.k += 32) {
 		a = tly_agg_create(&c);
 		assert_non_null(a);
 		tly_agg_destroy(a);

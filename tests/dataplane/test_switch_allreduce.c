@@ -2,7 +2,7 @@
 /*
  * test_switch_allreduce.c - all-reduce end to end in the switch profile
  * (docs/switch-profile.md) over the faulty fabric: dedicated and
- * co-located aggregators, 2..32 workers, K 64 .. 352, loss up to 10 %
+ * co-located aggregators, 2..32 workers, K 64 .. 832, loss up to 10 %
  * (20 % in the sweep), duplication, reordering, pools down to 2 slots,
  * every worker its own order.  int32 results bit-exact, float results
  * within quant.h's bound and identical on every worker; afterwards every
@@ -280,6 +280,12 @@ static struct scenario scenarios[] = {
 	SC("sw ded n4 f32 k320 ack8 loss10 dup reorder", 4, CL_DEDICATED,
 	   TLY_DT_F32, FAB(27, 0.10, 0.05, 8000), .k = 320, .ack_every = 8,
 	   .window = 16),
+	/* jumbo frames: the most half passes one XDP buffer holds */
+	SC("sw ded n4 f32 k832 ack8 loss10 dup reorder", 4, CL_DEDICATED,
+	   TLY_DT_F32, FAB(41, 0.10, 0.05, 8000), .k = 832, .ack_every = 8,
+	   .window = 16),
+	SC("sw colo n3 i32 k832 pool2 loss10", 3, CL_COLOCATED, TLY_DT_I32,
+	   FAB(42, 0.10, 0.05, 8000), .k = 832, .n_slots = 2),
 	SC("sw ded n3 i32 k96 loss10 dup reorder", 3, CL_DEDICATED,
 	   TLY_DT_I32, FAB(28, 0.10, 0.05, 8000), .k = 96),
 	SC("sw colo n3 i32 k192 pool2 loss10", 3, CL_COLOCATED, TLY_DT_I32,

@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_string(a.cpus, sizeof(a.cpus));
 	if (a.local_size < 1 || a.local_size > CONFIG_MAX_LOCAL_SIZE ||
 	    a.world < 1 || a.rank < 0 || a.k < 0 ||
-	    config_k(&a) < TLY_K_MIN || config_k(&a) > TLY_K_MTU1500 ||
+	    config_k(&a) < TLY_K_MIN || config_k(&a) > TLY_K_MAX ||
 	    a.pool_slots < 1 ||
 	    a.window < 1 || a.log_level < LOG_ERR || a.log_level > LOG_DEBUG)
 		abort();

@@ -132,7 +132,7 @@ static void test_switch_bad_k_refused(void **state)
 	(void)state;
 	cluster_default_secret();
 	assert_int_equal(daemon_refuses(args, "dataplane.k = a multiple of "
-					       "32 up to 352"), 0);
+					       "32 up to 832"), 0);
 }
 
 int main(void)

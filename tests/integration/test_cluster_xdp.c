@@ -6,7 +6,9 @@
  * the XDP program to its eth0, all network namespaces on one bridge with
  * multicast snooping off and GRO on the aggregator's port (tools/netlab;
  * the control connections on its management network).  The workers over
- * kernel UDP, then over DPDK (net_af_xdp on their eth0).  Each RESULT
+ * kernel UDP at K = 832 (jumbo frames: the lab's links carry 3400-byte
+ * IP packets), then over DPDK (net_af_xdp on their eth0) at K = 128.
+ * Each RESULT
  * reaches the workers once, to the job's multicast group.  The workers'
  * links lose 1 % and reorder 5 % (the link emulator); the aggregator's
  * pool (64 slots) is smaller than the chunks in flight (4 x 256), so
@@ -47,7 +49,8 @@ static int lab_up(void **state)
 	snprintf(lab, sizeof(lab), "tx%d", getpid() % 100000);
 	/* the management network: af_xdp takes every frame of its queue,
 	 * the control connections' TCP too */
-	if (netlab_run(lab, "up 5 --mgmt --subnet 10.83.0 --force", NULL, 0) ||
+	if (netlab_run(lab, "up 5 --mgmt --subnet 10.83.0 --mtu 3400 --force",
+		       NULL, 0) ||
 	    netlab_run(lab, "mgmt-ip 0", coord, sizeof(coord)))
 		return -1;
 	for (int i = 0; i < LAB_HOSTS; i++) {
@@ -140,11 +143,11 @@ static double xdp_counter(const struct test_daemon *d, const char *name)
 	return v;
 }
 
-static void run_xdp_job(bool dpdk)
+static void run_xdp_job(bool dpdk, const char *k)
 {
 	const char *const common[] = {
 		"--set", "dataplane.profile=switch",
-		"--set", "dataplane.k=128",
+		"--set", k,
 		"--set", "dataplane.pool_slots=64",
 		"--set", "dataplane.window=256",
 		/* five daemons and eight clients on two shared cores: the
@@ -223,7 +226,7 @@ static void run_xdp_job(bool dpdk)
 static void test_xdp_aggregator_lossy(void **state)
 {
 	(void)state;
-	run_xdp_job(false);
+	run_xdp_job(false, "dataplane.k=832");
 }
 
 /* the same with DPDK workers (net_af_xdp): they take the group's RESULT
@@ -231,7 +234,53 @@ static void test_xdp_aggregator_lossy(void **state)
 static void test_xdp_aggregator_dpdk_workers(void **state)
 {
 	(void)state;
-	run_xdp_job(true);
+	run_xdp_job(true, "dataplane.k=128");
+}
+
+/*
+ * Jumbo frames on every link but host 0's: its route to the aggregator
+ * cannot carry K = 832's 3376-byte packets, which may not be fragmented
+ * (the program takes whole frames).  Its daemon says so when the roster
+ * comes and aborts the job: its clients' operations fail at once with
+ * peer-lost instead of waiting for RESULTs that would never come.
+ */
+static void test_xdp_route_mtu(void **state)
+{
+	const char *const common[] = {
+		"--set", "dataplane.profile=switch",
+		"--set", "dataplane.k=832",
+		"--set", "cluster.peer_timeout_ms=20000",
+		"--set", group,
+		NULL,
+	};
+	const char *const workers[] = {
+		"--set", "dataplane.transport=udp", NULL,
+	};
+	const char *const agg[] = {
+		"--set", "dataplane.transport=xdp", NULL,
+	};
+	struct cluster_spec s = { .workers = HOSTS, .aggregators = 1,
+				  .role = "worker", .algorithm = "aggregate",
+				  .extra = common, .extra_worker = workers,
+				  .extra_agg = agg };
+	struct client_job proto = { .hosts = HOSTS, .rounds = 1, .go_fd = -1,
+				    .expect_error = -TALLY_EPEERLOST };
+	struct test_cluster tc;
+	char cmd[160];
+	int failed, said;
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "ip -n %s link set eth0 mtu 1500", ns[0]);
+	assert_int_equal(system(cmd), 0);
+	make_spec(&s, false);
+	assert_int_equal(cluster_up(&tc, &s), 0);
+	failed = run_cluster_clients(&tc, 1, proto, 60000);
+	said = daemon_log_count(&tc.d[0], "need an IP MTU of 3376");
+	failed += cluster_down(&tc);
+	snprintf(cmd, sizeof(cmd), "ip -n %s link set eth0 mtu 3400", ns[0]);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(failed, 0);
+	assert_true(said >= 1);
 }
 
 /* a daemon that must refuse to start, saying @why */
@@ -266,6 +315,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_xdp_aggregator_lossy),
 		cmocka_unit_test(test_xdp_aggregator_dpdk_workers),
+		cmocka_unit_test(test_xdp_route_mtu),
 		cmocka_unit_test(test_xdp_refused),
 	};
 

@@ -346,6 +346,7 @@ static void test_int32_wraps(void **state)
 	run_chunk(3, 32, TLY_F_INT, 0, 0, gen_wrap);
 	run_chunk(4, 96, TLY_F_INT, 0, 0, gen_wrap);
 	run_chunk(32, 352, TLY_F_INT, 0, 0, gen_wrap);
+	run_chunk(32, 832, TLY_F_INT, 0, 0, gen_wrap);
 }
 
 static void test_scaled_sum(void **state)
@@ -355,6 +356,7 @@ static void test_scaled_sum(void **state)
 	run_chunk(8, 256, 0, -5, 0, gen_scaled);
 	run_chunk(4, 320, 0, 3, 0, gen_scaled);
 	run_chunk(4, 352, 0, 3, 0, gen_scaled);
+	run_chunk(4, 832, 0, -2, 0, gen_scaled);
 }
 
 static void test_exp_max(void **state)
@@ -365,6 +367,7 @@ static void test_exp_max(void **state)
 	run_chunk(4, 320, TLY_F_EXP, 0, 1, gen_exp);
 	run_chunk(3, 160, TLY_F_EXP, 0, 1, gen_exp);
 	run_chunk(4, 352, TLY_F_EXP, 0, 1, gen_exp);
+	run_chunk(3, 832, TLY_F_EXP, 0, 1, gen_exp);
 }
 
 static void fill(int32_t *l, int32_t base)
@@ -375,12 +378,12 @@ static void fill(int32_t *l, int32_t base)
 		l[i] = base + (int32_t)i;
 }
 
-/* K is whole half passes (32 lanes) up to 352 (tly_switch_k_ok): every
- * one of them taken, others refused */
+/* K is whole half passes (32 lanes) up to 832 (tly_switch_k_ok; above
+ * 352 on jumbo frames): every one of them taken, others refused */
 static void test_job_k(void **state)
 {
-	static const uint16_t bad[] = { 0, 8, 16, 48, 255, 257, 336, 384,
-					1024 };
+	static const uint16_t bad[] = { 0, 8, 16, 48, 255, 257, 336, 400,
+					816, 864, 1024 };
 	int32_t l[TLY_XDP_K_MAX];
 	uint8_t f[FRAME_MAX];
 	struct tly_xdp_job j;

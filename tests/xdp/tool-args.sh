@@ -1,7 +1,7 @@
 #!/bin/sh
 # tool-args.sh TOOL - tally-xdp-agg refuses what the XDP program cannot
 # run before it loads anything: a K that is no whole number of 32-lane
-# half passes up to 352 (tly_switch_k_ok), more than 32 workers, a bad group,
+# half passes up to 832 (tly_switch_k_ok), more than 32 workers, a bad group,
 # the same in a config file; each with exit 2 and the option named.
 # No root needed: nothing is loaded.
 set -u
@@ -23,7 +23,7 @@ refuses() {
 	fi
 }
 
-for k in 0 8 16 48 255 257 336 384 1024; do
+for k in 0 8 16 48 255 257 336 400 864 1024; do
 	refuses "bad --k" --ifname tlynoif0 --k $k
 done
 refuses "bad --workers" --ifname tlynoif0 --workers 33
@@ -32,7 +32,7 @@ printf 'k = 80\n' > "$tmp/job.conf"
 refuses "job.conf:1: bad line" --config "$tmp/job.conf"
 # the good K values get past the options (to the interface check: no
 # such interface, the usage and exit 2, but no "bad --k")
-for k in 32 64 96 128 192 256 320 352; do
+for k in 32 64 96 128 192 256 320 352 384 832; do
 	"$tool" --ifname tlynoif0 --k $k >/dev/null 2>"$tmp/err"
 	if grep -q "bad --k" "$tmp/err"; then
 		echo "tool-args: --k $k refused" >&2
