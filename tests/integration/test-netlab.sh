@@ -118,6 +118,27 @@ refute "up with a bad rate fails" \
 check "the failed up left no namespace" [ -z "$(ns_list)" ]
 check "the failed up left no state file" [ ! -e "$state/$name.state" ]
 
+mtu() {	# mtu NS DEV: the device's MTU
+	ip -n "$1" -o link show dev "$2" | sed -n 's/.* mtu \([0-9]*\) .*/\1/p'
+}
+check "up --mtu 3400" "$netlab" up 2 --mtu 3400 --name "$name" --subnet "$subnet"
+check "--mtu: host 1's eth0" [ "$(mtu "${name}1" eth0)" = 3400 ]
+check "--mtu: host 1's bridge end" [ "$(mtu "${name}sw" "${name}1-h")" = 3400 ]
+check "--mtu: the bridge" [ "$(mtu "${name}sw" "${name}br")" = 3400 ]
+dgram() {	# dgram BYTES: host 0 sends a UDP datagram with DF to host 1
+	ip netns exec "${name}0" python3 -c "import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, 10, 2)	# IP_MTU_DISCOVER, IP_PMTUDISC_DO
+s.connect(('$subnet.2', 9))
+s.send(b'x' * $1)" 2>/dev/null
+}
+check "--mtu: a 3400-byte IP packet leaves whole" dgram 3372
+refute "--mtu: a 3401-byte one does not" dgram 3373
+check "down" "$netlab" down --name "$name"
+refute "up with a bad MTU fails" \
+	"$netlab" up 2 --mtu 3400x --name "$name" --subnet "$subnet"
+check "the failed up left no namespace" [ -z "$(ns_list)" ]
+
 ip netns add "${name}sw"
 refute "up refuses when the switch namespace is someone else's" \
 	"$netlab" up 2 --name "$name" --subnet "$subnet"
