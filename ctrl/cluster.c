@@ -211,8 +211,8 @@ static void open_transport(struct cluster *c, struct cluster_shard *sh)
 		.self = c->self_node,
 		.n_nodes = c->n_nodes,
 		.addrs = sh->addrs,
-		.mtu = (uint32_t)(TLY_L2L4_LEN + TLY_HDR_LEN +
-				  4 * config_k(c->cfg)),
+		.mtu = (uint32_t)(TLY_ETH_LEN +
+				  TLY_DATA_IP_LEN(config_k(c->cfg))),
 		/* a switch, or the XDP program, takes whole frames only */
 		.no_fragments = c->cfg->dp_profile == TLY_PROFILE_SWITCH,
 		.eal_args = c->cfg->eal_args,

@@ -58,9 +58,11 @@ int udp_whole_frames(struct transport *tp)
 		return 0;
 	if (setsockopt(u->fd, IPPROTO_IP, IP_MTU_DISCOVER, &dont,
 		       sizeof(dont))) {
+		int err = errno;
+
 		dp_err("transport udp: cannot set DF (IP_MTU_DISCOVER): %s",
-		       strerror(errno));
-		return -errno;
+		       strerror(err));
+		return -err;
 	}
 	for (i = 0; i < cfg->n_nodes; i++) {
 		struct sockaddr_in to = { .sin_family = AF_INET };
