@@ -60,7 +60,7 @@ _Static_assert(TLY_SWITCH_K_MTU1500 <= TLY_K_MTU1500 &&
  * IP packet (3390-byte frame), which one XDP buffer holds.  Without
  * multi-buffer XDP a driver takes frames of one 4 KiB page less its
  * 256-byte headroom and the skb's shared info: an IP MTU of 3506 on veth
- * here, 3498 on mlx5 (docs/switch-profile.md, "Jumbo frames").
+ * here (docs/switch-profile.md, "Jumbo frames").
  */
 #define TLY_SWITCH_K_MAX	832
 _Static_assert(TLY_SWITCH_K_MAX <= TLY_K_MAX &&
