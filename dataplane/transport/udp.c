@@ -334,7 +334,7 @@ static int udp_set_nodes(struct transport *tp)
 			(me->ip >> 8) & 0xff, me->ip & 0xff, me->port);
 		return -EADDRNOTAVAIL;
 	}
-	ret = udp_whole_frames(tp);
+	ret = udp_routes_check(tp);
 	if (ret)
 		return ret;
 	peers_fill(u, cfg);

@@ -119,8 +119,10 @@ void udp_tx_send(struct transport *tp, uint16_t dst, uint8_t *frame,
 int udp_tx_flush(struct transport *tp);
 int udp_tx_pending(struct transport *tp);
 
-/* udp_mtu.c: with cfg.no_fragments, DF on and every route checked
- * against the largest frame; 0 or -errno (-EMSGSIZE), logged */
+/* udp_mtu.c, with cfg.no_fragments (else both return 0): every known
+ * node's route checked against the largest frame (open and set_nodes),
+ * and at open DF on as well; 0 or -errno (-EMSGSIZE), logged */
+int udp_routes_check(struct transport *tp);
 int udp_whole_frames(struct transport *tp);
 
 /* udp_rx.c */

@@ -45,25 +45,17 @@ static int route_mtu(const struct sockaddr_in *from,
 }
 
 /* on the table in tp->cfg (set_nodes: before the peers take it) */
-int udp_whole_frames(struct transport *tp)
+int udp_routes_check(struct transport *tp)
 {
 	const struct transport_config *cfg = &tp->cfg;
 	struct udp_priv *u = tp->priv;
 	/* the frame's IP packet: a udp frame's mtu counts Ethernet too */
 	uint32_t need = cfg->mtu - TLY_ETH_LEN;
-	int dont = IP_PMTUDISC_DO, mtu;
 	uint32_t i;
+	int mtu;
 
 	if (!cfg->no_fragments)
 		return 0;
-	if (setsockopt(u->fd, IPPROTO_IP, IP_MTU_DISCOVER, &dont,
-		       sizeof(dont))) {
-		int err = errno;
-
-		dp_err("transport udp: cannot set DF (IP_MTU_DISCOVER): %s",
-		       strerror(err));
-		return -err;
-	}
 	for (i = 0; i < cfg->n_nodes; i++) {
 		struct sockaddr_in to = { .sin_family = AF_INET };
 
@@ -84,4 +76,22 @@ int udp_whole_frames(struct transport *tp)
 		}
 	}
 	return 0;
+}
+
+int udp_whole_frames(struct transport *tp)
+{
+	struct udp_priv *u = tp->priv;
+	int dont = IP_PMTUDISC_DO;
+
+	if (!tp->cfg.no_fragments)
+		return 0;
+	if (setsockopt(u->fd, IPPROTO_IP, IP_MTU_DISCOVER, &dont,
+		       sizeof(dont))) {
+		int err = errno;
+
+		dp_err("transport udp: cannot set DF (IP_MTU_DISCOVER): %s",
+		       strerror(err));
+		return -err;
+	}
+	return udp_routes_check(tp);
 }
